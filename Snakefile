@@ -1,0 +1,41 @@
+# synperf: kernel latency prediction on seen and unseen GPUs. Thin on purpose: configuration, validation,
+# rule modules and the default target. All logic lives in the `synperf` package.
+import sys
+
+from snakemake.utils import min_version, validate
+
+min_version("9.20")
+
+sys.path.insert(0, workflow.basedir)
+from synperf.config import check_references
+from synperf.download import load_manifest
+from synperf.hardware import load_registry
+
+
+configfile: "config/config.yaml"
+
+
+validate(config, "workflow/schemas/config.schema.yaml")
+REGISTRY = load_registry(config["gpu_registry"])
+check_references(config, REGISTRY)
+MANIFEST = load_manifest(config["public_data_manifest"])
+EXPERIMENTS = sorted(config["experiments"])
+
+
+wildcard_constraints:
+    experiment="|".join(EXPERIMENTS),
+    source="|".join(config["ingest"]["sources"]),
+
+
+include: "rules/download.smk"
+include: "rules/ingest.smk"
+include: "rules/features.smk"
+include: "rules/train.smk"
+include: "rules/evaluate.smk"
+include: "rules/report.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        "results/report.md",

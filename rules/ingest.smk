@@ -1,0 +1,38 @@
+# One job per public source: its files -> canonical measurement table; then one merge with our own
+# profiled measurements (data/measurements/<gpu>/<kernel>.parquet).
+from pathlib import Path
+
+
+def source_files(wildcards):
+    prefix = wildcards.source + "/"
+    return [f"{config['public_data_dir']}/{p}" for p in MANIFEST if p.startswith(prefix)]
+
+
+OWN_MEASUREMENTS = sorted(str(p) for p in Path(config["measurements_dir"]).glob("*/*.parquet"))
+
+
+rule ingest_source:
+    input:
+        files=source_files,
+        registry=config["gpu_registry"],
+    output:
+        table="results/measurements/sources/{source}.parquet",
+        summary="results/measurements/sources/{source}.json",
+    params:
+        data_dir=config["public_data_dir"],
+        cfg=lambda wc: config["ingest"].get(wc.source, {}),
+    script:
+        "../scripts/ingest.py"
+
+
+rule merge_measurements:
+    input:
+        tables=expand("results/measurements/sources/{source}.parquet", source=config["ingest"]["sources"]),
+        summaries=expand("results/measurements/sources/{source}.json", source=config["ingest"]["sources"]),
+        own=OWN_MEASUREMENTS,
+        registry=config["gpu_registry"],
+    output:
+        table="results/measurements/all.parquet",
+        summary="results/measurements/summary.json",
+    script:
+        "../scripts/merge_measurements.py"

@@ -1,0 +1,6 @@
+"""Rule script: merge source tables and our own measurements, reduce duplicates."""
+from synperf.pipeline import merge_measurements
+
+sm = snakemake  # noqa: F821
+merge_measurements(list(sm.input.tables), list(sm.input.summaries), list(sm.input.own), sm.input.registry,
+                   sm.output.table, sm.output.summary)

@@ -1,0 +1,11 @@
+"""Rule script: train one experiment's efficiency MLP."""
+import contextlib
+from pathlib import Path
+
+from synperf.pipeline import train_experiment
+
+sm = snakemake  # noqa: F821
+with open(sm.log[0], "w") as log, contextlib.redirect_stdout(log):
+    train_experiment(sm.input.table, sm.input.meta, sm.wildcards.experiment, dict(sm.params.exp),
+                     dict(sm.params.training), int(sm.params.seed), sm.threads,
+                     str(Path(sm.output.model).parent))

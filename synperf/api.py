@@ -1,0 +1,95 @@
+"""``predict(kernel, params, gpu)``: latency predictions for callers outside the pipeline, in bulk.
+
+Example::
+
+    from synperf.api import predict
+    df = predict("gemm", {"m": [1, 128, 4096], "n": 4096, "k": 4096, "dtype": "bfloat16"}, gpu="h200_sxm")
+    df["predicted_latency_us"]
+
+Models are those the pipeline trained (``models/<experiment>/``); by default the
+experiment named like the kernel family.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+import pandas as pd
+
+from .estimator import TrainedModel
+from .features import build_features
+from .hardware import Registry, load_registry
+from .io import InputError
+from .schema import KERNEL_PARAMS, conform
+
+DEFAULT_MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
+DEFAULT_IMPLEMENTATION = {
+    "gemm": "cublas", "gemm_fp8": "torch_scaled_mm", "attention_prefill": "vllm_flash_attn",
+    "attention_decode": "vllm_flash_attn", "rmsnorm": "vllm_rms_norm", "silu_mul": "vllm_silu_and_mul",
+    "fused_moe": "triton_fused_moe",
+}
+DEFAULTS = {"batch": 1, "window_size": 0, "moe_tp_size": 1, "moe_ep_size": 1, "moe_stage": "full",
+            "kv_cache_dtype": "bfloat16"}
+
+
+@lru_cache(maxsize=32)
+def _load(model_dir: str) -> TrainedModel:
+    return TrainedModel.load(model_dir)
+
+
+def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, experiment: str | None = None,
+            models_dir: str | os.PathLike | None = None, registry: Registry | None = None) -> pd.DataFrame:
+    """Predict latency for many launches of one kernel family.
+
+    Args:
+        kernel: family name (see :data:`synperf.schema.KERNELS`).
+        params: kernel parameters as canonical column names (``m``, ``n``, ``k``, ``dtype``, ...),
+            scalars broadcast against lists; or a DataFrame with those columns.
+        gpu: registry id (or one per row).
+        experiment: model to use (default: the one named like ``kernel``).
+        models_dir: where trained models live (default ``models/`` of this checkout).
+
+    Returns:
+        The canonical parameter columns plus ``theoretical_time_us``, ``predicted_efficiency`` and
+        ``predicted_latency_us`` (microseconds), one row per launch.
+
+    Raises:
+        InputError: unknown kernel or GPU, a missing parameter, or no trained model.
+    """
+    if kernel not in KERNEL_PARAMS:
+        raise InputError(f"unknown kernel {kernel!r}; expected one of {sorted(KERNEL_PARAMS)}")
+    registry = registry or load_registry()
+    df = params.copy() if isinstance(params, pd.DataFrame) else pd.DataFrame(
+        {k: v for k, v in params.items()}, index=None if any(isinstance(v, (list, tuple)) for v in params.values())
+        else [0])
+    df["gpu"] = gpu
+    df["kernel"] = kernel
+    for col, val in {**DEFAULTS, "implementation": DEFAULT_IMPLEMENTATION[kernel]}.items():
+        if col not in df.columns:
+            df[col] = val
+    if "dtype" not in df.columns:
+        raise InputError("params: 'dtype' is required (e.g. 'bfloat16')")
+    if kernel == "attention_prefill" and "kv_len" not in df.columns and "seq_len" in df.columns:
+        df["kv_len"] = df["seq_len"]
+    if kernel == "attention_decode" and "seq_len" not in df.columns:
+        df["seq_len"] = 1
+    missing = [p for p in KERNEL_PARAMS[kernel] if p not in df.columns]
+    if missing:
+        raise InputError(f"params: kernel {kernel!r} needs {missing}")
+    for g in df["gpu"].unique():
+        registry[g]
+    df["latency_us"] = 1.0  # placeholder so the canonical table is complete; not used
+    df["latency_stat"], df["source"], df["source_version"] = "predicted", "api", "api"
+    table = conform(df)
+    model_dir = Path(models_dir or DEFAULT_MODELS_DIR) / (experiment or kernel)
+    if not (model_dir / "meta.json").exists():
+        raise InputError(f"{model_dir}: no trained model; run the pipeline (`snakemake --cores all`) first")
+    model = _load(str(model_dir))
+    ff = build_features(table, registry, model.meta.get("feature_set", "v1"))
+    out = table.drop(columns=["latency_us", "latency_stat", "source", "source_version", "source_file"])
+    out["theoretical_time_us"] = ff.frame["theoretical_time_us"].to_numpy()
+    out["predicted_latency_us"] = model.predict_latency_us(ff)
+    out["predicted_efficiency"] = out["theoretical_time_us"] / out["predicted_latency_us"]
+    return out

@@ -1,0 +1,100 @@
+"""Atomic file output and checked table input.
+
+Every output of the pipeline is written to a temporary file in the target's
+directory and moved into place with :func:`os.replace`, so a crash never
+leaves a half-written file behind: readers see either the old file or the new
+one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+import pandas as pd
+
+
+class InputError(ValueError):
+    """Bad input data: the message names the file, row or key and what was expected."""
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; on success move it onto ``path``.
+
+    On any exception the temporary file is removed and ``path`` is untouched.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp_path, 0o666 & ~umask)  # mkstemp creates 0600; give the usual permissions
+        os.replace(tmp_path, path)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def write_parquet(df: pd.DataFrame, path: str | os.PathLike) -> None:
+    """Write ``df`` to Parquet atomically (no index)."""
+    with atomic_path(path) as tmp:
+        df.to_parquet(tmp, index=False)
+
+
+def write_csv(df: pd.DataFrame, path: str | os.PathLike, **kwargs: Any) -> None:
+    """Write ``df`` to CSV atomically (no index unless ``index=True`` is passed)."""
+    kwargs.setdefault("index", False)
+    with atomic_path(path) as tmp:
+        df.to_csv(tmp, **kwargs)
+
+
+def write_text(text: str, path: str | os.PathLike) -> None:
+    """Write ``text`` (UTF-8) atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def write_json(obj: Any, path: str | os.PathLike) -> None:
+    """Write ``obj`` as indented JSON atomically."""
+    write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n", path)
+
+
+def read_table(path: str | os.PathLike, **kwargs: Any) -> pd.DataFrame:
+    """Read a Parquet or CSV file, turning parser failures into :class:`InputError`.
+
+    Raises:
+        InputError: the file is missing, truncated, or not a valid table; the
+            message names the file.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: file not found")
+    try:
+        if path.suffix == ".parquet":
+            return pd.read_parquet(path, **kwargs)
+        if path.suffix == ".csv":
+            return pd.read_csv(path, **kwargs)
+    except Exception as exc:  # pyarrow / pandas raise many types for corrupt files
+        raise InputError(
+            f"{path}: cannot be read as {path.suffix[1:]} ({type(exc).__name__}: {exc}); "
+            "the file may be truncated or corrupt"
+        ) from exc
+    raise InputError(f"{path}: unsupported table format {path.suffix!r} (expected .parquet or .csv)")
+
+
+def require_columns(df: pd.DataFrame, columns: list[str] | tuple[str, ...], source: str) -> None:
+    """Raise :class:`InputError` naming ``source`` if any of ``columns`` is missing."""
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise InputError(
+            f"{source}: missing column(s) {missing}; expected at least {list(columns)}"
+        )

@@ -1,0 +1,144 @@
+"""The pipeline's steps as plain functions; Snakemake rule scripts only call these.
+
+Each step reads its inputs, validates them, and writes its outputs atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .estimator import TrainConfig, TrainedModel, data_hash, train
+from .features import FeatureFrame, build_features
+from .hardware import load_registry
+from .ingest import ADAPTERS
+from .io import InputError, read_table, write_json, write_parquet
+from .metrics import ape, summarize
+from .schema import COLUMNS, KEY_COLUMNS, conform, reduce_duplicates, validate
+from .split import assign_split, shape_key
+
+
+def ingest_source(source: str, data_dir: str, registry_path: str, source_cfg: dict | None,
+                  out_table: str, out_summary: str) -> None:
+    """Run one ingest adapter; write its canonical table and a summary (rows, dropped by reason)."""
+    registry = load_registry(registry_path)
+    t0 = time.time()
+    res = ADAPTERS[source](Path(data_dir), registry, source_cfg or {})
+    write_parquet(res.table, out_table)
+    write_json({"source": source, "rows": len(res.table), "dropped": dict(res.dropped), "files": res.files,
+                "seconds": round(time.time() - t0, 2)}, out_summary)
+
+
+def merge_measurements(tables: list[str], summaries: list[str], own_measurements: list[str], registry_path: str,
+                       out_table: str, out_summary: str) -> None:
+    """Concatenate source tables and our own measurements, reduce duplicate keys to their median.
+
+    Raises:
+        InputError: a table (e.g. a profiled Parquet under data/measurements) is unreadable or not canonical.
+    """
+    registry = load_registry(registry_path)
+    frames = []
+    for path in list(tables) + list(own_measurements):
+        df = read_table(path)
+        if path in own_measurements:
+            df = conform(df)
+        frames.append(validate(df, str(path), registry.ids))
+    df = pd.concat(frames, ignore_index=True)
+    rows_in = len(df)
+    df, removed = reduce_duplicates(df)
+    dropped: Counter = Counter()
+    for s in summaries:
+        dropped.update(json.loads(Path(s).read_text())["dropped"])
+    counts = df.groupby(["source", "kernel", "gpu"]).size().reset_index(name="rows")
+    write_parquet(df, out_table)
+    write_json({
+        "rows_in": rows_in, "rows_out": len(df), "duplicate_rows_merged": removed,
+        "duplicate_keys": int((df["n_duplicates"] > 1).sum()),
+        "dropped": dict(dropped), "own_measurement_files": list(own_measurements),
+        "row_counts": counts.to_dict(orient="records"),
+    }, out_summary)
+
+
+def select_rows(df: pd.DataFrame, exp: dict) -> pd.DataFrame:
+    """Rows of one experiment: its kernel, optionally restricted to sources and dtypes."""
+    sel = df["kernel"] == exp["kernel"]
+    if exp.get("sources"):
+        sel &= df["source"].isin(exp["sources"]) | (df["source"] == "synperf_profiler")
+    if exp.get("dtypes"):
+        sel &= df["dtype"].isin(exp["dtypes"])
+    return df[sel]
+
+
+def experiment_features(measurements: str, exp_name: str, exp: dict, registry_path: str, feature_set: str,
+                        seed: int, out_table: str, out_meta: str) -> None:
+    """Features, split label and target for one experiment's rows (seen and unseen GPUs only)."""
+    registry = load_registry(registry_path)
+    df = select_rows(read_table(measurements), exp)
+    split = assign_split(df, exp["seen"], exp.get("unseen", []), exp.get("heldout_frac", 0.2), seed)
+    df = df[split != "unused"]
+    split = split[split != "unused"]
+    if not (split == "train").any():
+        raise InputError(f"experiment {exp_name}: no training rows (kernel {exp['kernel']!r}, seen GPUs "
+                         f"{exp['seen']}, sources {exp.get('sources')}); check the config")
+    t0 = time.time()
+    ff = build_features(df, registry, feature_set)
+    seconds = time.time() - t0
+    out = pd.concat([df[list(KEY_COLUMNS) + ["latency_us", "source"]].reset_index(drop=True),
+                     ff.frame.drop(columns=[c for c in ff.frame.columns if c in KEY_COLUMNS]).reset_index(drop=True)],
+                    axis=1)
+    out["split"] = split.to_numpy()
+    out["shape_key"] = shape_key(df, seed).to_numpy()
+    write_parquet(out, out_table)
+    write_json({"experiment": exp_name, "feature_set": feature_set, "numeric": ff.numeric, "linear": ff.linear,
+                "categorical": ff.categorical, "rows": len(out), "feature_seconds": round(seconds, 3),
+                "split_counts": split.value_counts().to_dict()}, out_meta)
+
+
+def _feature_frame(table: pd.DataFrame, meta: dict) -> FeatureFrame:
+    return FeatureFrame(frame=table, numeric=meta["numeric"], linear=meta["linear"],
+                        categorical=meta["categorical"])
+
+
+def train_experiment(features: str, features_meta: str, exp_name: str, exp: dict, training: dict, seed: int,
+                     threads: int, out_dir: str) -> None:
+    """Train one experiment's MLP on its ``train`` rows and save it under ``out_dir``."""
+    meta = json.loads(Path(features_meta).read_text())
+    table = read_table(features)
+    tr = table[table["split"] == "train"].reset_index(drop=True)
+    cfg = TrainConfig.from_dict({**training, "seed": seed, "threads": threads})
+    t0 = time.time()
+    model = train(_feature_frame(tr, meta), tr["latency_us"], tr["shape_key"], cfg, extra_meta={
+        "experiment": exp_name, "kernel": exp["kernel"], "feature_set": meta["feature_set"],
+        "train_gpus": sorted(tr["gpu"].unique()), "seen_gpus": exp["seen"], "unseen_gpus": exp.get("unseen", []),
+        "sources": exp.get("sources"), "data_sha256": data_hash(tr[list(KEY_COLUMNS) + ["latency_us"]]),
+    })
+    model.meta["train_seconds"] = round(time.time() - t0, 1)
+    model.save(out_dir)
+
+
+def evaluate_experiment(features: str, features_meta: str, model_dir: str, exp_name: str, out_predictions: str,
+                        out_table: str) -> None:
+    """Predict every row of the experiment; write predictions and MAPE per GPU and split."""
+    meta = json.loads(Path(features_meta).read_text())
+    table = read_table(features)
+    model = TrainedModel.load(model_dir)
+    pred = model.predict_latency_us(_feature_frame(table, meta))
+    out = table[["gpu", "kernel", "split", "latency_us", "theoretical_time_us"]].copy()
+    out["predicted_latency_us"] = pred
+    out["ape_pct"] = ape(pred, out["latency_us"])
+    out["experiment"] = exp_name
+    write_parquet(out, out_predictions)
+    rows = []
+    for (gpu, split), g in out.groupby(["gpu", "split"]):
+        rows.append({"experiment": exp_name, "kernel": meta.get("kernel", out["kernel"].iloc[0]), "gpu": gpu,
+                     "split": split, **summarize(g["ape_pct"])})
+    for split, g in out.groupby("split"):
+        rows.append({"experiment": exp_name, "kernel": out["kernel"].iloc[0], "gpu": "ALL", "split": split,
+                     **summarize(g["ape_pct"])})
+    from .io import write_csv
+    write_csv(pd.DataFrame(rows), out_table)

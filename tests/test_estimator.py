@@ -1,0 +1,69 @@
+"""The efficiency MLP on a small real slice: learns, is seeded, round-trips through disk."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from synperf.estimator import EfficiencyMLP, TrainConfig, TrainedModel, loss_fn, train
+from synperf.features import build_features
+from synperf.ingest import vidur
+from synperf.schema import reduce_duplicates
+from synperf.split import shape_key
+
+
+@pytest.fixture(scope="module")
+def gemm_slice(public_data, registry):
+    t = vidur.ingest(public_data, registry).table
+    t, _ = reduce_duplicates(t[(t.kernel == "gemm") & (t.gpu == "a100_sxm4_80gb")])
+    return t.sample(3000, random_state=0).reset_index(drop=True)
+
+
+def fit(df, registry, **kw):
+    ff = build_features(df, registry, "v1")
+    cfg = TrainConfig(max_epochs=kw.pop("max_epochs", 40), early_stopping_patience=10, batch_size=256, **kw)
+    return ff, train(ff, df["latency_us"], shape_key(df), cfg, log=lambda *_: None)
+
+
+def test_mlp_beats_a_constant_efficiency(gemm_slice, registry):
+    ff, model = fit(gemm_slice, registry)
+    pred = model.predict_latency_us(ff)
+    mape = np.mean(np.abs(pred - gemm_slice["latency_us"]) / gemm_slice["latency_us"]) * 100
+    eff = ff.frame["theoretical_time_us"] / gemm_slice["latency_us"]
+    const = ff.frame["theoretical_time_us"] / eff.median()
+    const_mape = np.mean(np.abs(const - gemm_slice["latency_us"]) / gemm_slice["latency_us"]) * 100
+    assert mape < 0.6 * const_mape, (mape, const_mape)
+
+
+def test_training_is_seeded_and_saved_models_predict_the_same(gemm_slice, registry, tmp_path):
+    ff, m1 = fit(gemm_slice, registry, max_epochs=5)
+    _, m2 = fit(gemm_slice, registry, max_epochs=5)
+    p1 = m1.predict_latency_us(ff)
+    assert np.allclose(p1, m2.predict_latency_us(ff))
+    m1.save(tmp_path / "m")
+    loaded = TrainedModel.load(tmp_path / "m")
+    assert np.allclose(p1, loaded.predict_latency_us(ff), rtol=1e-6)
+    assert loaded.meta["train_config"]["max_epochs"] == 5
+
+
+def test_output_is_a_bounded_efficiency():
+    net = EfficiencyMLP(3, [8], 0.0, efficiency_max=1.5)
+    net.eval()
+    y = net(torch.randn(64, 3) * 100)
+    assert (y >= 0).all() and (y <= 1.5).all()
+
+
+def test_losses():
+    p, t = torch.tensor([0.5, 1.0]), torch.tensor([0.25, 1.0])
+    assert float(loss_fn("mre")(p, t)) == pytest.approx(0.5)          # (1.0 + 0) / 2
+    pin = loss_fn("pinball:0.8")
+    # under-prediction costs q, over-prediction 1-q (relative residuals)
+    assert float(pin(torch.tensor([0.5]), torch.tensor([1.0]))) == pytest.approx(0.8 * 0.5)
+    assert float(pin(torch.tensor([1.5]), torch.tensor([1.0]))) == pytest.approx(0.2 * 0.5)
+    with pytest.raises(ValueError):
+        loss_fn("huber")
+
+
+def test_unknown_training_key_is_rejected():
+    with pytest.raises(KeyError, match="lr_warmup"):
+        TrainConfig.from_dict({"lr_warmup": 3})

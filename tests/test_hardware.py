@@ -1,0 +1,63 @@
+import pandas as pd
+import pytest
+import yaml
+
+from synperf.hardware import load_registry
+from synperf.io import InputError
+
+
+def test_registry_covers_every_reference_gpu(registry, reference):
+    ids = set(pd.read_csv(reference / "gpu_specs.csv")["id"])
+    assert ids <= registry.ids
+
+
+def test_registry_matches_reference_values(registry, reference):
+    ref = pd.read_csv(reference / "gpu_specs.csv").set_index("id")
+    for gid, row in ref.iterrows():
+        spec = registry[gid]
+        assert spec.sm_count == row["sm_count"]
+        assert spec.dram_bw_gbps == pytest.approx(row["dram_bw_gbps"])
+        assert spec.l2_cache_mb == pytest.approx(row["l2_cache_mb"])
+
+
+def test_every_gpu_has_a_sourced_l2_bandwidth(registry):
+    for spec in registry.gpus.values():
+        src = spec.raw["sources"]["l2_bw_gbps"]
+        assert src.startswith(("measured:", "estimated:")), spec.id
+        assert spec.l2_bw_gbps > spec.dram_bw_gbps * 0.9, spec.id  # L2 is never much slower than DRAM
+
+
+def test_peak_lookup(registry):
+    h100 = registry["h100_sxm"]
+    assert h100.peak_tflops("bfloat16") == pytest.approx(989.4)
+    assert h100.peak_tflops("fp8") == pytest.approx(1978.9)
+    assert registry["v100_pcie_32gb"].peak_tflops("bfloat16") == pytest.approx(112)  # fp16 stands in
+    with pytest.raises(KeyError, match="no fp8"):
+        registry["a100_sxm4_80gb"].peak_tflops("fp8")
+
+
+def test_device_names_map_to_ids(registry):
+    assert registry.id_for_device_name("NVIDIA H100 80GB HBM3", "x") == "h100_sxm"
+    assert registry.id_for_device_name("NVIDIA H100", "x") == "h100_sxm"
+    with pytest.raises(InputError, match="unknown GPU 'NVIDIA H900'"):
+        registry.id_for_device_name("NVIDIA H900", "file.csv")
+
+
+def test_unknown_id_says_how_to_add_it(registry):
+    with pytest.raises(InputError, match="Adding a GPU"):
+        registry["h900"]
+
+
+@pytest.mark.parametrize("edit, key", [
+    (lambda g: g["h100_sxm"].pop("sm_count"), "gpus/h100_sxm"),
+    (lambda g: g["h100_sxm"].__setitem__("dram_bw_gbps", "fast"), "gpus/h100_sxm/dram_bw_gbps"),
+])
+def test_bad_registry_names_the_key(tmp_path, edit, key):
+    from synperf.hardware import DEFAULT_REGISTRY
+
+    doc = yaml.safe_load(DEFAULT_REGISTRY.read_text())
+    edit(doc["gpus"])
+    path = tmp_path / "gpus.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(InputError, match=key):
+        load_registry(path)

@@ -1,0 +1,113 @@
+"""Adapters on the real public data, and on broken copies of it."""
+
+import shutil
+
+import pandas as pd
+import pytest
+
+from synperf.ingest import aiconfigurator, neusight, pipeweave, vidur
+from synperf.io import InputError
+
+
+@pytest.fixture(scope="module")
+def aic(public_data, registry):
+    return aiconfigurator.ingest(public_data, registry)
+
+
+def test_aiconfigurator_drops_the_known_bad_rows(aic):
+    # public-data README: 5,457 L40S flashinfer prefill rows; 37 + 7 + 1 isolated GEMM spikes
+    assert aic.dropped["known_bad:l40s_flashinfer_prefill"] == 5457
+    assert aic.dropped["known_bad:isolated_gemm_spike"] == 45
+    t = aic.table
+    l40s_prefill = t[(t.gpu == "l40s") & (t.kernel == "attention_prefill")]
+    assert set(l40s_prefill["implementation"]) == {"vllm_flash_attn"}
+
+
+def test_aiconfigurator_units_are_microseconds(aic):
+    t = aic.table
+    row = t[(t.gpu == "h100_sxm") & (t.kernel == "gemm") & (t.m == 4096) & (t.n == 4096) & (t.k == 4096)]
+    # README unit check: H100 bf16 4096^3 takes 0.174 ms
+    assert row["latency_us"].median() == pytest.approx(174, rel=0.05)
+
+
+def test_aiconfigurator_spike_example_is_gone(aic):
+    t = aic.table
+    sel = (t.gpu == "h200_sxm") & (t.kernel == "gemm") & (t.n == 1024) & (t.k == 8192)
+    assert 80 not in set(t.loc[sel, "m"])            # the 0.62 ms spike at m=80
+    assert {65, 81} <= set(t.loc[sel, "m"])
+
+
+def test_gemm_spike_rule_on_a_hand_made_series():
+    m = pd.Series([1, 2, 3, 4, 5])
+    lat = pd.Series([10.0, 10.5, 40.0, 11.0, 30.0])
+    mask = aiconfigurator.gemm_spikes(pd.Series(["g"] * 5), pd.Series(["bf16"] * 5), m, pd.Series([8] * 5),
+                                      pd.Series([8] * 5), lat)
+    assert mask.tolist() == [False, False, True, False, False]  # the last point has one neighbour only
+
+
+def test_vidur_shapes(public_data, registry):
+    res = vidur.ingest(public_data, registry)
+    t = res.table
+    sel = ((t.gpu == "a100_sxm4_80gb") & (t.kernel == "gemm") & (t.m == 4096) & (t.k == 4096) & (t.n == 12288)
+           & t.source_version.str.contains("Llama-2-7b-hf"))
+    # first row of Llama-2-7b mlp.csv on A100: attn_pre_proj median 1.911 ms (tp 1: n = (32 + 64) * 128)
+    assert sel.sum() >= 1 and t.loc[sel, "latency_us"].iloc[0] == pytest.approx(1911.0)
+    silu = t[(t.kernel == "silu_mul") & (t.gpu == "a100_sxm4_80gb") & t.source_version.str.contains("Llama-2-7b-hf")]
+    assert set(silu["hidden_size"]) <= {11008, 5504, 2752, 1376}
+    assert res.dropped["unsupported_op:vidur:gelu"] > 0  # phi-2
+
+
+def test_neusight_linear_and_bmm_mapping(public_data, registry):
+    t = neusight.ingest(public_data, registry).table
+    l4 = t[(t.gpu == "l4") & t.source_file.str.endswith("test/bmm.csv")]
+    row = l4[(l4.batch == 192) & (l4.m == 96) & (l4.k == 196) & (l4.n == 196)]
+    assert len(row) == 1 and row["latency_us"].iloc[0] == pytest.approx(238.592)
+    lin = t[(t.gpu == "l4") & t.source_file.str.endswith("test/linear.csv") & (t.m == 1024) & (t.k == 2560)]
+    assert (lin["batch"] == 1).all() and 2560 in set(lin["n"])
+
+
+def test_pipeweave_fp8_split_and_moe(public_data, registry):
+    res = pipeweave.ingest(public_data, registry)
+    t = res.table
+    fp8 = t[t.kernel == "gemm_fp8"]
+    assert set(fp8.gpu) == {"h20", "h800_sxm", "h100_sxm", "h200_sxm"}
+    moe = t[t.kernel == "fused_moe"]
+    assert set(moe.moe_stage) == {"w13"}  # the public sweeps hold the gate_up GEMM only
+    assert res.dropped["nested_subset_copy:pipeweave_moe"] > 0
+    cfg_cols = ["gpu", "moe_stage", "num_tokens", "num_experts", "topk", "hidden_size", "inter_size",
+                "block_size_m", "block_size_n", "block_size_k", "group_size_m", "num_warps", "num_stages"]
+    assert not moe.duplicated(cfg_cols).any()
+
+
+def _copy(public_data, tmp_path, rel):
+    dst = tmp_path / rel
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(public_data / rel, dst)
+    return dst
+
+
+def test_unknown_gpu_stops_with_the_file_name(public_data, registry, tmp_path):
+    dst = _copy(public_data, tmp_path, "pipeweave/dataset/gemm_fp8_test.csv")
+    df = pd.read_csv(dst)
+    df.loc[3, "hardware"] = "NVIDIA H900"
+    df.to_csv(dst, index=False)
+    with pytest.raises(InputError, match=r"gemm_fp8_test.csv: unknown GPU 'NVIDIA H900'"):
+        pipeweave._fp8(tmp_path, registry)
+
+
+def test_missing_column_stops_with_the_file_name(public_data, registry, tmp_path):
+    rel = "aiconfigurator/a100_sxm/gemm/vllm/0.14.0/gemm_perf.parquet"
+    dst = _copy(public_data, tmp_path, rel)
+    pd.read_parquet(dst).drop(columns=["k"]).to_parquet(dst)
+    with pytest.raises(InputError, match=r"gemm_perf.parquet: missing column\(s\) \['k'\]"):
+        aiconfigurator.ingest(tmp_path, registry)
+
+
+def test_nan_latency_stops_with_file_and_row(public_data, registry, tmp_path):
+    rel = "neusight/dataset/train/collect/linear/p2.1.0/Tesla T4.csv"
+    dst = _copy(public_data, tmp_path, rel)
+    df = pd.read_csv(dst)
+    df.loc[7, "Latency"] = float("nan")
+    df.to_csv(dst, index=False)
+    with pytest.raises(InputError, match=r"Tesla T4.csv: row 7 .*'Latency'"):
+        neusight.ingest(tmp_path, registry)

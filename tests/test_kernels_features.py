@@ -1,0 +1,100 @@
+"""Hand-computed work and v1 features."""
+
+import pandas as pd
+import pytest
+
+from synperf.features import build_features
+from synperf.kernels import attention, fused_moe, work
+from synperf.schema import conform
+
+
+def rows(kernel, **params):
+    n = max(len(v) if isinstance(v, list) else 1 for v in params.values())
+    base = {"gpu": "a100_sxm4_80gb", "kernel": kernel, "implementation": "x", "latency_us": 1.0,
+            "latency_stat": "mean", "source": "t", "source_version": "t"}
+    return conform(pd.DataFrame({**base, **params}, index=range(n)))
+
+
+def test_gemm_256_cubed_bf16():
+    w = work(rows("gemm", dtype="bfloat16", m=256, n=256, k=256, batch=1)).iloc[0]
+    assert w["flops"] == 2 * 256**3
+    assert w["dram_bytes"] == 2 * (256 * 256 * 2) + 256 * 256 * 2   # A, B read; C written, 2 B each
+    assert w["parallel_units"] == 4                                   # four 128x128 tiles
+
+
+def test_fp8_gemm_reads_one_byte_and_writes_bf16():
+    w = work(rows("gemm_fp8", dtype="fp8", m=128, n=256, k=512, batch=1)).iloc[0]
+    assert w["dram_bytes"] == (128 * 512 + 256 * 512) * 1 + 128 * 256 * 2
+
+
+def test_causal_pairs():
+    s = pd.Series([4, 4, 1, 10])
+    w = pd.Series([0, 2, 0, 10])
+    assert attention.causal_pairs(s, w).tolist() == [10, 3 + 2 * 2, 1, 55]
+
+
+def test_prefill_and_decode_counts():
+    p = work(rows("attention_prefill", dtype="bfloat16", batch_size=2, seq_len=4, kv_len=4, num_heads=8,
+                  num_kv_heads=2, head_dim=64, kv_cache_dtype="bfloat16", window_size=0)).iloc[0]
+    assert p["flops"] == 4 * 2 * 8 * 10 * 64
+    assert p["xu_ops"] == 2 * 8 * 10
+    d = work(rows("attention_decode", dtype="bfloat16", batch_size=3, seq_len=1, kv_len=1000, num_heads=32,
+                  num_kv_heads=8, head_dim=128, kv_cache_dtype=["bfloat16", "fp8"], window_size=[0, 128]))
+    assert d["flops"].tolist() == [4 * 3 * 32 * 1000 * 128, 4 * 3 * 32 * 128 * 128]
+    kv0 = 3 * 1000 * 2 * 8 * 128 * 2
+    kv1 = 3 * 128 * 2 * 8 * 128 * 1
+    q_o = 2 * 3 * 32 * 128 * 2
+    assert d["dram_bytes"].tolist() == [kv0 + q_o, kv1 + q_o]
+
+
+def test_more_tokens_never_fewer_flops():
+    n = [1, 2, 16, 256, 4096]
+    for kernel, params in {
+        "rmsnorm": dict(dtype="float16", num_tokens=n, hidden_size=4096),
+        "silu_mul": dict(dtype="float16", num_tokens=n, hidden_size=11008),
+        "fused_moe": dict(dtype="bfloat16", num_tokens=n, hidden_size=4096, inter_size=14336, topk=2,
+                          num_experts=8, moe_tp_size=1, moe_ep_size=1, moe_stage="full", distribution="balanced"),
+    }.items():
+        w = work(rows(kernel, **params))
+        assert w["flops"].is_monotonic_increasing, kernel
+        assert w["dram_bytes"].is_monotonic_increasing, kernel
+
+
+def test_moe_active_experts_saturate():
+    pairs = pd.Series([1.0, 8.0, 1e6])
+    e = fused_moe.expected_active_experts(pairs, pd.Series([8.0] * 3), pd.Series([8.0] * 3))
+    assert e.iloc[0] == pytest.approx(1.0)
+    assert 4.0 < e.iloc[1] < 8.0
+    assert e.iloc[2] == pytest.approx(8.0)
+
+
+def test_routing_alpha():
+    assert fused_moe.routing_alpha(pd.Series(["balanced", "power_law_1.2", None])).tolist() == [0.0, 1.2, 0.0]
+
+
+def test_v1_roofline_on_h100(registry):
+    df = rows("gemm", dtype="bfloat16", m=[4096, 1], n=4096, k=4096, batch=1).assign(gpu="h100_sxm")
+    f = build_features(df, registry, "v1").frame
+    # compute-bound: 2*4096^3 / 989.4 TFLOP/s
+    assert f["theoretical_time_us"].iloc[0] == pytest.approx(2 * 4096**3 / 989.4e12 * 1e6)
+    # m = 1 is memory-bound: ~ the 32 MiB weight over 3350 GB/s
+    assert f["theoretical_time_us"].iloc[1] == pytest.approx(f["memory_time_us"].iloc[1])
+    assert f["memory_time_us"].iloc[1] == pytest.approx((4096 * 4096 + 4096 + 4096) * 2 / 3350e9 * 1e6)
+
+
+def test_norms_use_the_cuda_core_peak(registry):
+    df = rows("rmsnorm", dtype="float16", num_tokens=4096, hidden_size=8192)
+    f = build_features(df, registry, "v1").frame.iloc[0]
+    assert f["compute_time_us"] == pytest.approx(4 * 4096 * 8192 / 19.5e12 * 1e6)
+
+
+def test_every_family_on_every_registry_gpu_with_its_dtype(registry):
+    cases = [rows("gemm", dtype="float16", m=64, n=64, k=64, batch=1),
+             rows("rmsnorm", dtype="float16", num_tokens=1, hidden_size=64),
+             rows("silu_mul", dtype="float16", num_tokens=1, hidden_size=64),
+             rows("attention_decode", dtype="float16", batch_size=1, seq_len=1, kv_len=8, num_heads=1,
+                  num_kv_heads=1, head_dim=64, kv_cache_dtype="float16", window_size=0)]
+    for gid in registry.ids:
+        for df in cases:
+            f = build_features(df.assign(gpu=gid), registry, "v1").frame
+            assert (f["theoretical_time_us"] > 0).all(), gid

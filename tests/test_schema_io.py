@@ -1,0 +1,81 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from synperf.io import InputError, read_table, write_parquet, atomic_path
+from synperf.schema import COLUMNS, conform, reduce_duplicates, validate
+
+
+def gemm_rows(lat=(10.0, 12.0, 11.0), gpu="h100_sxm"):
+    return conform(pd.DataFrame({
+        "gpu": gpu, "kernel": "gemm", "implementation": "cublas", "dtype": "bfloat16",
+        "m": [64] * len(lat), "n": 4096, "k": 4096, "batch": 1, "latency_us": list(lat),
+        "latency_stat": "mean", "source": "test", "source_version": "t", "source_file": "f.parquet",
+    }))
+
+
+def test_conform_gives_every_canonical_column_with_its_dtype():
+    df = gemm_rows()
+    assert list(df.columns) == list(COLUMNS)
+    assert df["m"].dtype == "Int64" and df["latency_us"].dtype == "float64"
+    assert df["n_duplicates"].tolist() == [1, 1, 1]
+    assert df["num_heads"].isna().all()
+
+
+def test_validate_accepts_good_rows(registry):
+    validate(gemm_rows(), "t", registry.ids)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d.assign(latency_us=[10.0, np.nan, 1.0]), "row 1"),
+    (lambda d: d.assign(latency_us=[10.0, 1.0, -1.0]), "latency_us must be a finite number > 0"),
+    (lambda d: d.assign(kernel="conv2d"), "unknown kernel"),
+    (lambda d: d.assign(gpu="h999"), "not an id in config/gpus.yaml"),
+    (lambda d: d.assign(k=pd.array([None, None, None], dtype="Int64")), "needs parameter 'k'"),
+])
+def test_validate_names_the_bad_row(registry, change, message):
+    with pytest.raises(InputError, match=message) as e:
+        validate(change(gemm_rows()), "some/file.parquet", registry.ids)
+    assert "some/file.parquet" in str(e.value)
+
+
+def test_validate_rejects_a_mistyped_column(registry):
+    df = gemm_rows()
+    df["m"] = df["m"].astype("float64")
+    with pytest.raises(InputError, match="column 'm' has dtype float64, expected Int64"):
+        validate(df, "x", registry.ids)
+
+
+def test_reduce_duplicates_takes_the_median_and_counts():
+    df = pd.concat([gemm_rows((10.0, 30.0, 11.0)), gemm_rows((5.0,)).assign(m=pd.array([128], dtype="Int64"))],
+                   ignore_index=True)
+    out, removed = reduce_duplicates(df)
+    assert removed == 2 and len(out) == 2
+    m64 = out[out["m"] == 64].iloc[0]
+    assert m64["latency_us"] == 11.0 and m64["n_duplicates"] == 3
+    assert out[out["m"] == 128].iloc[0]["latency_us"] == 5.0
+
+
+def test_atomic_write_leaves_nothing_on_failure(tmp_path):
+    target = tmp_path / "out.parquet"
+    with pytest.raises(RuntimeError):
+        with atomic_path(target) as tmp:
+            tmp.write_text("partial")
+            raise RuntimeError("crash")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_truncated_parquet_is_reported_with_its_name(tmp_path):
+    path = tmp_path / "gemm.parquet"
+    write_parquet(gemm_rows(), path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(InputError, match="gemm.parquet: cannot be read as parquet"):
+        read_table(path)
+
+
+def test_malformed_csv_is_reported(tmp_path):
+    path = tmp_path / "bad.csv"
+    path.write_text('a,b\n1,"unterminated\n')
+    with pytest.raises(InputError, match="bad.csv"):
+        read_table(path)

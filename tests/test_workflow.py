@@ -1,0 +1,88 @@
+"""The Snakemake workflow: config validation messages, the DAG, and a small real run of every step."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from synperf import pipeline
+from synperf.api import predict
+from synperf.report import build_report
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def snakemake(*args, cwd=REPO):
+    """Run snakemake; Snakemake prints its errors on stdout, so stderr is merged into ``.out``."""
+    proc = subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=300)
+    proc.out = proc.stdout
+    return proc
+
+
+def test_wrong_config_type_is_named():
+    proc = snakemake("-n", "--config", "seed=abc")
+    assert proc.returncode != 0
+    assert "seed" in proc.out and "integer" in proc.out
+
+
+def test_unknown_gpu_in_an_experiment_is_named(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({"experiments": {"gemm": {"kernel": "gemm", "seen": ["h100_sxm"],
+                                                            "unseen": ["h999"]}}}))
+    proc = snakemake("-n", "--configfile", str(cfg))
+    assert proc.returncode != 0
+    assert "experiments.gemm.unseen" in proc.out and "h999" in proc.out
+
+
+def test_default_dag_reaches_the_report(public_data):
+    proc = snakemake("-n", "--config", f"public_data_dir={public_data}")
+    assert proc.returncode == 0, proc.out[-2000:]
+    out = proc.out
+    for rule in ("ingest_source", "merge_measurements", "features", "train", "evaluate", "report"):
+        assert rule in out
+
+
+def test_every_step_on_real_vidur_rows(public_data, tmp_path):
+    reg = str(REPO / "config/gpus.yaml")
+    cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    exp = cfg["experiments"]["rmsnorm"]
+    src, summ = tmp_path / "vidur.parquet", tmp_path / "vidur.json"
+    pipeline.ingest_source("vidur", str(public_data), reg, cfg["ingest"]["vidur"], str(src), str(summ))
+    allp, alls = tmp_path / "all.parquet", tmp_path / "summary.json"
+    pipeline.merge_measurements([str(src)], [str(summ)], [], reg, str(allp), str(alls))
+    merged = json.loads(alls.read_text())
+    assert merged["duplicate_rows_merged"] > 0   # Vidur repeats token counts 2048 and 4096 (README)
+    feat, fmeta = tmp_path / "f.parquet", tmp_path / "f.json"
+    pipeline.experiment_features(str(allp), "rmsnorm", exp, reg, "v1", 0, str(feat), str(fmeta))
+    training = {**cfg["training"], "max_epochs": 15, "early_stopping_patience": 5}
+    mdir = tmp_path / "models" / "rmsnorm"
+    pipeline.train_experiment(str(feat), str(fmeta), "rmsnorm", exp, training, 0, 1, str(mdir))
+    preds, mape = tmp_path / "p.parquet", tmp_path / "mape.csv"
+    pipeline.evaluate_experiment(str(feat), str(fmeta), str(mdir), "rmsnorm", str(preds), str(mape))
+    table = pd.read_csv(mape)
+    unseen = table[(table.gpu == "a40") & (table.split == "unseen")]
+    assert len(unseen) == 1 and unseen["n_rows"].iloc[0] > 100
+    seen = table[(table.gpu == "ALL") & (table.split == "test_seen")]
+    assert 0 < seen["mape_pct"].iloc[0] < 100
+
+    # the bulk API gives the same numbers as the evaluation for the same rows
+    p = pd.read_parquet(preds)
+    f = pd.read_parquet(feat)
+    rows = f[f.gpu == "a40"].head(50)
+    api = predict("rmsnorm", rows[["num_tokens", "hidden_size", "dtype"]].reset_index(drop=True), "a40",
+                  models_dir=tmp_path / "models")
+    assert api["predicted_latency_us"].to_numpy() == pytest.approx(
+        p.loc[rows.index, "predicted_latency_us"].to_numpy(), rel=1e-5)
+
+    out = tmp_path / "report"
+    build_report([str(mape)], str(alls), [str(mdir / "meta.json")], [str(fmeta)], str(out / "report.md"),
+                 str(out / "mape.csv"), str(out / "summary.csv"), str(out / "counts.csv"), str(out / "dropped.csv"),
+                 str(out / "fig.png"))
+    md = (out / "report.md").read_text()
+    assert "rmsnorm" in md and "unsupported_op:vidur:gelu" in md
+    assert (out / "fig.png").read_bytes()[:4] == b"\x89PNG"
