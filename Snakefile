@@ -1,13 +1,14 @@
 # synperf: kernel latency prediction on seen and unseen GPUs. Thin on purpose: configuration, validation,
 # rule modules and the default target. All logic lives in the `synperf` package.
 import sys
+from pathlib import Path
 
 from snakemake.utils import min_version, validate
 
 min_version("9.20")
 
 sys.path.insert(0, workflow.basedir)
-from synperf.config import check_references
+from synperf.config import check_data_dir, check_references
 from synperf.download import load_manifest
 from synperf.hardware import load_registry
 
@@ -19,7 +20,10 @@ validate(config, "workflow/schemas/config.schema.yaml")
 REGISTRY = load_registry(config["gpu_registry"])
 check_references(config, REGISTRY)
 MANIFEST = load_manifest(config["public_data_manifest"])
+check_data_dir(config)
 EXPERIMENTS = sorted(config["experiments"])
+# the package's code is an input of every step, so editing e.g. a feature set reruns what depends on it
+SYNPERF_CODE = sorted(str(p) for p in Path(workflow.basedir, "synperf").rglob("*.py"))
 
 
 wildcard_constraints:

@@ -4,6 +4,7 @@ rule evaluate:
         meta="results/features/{experiment}.json",
         model="models/{experiment}/model.pt",
         model_meta="models/{experiment}/meta.json",
+        code=SYNPERF_CODE,
     output:
         predictions="results/predictions/{experiment}.parquet",
         mape="results/tables/mape_{experiment}.csv",

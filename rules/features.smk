@@ -2,6 +2,7 @@ rule features:
     input:
         measurements="results/measurements/all.parquet",
         registry=config["gpu_registry"],
+        code=SYNPERF_CODE,
     output:
         table="results/features/{experiment}.parquet",
         meta="results/features/{experiment}.json",

@@ -15,6 +15,7 @@ rule ingest_source:
     input:
         files=source_files,
         registry=config["gpu_registry"],
+        code=SYNPERF_CODE,
     output:
         table="results/measurements/sources/{source}.parquet",
         summary="results/measurements/sources/{source}.json",
@@ -30,6 +31,7 @@ rule merge_measurements:
         tables=expand("results/measurements/sources/{source}.parquet", source=config["ingest"]["sources"]),
         summaries=expand("results/measurements/sources/{source}.json", source=config["ingest"]["sources"]),
         own=OWN_MEASUREMENTS,
+        code=SYNPERF_CODE,
         registry=config["gpu_registry"],
     output:
         table="results/measurements/all.parquet",

@@ -4,6 +4,9 @@ rule report:
         merge="results/measurements/summary.json",
         model_meta=expand("models/{experiment}/meta.json", experiment=EXPERIMENTS),
         feature_meta=expand("results/features/{experiment}.json", experiment=EXPERIMENTS),
+        code=SYNPERF_CODE,
+    params:
+        experiments=config["experiments"],
     output:
         md="results/report.md",
         mape="results/tables/mape.csv",

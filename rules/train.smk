@@ -2,6 +2,7 @@ rule train:
     input:
         table="results/features/{experiment}.parquet",
         meta="results/features/{experiment}.json",
+        code=SYNPERF_CODE,
     output:
         model="models/{experiment}/model.pt",
         meta="models/{experiment}/meta.json",

@@ -1,5 +1,9 @@
 """Rule script: predictions and MAPE tables for one experiment."""
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821  (this checkout's synperf first)
+
 
 from synperf.pipeline import evaluate_experiment
 

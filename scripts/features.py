@@ -1,4 +1,9 @@
 """Rule script: features, split and target for one experiment."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821  (this checkout's synperf first)
+
 from synperf.pipeline import experiment_features
 
 sm = snakemake  # noqa: F821

@@ -1,4 +1,9 @@
 """Rule script: one public source -> canonical measurement table."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821  (this checkout's synperf first)
+
 from synperf.pipeline import ingest_source
 
 sm = snakemake  # noqa: F821

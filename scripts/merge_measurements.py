@@ -1,4 +1,9 @@
 """Rule script: merge source tables and our own measurements, reduce duplicates."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821  (this checkout's synperf first)
+
 from synperf.pipeline import merge_measurements
 
 sm = snakemake  # noqa: F821

@@ -1,6 +1,10 @@
 """Rule script: train one experiment's efficiency MLP."""
-import contextlib
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821  (this checkout's synperf first)
+
+import contextlib
 
 from synperf.pipeline import train_experiment
 

@@ -31,3 +31,21 @@ def check_references(config: dict, registry) -> None:
     for src, key in (("vidur", "gpu_map"), ("pipeweave", "moe_gpu_map")):
         for name, gpu in (ingest.get(src, {}) or {}).get(key, {}).items():
             need(gpu, f"ingest.{src}.{key}.{name}")
+
+
+def check_data_dir(config: dict) -> None:
+    """Stop early when ``public_data_dir`` names a folder that does not exist and no rule downloads into it.
+
+    Raises:
+        InputError: naming the key, the path and the two ways to fix it.
+    """
+    from pathlib import Path
+
+    data_dir = config["public_data_dir"]
+    download_dir = config.get("download_dir", "resources/public-data")
+    if Path(data_dir).resolve() != Path(download_dir).resolve() and not Path(data_dir).is_dir():
+        raise InputError(
+            f"config key public_data_dir: {data_dir!r} is not a folder. Point it at a copy of the public data "
+            f"(e.g. --config public_data_dir=../shared/public-data), or leave it at {download_dir!r} to download "
+            "the pinned files"
+        )

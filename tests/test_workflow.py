@@ -86,3 +86,9 @@ def test_every_step_on_real_vidur_rows(public_data, tmp_path):
     md = (out / "report.md").read_text()
     assert "rmsnorm" in md and "unsupported_op:vidur:gelu" in md
     assert (out / "fig.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_missing_data_folder_is_named():
+    proc = snakemake("-n", "--config", "public_data_dir=/nonexistent/data")
+    assert proc.returncode != 0
+    assert "public_data_dir" in proc.out and "/nonexistent/data" in proc.out and "is not a folder" in proc.out

@@ -7,8 +7,10 @@ Per row, with the GPU's spec-sheet numbers (``config/gpus.yaml``):
 * ``xu_time_us = xu_ops / (sfu_per_sm · sm_count · clock)``,
 * ``memory_time_us = dram_bytes / dram_bw``, ``l2_time_us = dram_bytes / l2_bw``,
 * ``theoretical_time_us = max(compute, xu, memory)`` (the roofline bound),
-* ``waves = parallel_units / sm_count`` and the wave efficiency
-  ``waves / ceil(waves)`` (bounded in (0, 1]), ``l2_footprint = dram_bytes / L2 size``.
+* the same times in cycles at the spec-sheet clock (``*_cycles``), which the model sees
+  (as log1p, like the paper's cycle features),
+* ``num_waves = ceil(parallel_units / sm_count)``, the wave efficiency
+  ``waves / ceil(waves)`` in (0, 1], and ``l2_footprint_log2 = log2(dram_bytes / L2 size)``.
 
 Hardware enters only through these normalisations (no raw SM count or bandwidth
 is a feature), as in SynPerf (method.md, feature analyzer).
@@ -41,8 +43,8 @@ CATEGORICAL = {
     "gemm": ["dtype"],
     "gemm_fp8": ["dtype"],
 }
-ANALYTIC = ["flops", "dram_bytes", "xu_ops", "compute_time_us", "xu_time_us", "memory_time_us", "l2_time_us",
-            "theoretical_time_us", "waves", "l2_footprint", "arithmetic_intensity"]
+ANALYTIC = ["flops", "dram_bytes", "xu_ops", "compute_cycles", "xu_cycles", "dram_cycles", "l2_cycles",
+            "theoretical_cycles", "parallel_units", "num_waves", "arithmetic_intensity"]
 
 
 def gpu_columns(gpus: pd.Series, dtypes: pd.Series, kernels: pd.Series, registry) -> pd.DataFrame:
@@ -62,6 +64,7 @@ def gpu_columns(gpus: pd.Series, dtypes: pd.Series, kernels: pd.Series, registry
     out["l2_bytes_per_s"] = g.map({k: s.l2_bw_gbps * 1e9 for k, s in specs.items()})
     out["sm_count"] = g.map({k: float(s.sm_count) for k, s in specs.items()})
     out["l2_bytes"] = g.map({k: s.l2_cache_mb * 2**20 for k, s in specs.items()})
+    out["clock_hz"] = g.map({k: s.clock_hz for k, s in specs.items()})
     return out
 
 
@@ -78,11 +81,15 @@ def build(df: pd.DataFrame, registry):
     f["memory_time_us"] = w["dram_bytes"] / hw["dram_bytes_per_s"] * 1e6
     f["l2_time_us"] = w["dram_bytes"] / hw["l2_bytes_per_s"] * 1e6
     f["theoretical_time_us"] = f[["compute_time_us", "xu_time_us", "memory_time_us"]].max(axis=1)
-    waves = w["parallel_units"] / hw["sm_count"]
-    f["waves"] = waves
-    w_pos = waves.clip(lower=1e-9)
-    f["wave_efficiency"] = w_pos / np.ceil(w_pos)  # share of the last wave's SM slots doing work, in (0, 1]
-    f["l2_footprint"] = w["dram_bytes"] / hw["l2_bytes"]
+    # model inputs in cycles at the spec-sheet clock (log1p of microseconds would squash every small kernel to ~0)
+    for name, col in (("compute", "compute_time_us"), ("xu", "xu_time_us"), ("dram", "memory_time_us"),
+                      ("l2", "l2_time_us"), ("theoretical", "theoretical_time_us")):
+        f[f"{name}_cycles"] = f[col] * 1e-6 * hw["clock_hz"]
+    f["parallel_units"] = w["parallel_units"]
+    waves = (w["parallel_units"] / hw["sm_count"]).clip(lower=1e-9)
+    f["num_waves"] = np.ceil(waves)
+    f["wave_efficiency"] = waves / np.ceil(waves)  # share of the launch's SM slots doing work, in (0, 1]
+    f["l2_footprint_log2"] = np.log2(w["dram_bytes"].clip(lower=1.0) / hw["l2_bytes"])
     f["arithmetic_intensity"] = w["flops"] / w["dram_bytes"].clip(lower=1.0)
     f["compute_memory_ratio"] = np.log2(f["compute_time_us"].clip(lower=1e-12) / f["memory_time_us"].clip(lower=1e-12))
     kernels = list(df["kernel"].unique())
@@ -95,5 +102,5 @@ def build(df: pd.DataFrame, registry):
     for c in categorical:
         f[c] = df[c].astype("string").fillna("<NA>")
     numeric = ANALYTIC + shape
-    linear = ["wave_efficiency", "compute_memory_ratio"] + (["routing_alpha"] if "fused_moe" in kernels else [])
+    linear = ["wave_efficiency", "compute_memory_ratio", "l2_footprint_log2"] + (["routing_alpha"] if "fused_moe" in kernels else [])
     return numeric, linear, categorical, f
