@@ -49,7 +49,6 @@ def test_fetch_checks_the_hash(server, tmp_path):
 
 def test_snakemake_rule_downloads_into_the_configured_folder(server, tmp_path):
     base, root, sha = server
-    from synperf.download import build_manifest  # a mirror manifest of the served folder
     man = {"files": {
         "vidur/compute/a40/x/mlp.csv": {"url": f"{base}/vidur/compute/a40/x/mlp.csv", "sha256": sha},
         "pipeweave/hardware/RTX A6000.json": {"url": f"{base}/pipeweave/hardware/RTX%20A6000.json",
@@ -61,7 +60,7 @@ def test_snakemake_rule_downloads_into_the_configured_folder(server, tmp_path):
     targets = [str(dl / "vidur/compute/a40/x/mlp.csv"), str(dl / "pipeweave/hardware/RTX A6000.json")]
     proc = subprocess.run(
         [sys.executable, "-m", "snakemake", "--cores", "1", "--config", f"public_data_manifest={mpath}",
-         f"download_dir={dl}", "--", *targets],
+         f"download_dir={dl}", f"public_data_dir={dl}", "--", *targets],
         cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (dl / "vidur/compute/a40/x/mlp.csv").read_bytes() == (root / "vidur/compute/a40/x/mlp.csv").read_bytes()
