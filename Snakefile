@@ -26,9 +26,16 @@ EXPERIMENTS = sorted(config["experiments"])
 SYNPERF_CODE = sorted(str(p) for p in Path(workflow.basedir, "synperf").rglob("*.py"))
 
 
+FEATURE_SET = config["feature_set"]
+COMPARE_SETS = [fs for fs in config.get("compare_feature_sets", []) if fs != FEATURE_SET]
+ABLATION = config.get("ablation", {})
+
+
 wildcard_constraints:
     experiment="|".join(EXPERIMENTS),
     source="|".join(config["ingest"]["sources"]),
+    feature_set="v1|v2",
+    group="all|math|memory",
 
 
 include: "rules/download.smk"

@@ -1,12 +1,12 @@
 rule evaluate:
     input:
-        table="results/features/{experiment}.parquet",
-        meta="results/features/{experiment}.json",
-        model="models/{experiment}/model.pt",
-        model_meta="models/{experiment}/meta.json",
+        table="results/features/{feature_set}/{experiment}.parquet",
+        meta="results/features/{feature_set}/{experiment}.json",
+        model="models/{experiment}/{feature_set}-{group}/model.pt",
+        model_meta="models/{experiment}/{feature_set}-{group}/meta.json",
         code=SYNPERF_CODE,
     output:
-        predictions="results/predictions/{experiment}.parquet",
-        mape="results/tables/mape_{experiment}.csv",
+        predictions="results/predictions/{experiment}/{feature_set}-{group}.parquet",
+        mape="results/tables/mape/{experiment}/{feature_set}-{group}.csv",
     script:
         "../scripts/evaluate.py"

@@ -4,11 +4,10 @@ rule features:
         registry=config["gpu_registry"],
         code=SYNPERF_CODE,
     output:
-        table="results/features/{experiment}.parquet",
-        meta="results/features/{experiment}.json",
+        table="results/features/{feature_set}/{experiment}.parquet",
+        meta="results/features/{feature_set}/{experiment}.json",
     params:
         exp=lambda wc: config["experiments"][wc.experiment],
-        feature_set=config["feature_set"],
         seed=config["seed"],
     script:
         "../scripts/features.py"

@@ -1,17 +1,19 @@
+# One model per (experiment, feature set, feature group): the primary one is
+# models/<experiment>/<feature_set>-all; the others feed the comparison and ablation tables.
 rule train:
     input:
-        table="results/features/{experiment}.parquet",
-        meta="results/features/{experiment}.json",
+        table="results/features/{feature_set}/{experiment}.parquet",
+        meta="results/features/{feature_set}/{experiment}.json",
         code=SYNPERF_CODE,
     output:
-        model="models/{experiment}/model.pt",
-        meta="models/{experiment}/meta.json",
+        model="models/{experiment}/{feature_set}-{group}/model.pt",
+        meta="models/{experiment}/{feature_set}-{group}/meta.json",
     params:
         exp=lambda wc: config["experiments"][wc.experiment],
         training=config["training"],
         seed=config["seed"],
     threads: 2
     log:
-        "results/logs/train_{experiment}.log",
+        "results/logs/train_{experiment}_{feature_set}-{group}.log",
     script:
         "../scripts/train.py"

@@ -12,4 +12,4 @@ sm = snakemake  # noqa: F821
 with open(sm.log[0], "w") as log, contextlib.redirect_stdout(log):
     train_experiment(sm.input.table, sm.input.meta, sm.wildcards.experiment, dict(sm.params.exp),
                      dict(sm.params.training), int(sm.params.seed), sm.threads,
-                     str(Path(sm.output.model).parent))
+                     str(Path(sm.output.model).parent), group=sm.wildcards.group)

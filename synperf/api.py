@@ -40,7 +40,8 @@ def _load(model_dir: str) -> TrainedModel:
 
 
 def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, experiment: str | None = None,
-            models_dir: str | os.PathLike | None = None, registry: Registry | None = None) -> pd.DataFrame:
+            models_dir: str | os.PathLike | None = None, registry: Registry | None = None,
+            feature_set: str | None = None) -> pd.DataFrame:
     """Predict latency for many launches of one kernel family.
 
     Args:
@@ -50,6 +51,8 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
         gpu: registry id (or one per row).
         experiment: model to use (default: the one named like ``kernel``).
         models_dir: where trained models live (default ``models/`` of this checkout).
+        feature_set: which model of the experiment (``models/<experiment>/<feature_set>-all``); default v2,
+            else v1.
 
     Returns:
         The canonical parameter columns plus ``theoretical_time_us``, ``predicted_efficiency`` and
@@ -83,9 +86,11 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
     df["latency_us"] = 1.0  # placeholder so the canonical table is complete; not used
     df["latency_stat"], df["source"], df["source_version"] = "predicted", "api", "api"
     table = conform(df)
-    model_dir = Path(models_dir or DEFAULT_MODELS_DIR) / (experiment or kernel)
-    if not (model_dir / "meta.json").exists():
-        raise InputError(f"{model_dir}: no trained model; run the pipeline (`snakemake --cores all`) first")
+    exp_dir = Path(models_dir or DEFAULT_MODELS_DIR) / (experiment or kernel)
+    candidates = [exp_dir / f"{fs}-all" for fs in (feature_set, "v2", "v1") if fs] + [exp_dir]
+    model_dir = next((d for d in candidates if (d / "meta.json").exists()), None)
+    if model_dir is None:
+        raise InputError(f"{exp_dir}: no trained model; run the pipeline (`snakemake --cores all`) first")
     model = _load(str(model_dir))
     ff = build_features(table, registry, model.meta.get("feature_set", "v1"))
     out = table.drop(columns=["latency_us", "latency_stat", "source", "source_version", "source_file"])

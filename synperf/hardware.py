@@ -9,6 +9,7 @@ the key names: ``*_mhz``, ``*_gbps`` (1e9 B/s), ``*_tflops`` (1e12 FLOP/s, dense
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,6 +85,29 @@ class GPUSpec:
         if val is None:
             raise KeyError(f"GPU {self.id} has no {dtype} tensor peak in config/gpus.yaml")
         return float(val)
+
+    def tensor_ops_per_clk_per_sm(self, dtype: str) -> float:
+        """Dense Tensor Core FLOP per clock per SM for a dtype (for float32: FP32 CUDA-core FLOP).
+
+        The architectural power-of-two value nearest ``peak_tflops / (sm_count * boost clock)``,
+        the convention of gpu_specs_SOURCES.md section 1 (e.g. 4096 bf16 on H100, 2048 on A100,
+        1024 on H20 and L40S); datasheet TFLOPS are often quoted at a lower clock than the boost.
+
+        Raises:
+            KeyError: as :meth:`peak_tflops`.
+        """
+        raw = self.peak_tflops(dtype) * 1e12 / (self.sm_count * self.clock_hz)
+        return float(2 ** round(math.log2(raw)))
+
+    @property
+    def fma_ops_per_clk_per_sm(self) -> float:
+        """FP32 FMA instructions per clock per SM (one per FP32 lane)."""
+        return float(self.fp32_cores_per_sm)
+
+    @property
+    def xu_ops_per_clk_per_sm(self) -> float:
+        """MUFU (XU pipe: exp2, rcp, rsqrt, log2) results per clock per SM."""
+        return float(self.sfu_per_sm)
 
     @property
     def clock_hz(self) -> float:

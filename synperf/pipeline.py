@@ -104,16 +104,36 @@ def _feature_frame(table: pd.DataFrame, meta: dict) -> FeatureFrame:
                         categorical=meta["categorical"])
 
 
+def select_group(meta: dict, group: str) -> dict:
+    """Restrict a feature meta (numeric/linear lists) to an ablation group of its feature set.
+
+    Groups other than ``all`` exist for feature sets that define them (v2: ``math``, ``memory``).
+
+    Raises:
+        KeyError: the feature set has no such group.
+    """
+    if group == "all":
+        return meta
+    from .features import FEATURE_GROUPS
+
+    fs = meta["feature_set"]
+    if fs not in FEATURE_GROUPS:
+        raise KeyError(f"feature set {fs!r} has no feature groups; only 'all' can be trained")
+    numeric, linear = FEATURE_GROUPS[fs](group)
+    keep_lin = [c for c in meta["linear"] if c in linear or c == "routing_alpha"]
+    return {**meta, "numeric": [c for c in meta["numeric"] if c in numeric], "linear": keep_lin}
+
+
 def train_experiment(features: str, features_meta: str, exp_name: str, exp: dict, training: dict, seed: int,
-                     threads: int, out_dir: str) -> None:
-    """Train one experiment's MLP on its ``train`` rows and save it under ``out_dir``."""
-    meta = json.loads(Path(features_meta).read_text())
+                     threads: int, out_dir: str, group: str = "all") -> None:
+    """Train one experiment's MLP on its ``train`` rows (features of ``group``) and save it under ``out_dir``."""
+    meta = select_group(json.loads(Path(features_meta).read_text()), group)
     table = read_table(features)
     tr = table[table["split"] == "train"].reset_index(drop=True)
     cfg = TrainConfig.from_dict({**training, "seed": seed, "threads": threads})
     t0 = time.time()
     model = train(_feature_frame(tr, meta), tr["latency_us"], tr["shape_key"], cfg, extra_meta={
-        "experiment": exp_name, "kernel": exp["kernel"], "feature_set": meta["feature_set"],
+        "experiment": exp_name, "kernel": exp["kernel"], "feature_set": meta["feature_set"], "feature_group": group,
         "train_gpus": sorted(tr["gpu"].unique()), "seen_gpus": exp["seen"], "unseen_gpus": exp.get("unseen", []),
         "sources": exp.get("sources"), "data_sha256": data_hash(tr[list(KEY_COLUMNS) + ["latency_us"]]),
     })
@@ -123,7 +143,8 @@ def train_experiment(features: str, features_meta: str, exp_name: str, exp: dict
 
 def evaluate_experiment(features: str, features_meta: str, model_dir: str, exp_name: str, out_predictions: str,
                         out_table: str) -> None:
-    """Predict every row of the experiment; write predictions and MAPE per GPU and split."""
+    """Predict every row of the experiment; write predictions and MAPE per GPU and split (tagged with the
+    model's feature set and group)."""
     meta = json.loads(Path(features_meta).read_text())
     table = read_table(features)
     model = TrainedModel.load(model_dir)
@@ -133,12 +154,14 @@ def evaluate_experiment(features: str, features_meta: str, model_dir: str, exp_n
     out["ape_pct"] = ape(pred, out["latency_us"])
     out["experiment"] = exp_name
     write_parquet(out, out_predictions)
+    tag = {"feature_set": model.meta.get("feature_set", meta["feature_set"]),
+           "feature_group": model.meta.get("feature_group", "all")}
     rows = []
     for (gpu, split), g in out.groupby(["gpu", "split"]):
-        rows.append({"experiment": exp_name, "kernel": meta.get("kernel", out["kernel"].iloc[0]), "gpu": gpu,
+        rows.append({"experiment": exp_name, "kernel": out["kernel"].iloc[0], **tag, "gpu": gpu,
                      "split": split, **summarize(g["ape_pct"])})
     for split, g in out.groupby("split"):
-        rows.append({"experiment": exp_name, "kernel": out["kernel"].iloc[0], "gpu": "ALL", "split": split,
+        rows.append({"experiment": exp_name, "kernel": out["kernel"].iloc[0], **tag, "gpu": "ALL", "split": split,
                      **summarize(g["ape_pct"])})
     from .io import write_csv
     write_csv(pd.DataFrame(rows), out_table)

@@ -54,6 +54,36 @@ def summary_table(mape: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _pooled(t: pd.DataFrame) -> pd.DataFrame:
+    allrows = t[t["gpu"] == "ALL"]
+    return allrows.pivot_table(index="experiment", columns="split", values="mape_pct")
+
+
+def comparison_table(primary: pd.DataFrame, other: pd.DataFrame) -> pd.DataFrame:
+    """Seen/unseen MAPE per experiment for each feature set, side by side."""
+    tables = {}
+    for t in (primary, other):
+        for fs, g in t.groupby("feature_set"):
+            tables[fs] = _pooled(g)
+    out = pd.DataFrame(index=sorted(primary["experiment"].unique()))
+    for fs, piv in tables.items():
+        out[f"{fs} seen"] = piv.get("test_seen")
+        out[f"{fs} unseen"] = piv.get("unseen")
+    return out.reset_index(names="experiment")
+
+
+def ablation_table(primary: pd.DataFrame, ablation: pd.DataFrame) -> pd.DataFrame:
+    """Seen/unseen MAPE per experiment with all features, math only and memory only."""
+    exps = sorted(ablation["experiment"].unique())
+    out = pd.DataFrame(index=exps)
+    parts = [("all", primary[primary["experiment"].isin(exps)])] + list(ablation.groupby("feature_group"))
+    for group, g in parts:
+        piv = _pooled(g)
+        out[f"{group} seen"] = piv.get("test_seen")
+        out[f"{group} unseen"] = piv.get("unseen")
+    return out.reset_index(names="experiment")
+
+
 def figure(mape: pd.DataFrame, path: str) -> None:
     """Grouped bars, log scale: MAPE per experiment and GPU; unseen GPUs red and hatched (cf. SynPerf Figure 5)."""
     from matplotlib.patches import Patch
@@ -95,9 +125,17 @@ def figure(mape: pd.DataFrame, path: str) -> None:
 
 def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[str], feature_metas: list[str],
                  out_md: str, out_mape: str, out_summary: str, out_counts: str, out_dropped: str,
-                 out_figure: str, wall_time_note: str = "", experiments: dict | None = None) -> None:
-    """Assemble the Markdown report and its CSV tables and figure (all written atomically)."""
+                 out_figure: str, wall_time_note: str = "", experiments: dict | None = None,
+                 compare_tables: list[str] | None = None, ablation_tables: list[str] | None = None,
+                 out_compare: str | None = None, out_ablation: str | None = None) -> None:
+    """Assemble the Markdown report and its CSV tables and figure (all written atomically).
+
+    ``mape_tables`` are the primary models' tables; ``compare_tables`` the same experiments with other
+    feature sets; ``ablation_tables`` the primary feature set restricted to one feature group.
+    """
     mape = pd.concat([pd.read_csv(p) for p in mape_tables], ignore_index=True)
+    compare = pd.concat([pd.read_csv(p) for p in compare_tables], ignore_index=True) if compare_tables else None
+    ablation = pd.concat([pd.read_csv(p) for p in ablation_tables], ignore_index=True) if ablation_tables else None
     merge = json.loads(Path(merge_summary).read_text())
     metas = [json.loads(Path(p).read_text()) for p in model_metas]
     fmetas = {m["experiment"]: m for m in (json.loads(Path(p).read_text()) for p in feature_metas)}
@@ -106,7 +144,13 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
     dropped = pd.DataFrame(sorted(merge["dropped"].items()), columns=["reason", "rows"])
     dropped = pd.concat([dropped, pd.DataFrame([{"reason": "duplicate_key_merged_to_median",
                                                  "rows": merge["duplicate_rows_merged"]}])], ignore_index=True)
-    write_csv(mape, out_mape)
+    write_csv(pd.concat([t for t in (mape, compare, ablation) if t is not None], ignore_index=True), out_mape)
+    cmp_table = comparison_table(mape, compare) if compare is not None else None
+    abl_table = ablation_table(mape, ablation) if ablation is not None else None
+    if out_compare:
+        write_csv(cmp_table if cmp_table is not None else pd.DataFrame(), out_compare)
+    if out_ablation:
+        write_csv(abl_table if abl_table is not None else pd.DataFrame(), out_ablation)
     write_csv(summ, out_summary)
     write_csv(counts, out_counts)
     write_csv(dropped, out_dropped)
@@ -115,6 +159,7 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
     per_gpu = mape[(mape["gpu"] != "ALL") & (mape["split"] != "train")][
         ["experiment", "gpu", "split", "n_rows", "mape_pct", "median_ape_pct", "p90_ape_pct"]]
     core = summ[summ["experiment"] == summ["kernel"]]
+    primary = metas[0].get("feature_set", "?") if metas else "?"
     md = ["# synperf report", ""]
     md += ["Latency MAPE of the per-family efficiency MLPs (feature set "
            f"`{metas[0].get('feature_set', '?') if metas else '?'}`). *Seen* = held-out shapes on the GPUs the "
@@ -132,6 +177,20 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
                "source. Largest unseen-GPU errors: " + "; ".join(
                    f"{r.experiment} on {r.gpu} {r.mape_pct:.1f}%" for r in worst.head(4).itertuples()) + ".", ""]
     md += ["![MAPE per experiment and GPU](figures/mape_by_gpu.png)", ""]
+    if cmp_table is not None:
+        md += ["## Feature sets compared (same split, same rows)", "",
+               "Seen = held-out shapes on seen GPUs; unseen = unseen GPUs; MAPE in %. "
+               f"The primary feature set is `{primary}`.", "", _md_table(cmp_table), ""]
+    if abl_table is not None:
+        md += ["## Ablation: feature groups (cf. the paper's Figure 4)", "",
+               "The primary feature set restricted to its math features (Tensor, FMA, XU demands and cycles) or its "
+               "memory features (DRAM, L2, shared-memory bytes and cycles); launch features (tasks, waves, "
+               "occupancy) stay in both. MAPE in %.", "", _md_table(abl_table), ""]
+    rate = [(m.get("rows", 0), m.get("feature_seconds", 0)) for m in fmetas.values()]
+    n_rows, secs = sum(r for r, _ in rate), sum(t for _, t in rate)
+    if secs > 0:
+        md += [f"Feature extraction (`{primary}`): {n_rows:,} rows in {secs:.1f} s, {n_rows / secs:,.0f} rows/s "
+               "(all experiments, one core each).", ""]
     md += ["## MAPE per GPU", "", "APE: absolute percentage error of the predicted latency, per row.", "",
            _md_table(per_gpu.rename(columns=_GPU_HEADERS)), ""]
     md += ["## Training", "", _md_table(pd.DataFrame([{

@@ -58,9 +58,9 @@ def test_every_step_on_real_vidur_rows(public_data, tmp_path):
     merged = json.loads(alls.read_text())
     assert merged["duplicate_rows_merged"] > 0   # Vidur repeats token counts 2048 and 4096 (README)
     feat, fmeta = tmp_path / "f.parquet", tmp_path / "f.json"
-    pipeline.experiment_features(str(allp), "rmsnorm", exp, reg, "v1", 0, str(feat), str(fmeta))
+    pipeline.experiment_features(str(allp), "rmsnorm", exp, reg, "v2", 0, str(feat), str(fmeta))
     training = {**cfg["training"], "max_epochs": 15, "early_stopping_patience": 5}
-    mdir = tmp_path / "models" / "rmsnorm"
+    mdir = tmp_path / "models" / "rmsnorm" / "v2-all"
     pipeline.train_experiment(str(feat), str(fmeta), "rmsnorm", exp, training, 0, 1, str(mdir))
     preds, mape = tmp_path / "p.parquet", tmp_path / "mape.csv"
     pipeline.evaluate_experiment(str(feat), str(fmeta), str(mdir), "rmsnorm", str(preds), str(mape))
@@ -75,16 +75,27 @@ def test_every_step_on_real_vidur_rows(public_data, tmp_path):
     f = pd.read_parquet(feat)
     rows = f[f.gpu == "a40"].head(50)
     api = predict("rmsnorm", rows[["num_tokens", "hidden_size", "dtype"]].reset_index(drop=True), "a40",
-                  models_dir=tmp_path / "models")
+                  models_dir=tmp_path / "models", feature_set="v2")
     assert api["predicted_latency_us"].to_numpy() == pytest.approx(
         p.loc[rows.index, "predicted_latency_us"].to_numpy(), rel=1e-5)
+
+    # an ablation model on the memory features only
+    adir = tmp_path / "models" / "rmsnorm" / "v2-memory"
+    pipeline.train_experiment(str(feat), str(fmeta), "rmsnorm", exp, training, 0, 1, str(adir), group="memory")
+    amape = tmp_path / "amape.csv"
+    pipeline.evaluate_experiment(str(feat), str(fmeta), str(adir), "rmsnorm", str(tmp_path / "ap.parquet"),
+                                 str(amape))
+    ameta = json.loads((adir / "meta.json").read_text())
+    assert "fma_all_cycle" not in ameta["encoder"]["numeric"] and "dram_cycle" in ameta["encoder"]["numeric"]
 
     out = tmp_path / "report"
     build_report([str(mape)], str(alls), [str(mdir / "meta.json")], [str(fmeta)], str(out / "report.md"),
                  str(out / "mape.csv"), str(out / "summary.csv"), str(out / "counts.csv"), str(out / "dropped.csv"),
-                 str(out / "fig.png"))
+                 str(out / "fig.png"), ablation_tables=[str(amape)], out_ablation=str(out / "ablation.csv"))
     md = (out / "report.md").read_text()
     assert "rmsnorm" in md and "unsupported_op:vidur:gelu" in md
+    abl = pd.read_csv(out / "ablation.csv")
+    assert list(abl.columns) == ["experiment", "all seen", "all unseen", "memory seen", "memory unseen"]
     assert (out / "fig.png").read_bytes()[:4] == b"\x89PNG"
 
 

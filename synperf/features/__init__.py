@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from . import v1
+from . import v1, v2
 
 
 @dataclass
@@ -41,7 +41,9 @@ class FeatureFrame:
     categorical: list[str]
 
 
-FEATURE_SETS = {"v1": v1.build}
+FEATURE_SETS = {"v1": v1.build, "v2": v2.build}
+#: feature sets with ablation groups: name -> f(group) -> (numeric, linear) feature names
+FEATURE_GROUPS = {"v2": v2.feature_columns}
 
 
 def build_features(df: pd.DataFrame, registry, feature_set: str = "v1") -> FeatureFrame:

@@ -57,3 +57,160 @@ def work(df: pd.DataFrame) -> pd.DataFrame:
         "xu_ops": act * 2.0 * pairs * I_l,
         "parallel_units": padded_blocks * np.ceil(2.0 * I_l / 128.0),
     }, index=df.index)
+
+
+# --------------------------------------------------------------------------------------------------
+# Decomposition (analytical core): vLLM's Triton fused MoE (vllm/model_executor/layers/fused_moe/
+# fused_moe.py). Routed (token, expert) pairs are sorted by expert and each expert's list padded to
+# BLOCK_SIZE_M (moe_align_block_size); the w13 launch has one CTA per (M block, N block of 2*I_local)
+# with K = hidden, the w2 launch one per (M block, N block of hidden) with K = I_local; SiLU&Mul runs
+# between them (one row per routed pair). Config: the row's own (pipeweave sweeps) or vLLM's
+# ``get_default_config`` heuristic: fp8_block -> BM 64, BN 128, BK 128, GROUP 32; otherwise BM 64, BN 64,
+# BK 32, GROUP 8, and BM 16, BN 32, BK 64, GROUP 1 when num_tokens <= num_experts; num_warps 4,
+# num_stages 3. (vLLM also ships per-GPU tuned JSON configs for some shapes; which one a run loaded is
+# not recorded in the public data, so the default is assumed.)
+# Tokens per expert: ``balanced`` and ``random`` -> T*topk/E each (remainder spread); ``power_law_a`` ->
+# loads proportional to rank^-a (aiconfigurator's power-law routing), capped at T per expert; with
+# expert parallelism the GPU holds every ep-th expert of the ranking.
+# --------------------------------------------------------------------------------------------------
+from functools import lru_cache  # noqa: E402
+
+from .tasks import TaskSet  # noqa: E402
+
+
+def default_config(num_tokens: int, num_experts: int, dtype: str) -> dict:
+    """vLLM ``get_default_config`` (see the module comment)."""
+    if dtype == "fp8_block":
+        return {"block_size_m": 64, "block_size_n": 128, "block_size_k": 128, "group_size_m": 32, "num_warps": 4,
+                "num_stages": 3}
+    if num_tokens <= num_experts:
+        return {"block_size_m": 16, "block_size_n": 32, "block_size_k": 64, "group_size_m": 1, "num_warps": 4,
+                "num_stages": 3}
+    return {"block_size_m": 64, "block_size_n": 64, "block_size_k": 32, "group_size_m": 8, "num_warps": 4,
+            "num_stages": 3}
+
+
+@lru_cache(maxsize=200_000)
+def expert_loads(num_tokens: int, topk: int, num_experts: int, ep: int, distribution: str) -> tuple[int, ...]:
+    """Routed tokens per local expert (integers summing to this GPU's share of num_tokens*topk)."""
+    total = num_tokens * topk
+    alpha = 0.0
+    if distribution and distribution.startswith("power_law_"):
+        alpha = float(distribution[len("power_law_"):])
+    w = np.power(np.arange(1, num_experts + 1, dtype="float64"), -alpha)
+    load = total * w / w.sum()
+    for _ in range(20):  # cap at one assignment per token and expert, give the excess to the others
+        over = load > num_tokens
+        if not over.any():
+            break
+        excess = (load[over] - num_tokens).sum()
+        load[over] = num_tokens
+        free = ~over & (load < num_tokens)
+        if not free.any():
+            break
+        load[free] += excess * load[free] / load[free].sum()
+    counts = np.floor(load).astype("int64")
+    rem = int(total - counts.sum())
+    if rem > 0:
+        order = np.argsort(-(load - counts), kind="stable")[:rem]
+        counts[order] += 1
+    return tuple(int(x) for x in counts[::max(1, ep)][: max(1, num_experts // max(1, ep))])
+
+
+def tasks(row: dict, spec) -> TaskSet:
+    """Task set of one fused-MoE row (both GEMMs and the SiLU&Mul between them for ``moe_stage`` full)."""
+    from . import DTYPE_BYTES
+    from ..schedule import ctas_per_sm
+
+    T, H = int(row["num_tokens"]), int(row["hidden_size"])
+    I_l = int(row["inter_size"]) // int(row["moe_tp_size"])
+    E, ep, topk = int(row["num_experts"]), int(row["moe_ep_size"]), int(row["topk"])
+    dtype = str(row["dtype"])
+    cfg = default_config(T, E, dtype)
+    for key in cfg:
+        v = row.get(key)
+        if v is not None and v == v and not (isinstance(v, float) and np.isnan(v)):
+            try:
+                cfg[key] = int(v)
+            except (TypeError, ValueError):
+                pass
+    BM, BN, BK = cfg["block_size_m"], cfg["block_size_n"], cfg["block_size_k"]
+    dist = str(row.get("distribution") or "balanced")
+    loads = np.asarray(expert_loads(T, topk, E, ep, dist))
+    blocks = int(np.ceil(loads / BM).sum())
+    active = int((loads > 0).sum())
+    pairs = int(loads.sum())
+    wb = DTYPE_BYTES[dtype]
+    ab = 1.0 if dtype in ("fp8", "fp8_block") else 2.0
+    stage = str(row.get("moe_stage") or "full")
+    counts, tensor, fma, xu, load, dims = [], [], [], [], [], []
+    dram, store = 0.0, 0.0
+    if stage in ("full", "w13"):
+        n13 = blocks * int(np.ceil(2 * I_l / BN))
+        counts.append(n13); tensor.append(2.0 * BM * BN * H); fma.append(0.0); xu.append(0.0)
+        load.append(BM * H * ab + BN * H * wb)
+        dram += active * 2 * I_l * H * wb + T * H * ab
+        store += pairs * 2 * I_l * 2.0
+        dims.append({"gemm": "w13", **cfg, "n": 2 * I_l, "k": H})
+    if stage == "full":
+        counts.append(pairs); tensor.append(0.0); fma.append(3.0 * I_l); xu.append(2.0 * I_l)
+        load.append(2 * I_l * 2.0); store += pairs * I_l * 2.0
+        dims.append({"kernel": "silu_and_mul", "width": I_l})
+    if stage in ("full", "w2"):
+        n2 = blocks * int(np.ceil(H / BN))
+        counts.append(n2); tensor.append(2.0 * BM * BN * I_l); fma.append(0.0); xu.append(0.0)
+        load.append(BM * I_l * 2.0 + BN * I_l * wb)
+        dram += active * H * I_l * wb + (pairs * I_l * 2.0 if stage == "w2" else 0.0)
+        store += pairs * H * 2.0
+        dims.append({"gemm": "w2", **cfg, "n": H, "k": I_l})
+    smem = cfg["num_stages"] * (BM * BK + BN * BK) * wb
+    try:
+        slots = ctas_per_sm(spec, cfg["num_warps"] * 32, smem)
+    except ValueError:
+        slots = 1
+    return TaskSet(counts=np.array(counts), tensor_ops=np.array(tensor), fma_ops=np.array(fma),
+                   xu_ops=np.array(xu), load_bytes=np.array(load), dram_bytes=dram, store_bytes=store,
+                   ctas_per_sm=slots, order="grouped", dims=dims)
+
+
+def _launch_sum(ts: TaskSet, spec) -> dict:
+    """Summary where each class is its own launch (w13, SiLU&Mul, w2 run one after another): the busiest SM
+    of each launch takes ceil(n / SMs) tasks, and the launches add up."""
+    per_sm = np.ceil(ts.counts / spec.sm_count)
+    out = {"num_tasks": float(ts.counts.sum()), "ctas_per_sm": float(ts.ctas_per_sm), "persistent": 0.0,
+           "dram_bytes": float(ts.dram_bytes), "store_bytes": float(ts.store_bytes),
+           "sm_max_tasks": float(per_sm.sum())}
+    for name, key in (("tensor_ops", "tensor"), ("fma_ops", "fma"), ("xu_ops", "xu")):
+        v = getattr(ts, name)
+        out[f"{key}_all_ops"] = float((v * ts.counts).sum())
+        out[f"sm_max_{key}_ops"] = float((v * per_sm).sum())
+    out["load_all_bytes"] = float((ts.load_bytes * ts.counts).sum())
+    out["sm_max_load_bytes"] = float((ts.load_bytes * per_sm).sum())
+    return out
+
+
+def summary(row: dict, spec) -> dict:
+    """Demands of one fused-MoE row (sequential launches, see :func:`_launch_sum`)."""
+    ts = tasks(row, spec)
+    s = _launch_sum(ts, spec)
+    g = ts.dims[0]
+    s["block_m"], s["block_n"] = float(g.get("block_size_m", 0)), float(g.get("block_size_n", 0))
+    return s
+
+
+def decompose(df: pd.DataFrame, registry) -> pd.DataFrame:
+    """Decomposition + scheduling summary for many fused-MoE rows (cached per distinct launch)."""
+    cols = ["gpu", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size",
+            "distribution", "moe_stage", "dtype", "block_size_m", "block_size_n", "block_size_k", "group_size_m",
+            "num_warps", "num_stages"]
+    key = df[cols].astype("string").fillna("")
+    uniq = key.drop_duplicates()
+    recs = []
+    for r in df.loc[uniq.index, cols].itertuples(index=False):
+        d = dict(zip(cols, r))
+        d = {k: (None if (v is pd.NA or (isinstance(v, float) and np.isnan(v))) else v) for k, v in d.items()}
+        recs.append(summary(d, registry[d["gpu"]]))
+    table = pd.DataFrame(recs, index=uniq.index)
+    table = pd.concat([uniq, table], axis=1)
+    merged = key.reset_index().merge(table, on=cols, how="left").set_index("index")
+    return merged.loc[df.index, list(table.columns[len(cols):])].astype("float64")
