@@ -1,0 +1,48 @@
+"""Benchmark: feature extraction (decomposer + scheduler + analyzer) rows per second.
+
+    python3 benchmarks/feature_throughput.py [--data ../shared/public-data] [--feature-set v2]
+
+Ingests the public data (not timed), then times ``build_features`` per kernel family and in total.
+The issue's target: the whole public data set in under 2 minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pandas as pd  # noqa: E402
+
+from synperf.features import build_features  # noqa: E402
+from synperf.hardware import load_registry  # noqa: E402
+from synperf.ingest import ADAPTERS  # noqa: E402
+from synperf.schema import reduce_duplicates  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", default=str(Path(__file__).resolve().parent.parent.parent / "shared" / "public-data"))
+    ap.add_argument("--feature-set", default="v2")
+    args = ap.parse_args()
+    registry = load_registry()
+    df = pd.concat([fn(Path(args.data), registry, {}).table for fn in ADAPTERS.values()], ignore_index=True)
+    df, _ = reduce_duplicates(df)
+    rows = []
+    t_all = time.perf_counter()
+    for kernel, g in df.groupby("kernel"):
+        t0 = time.perf_counter()
+        build_features(g, registry, args.feature_set)
+        dt = time.perf_counter() - t0
+        rows.append({"kernel": kernel, "rows": len(g), "seconds": round(dt, 2), "rows_per_s": round(len(g) / dt)})
+    total = time.perf_counter() - t_all
+    print(pd.DataFrame(rows).to_string(index=False))
+    print(f"total: {len(df):,} rows in {total:.1f} s = {len(df) / total:,.0f} rows/s (feature set {args.feature_set})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""Scheduler invariants, checked against brute force on tiny inputs."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from types import SimpleNamespace
+
+from synperf.schedule import busiest_sm, ctas_per_sm, min_heap, round_robin
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_no_task_lost_or_duplicated_and_busiest_at_least_mean(seed):
+    rng = np.random.default_rng(seed)
+    costs = rng.integers(1, 10, size=rng.integers(1, 40))
+    sms = int(rng.integers(1, 9))
+    for per_sm in (round_robin(costs, sms, int(rng.integers(1, 4))), min_heap(costs, sms)):
+        flat = sorted(t for tasks in per_sm for t in tasks)
+        assert flat == list(range(len(costs)))
+        loads = [costs[t].sum() if t else 0 for t in per_sm]
+        assert max(loads) >= costs.sum() / sms
+
+
+def brute_force_min_makespan(costs, sms):
+    best = math.inf
+    for assign in itertools.product(range(sms), repeat=len(costs)):
+        loads = np.zeros(sms)
+        for c, s in zip(costs, assign):
+            loads[s] += c
+        best = min(best, loads.max())
+    return best
+
+
+@pytest.mark.parametrize("seed", range(15))
+def test_greedy_schedulers_are_within_the_list_scheduling_bound(seed):
+    rng = np.random.default_rng(100 + seed)
+    costs = rng.integers(1, 8, size=int(rng.integers(2, 8))).astype(float)
+    sms = int(rng.integers(2, 4))
+    opt = brute_force_min_makespan(costs, sms)
+    rr = max(sum(costs[t]) for t in round_robin(costs, sms, 1))
+    mh = max(sum(costs[t]) for t in min_heap(costs, sms))
+    desc = np.sort(costs)[::-1]
+    lpt = max(sum(desc[t]) for t in min_heap(desc, sms))
+    # Graham: greedy list scheduling <= (2 - 1/m) OPT; LPT <= (4/3 - 1/(3m)) OPT
+    assert opt <= rr <= (2 - 1 / sms) * opt + 1e-9
+    assert opt <= mh <= (2 - 1 / sms) * opt + 1e-9
+    assert opt <= lpt <= (4 / 3 - 1 / (3 * sms)) * opt + 1e-9
+
+
+def test_round_robin_first_wave_is_breadth_first():
+    per_sm = round_robin(np.ones(6), 3, 2)
+    assert per_sm == [[0, 3], [1, 4], [2, 5]]
+
+
+def test_uniform_tasks_closed_form():
+    for n, sms in [(1, 132), (132, 132), (133, 132), (1000, 108)]:
+        assert busiest_sm([n], [1.0], sms).tolist() == [math.ceil(n / sms)]
+
+
+def test_busiest_counts_match_the_explicit_simulation():
+    counts, costs, sms = [3, 3, 3], [1.0, 2.0, 3.0], 4
+    per_class = busiest_sm(counts, costs, sms, 1, "hardware", "interleaved")
+    order = np.array([0, 1, 2] * 3)
+    per_sm = round_robin(np.array(costs)[order], sms, 1)
+    loads = [np.array(costs)[order[t]].sum() for t in per_sm]
+    busiest = per_sm[int(np.argmax(loads))]
+    assert per_class.tolist() == np.bincount(order[busiest], minlength=3).tolist()
+
+
+def test_occupancy_limits():
+    a100 = SimpleNamespace(id="a100", max_ctas_per_sm=32, max_warps_per_sm=64, smem_per_sm_kb=164, regs_per_sm=65536)
+    assert ctas_per_sm(a100, 128) == 16                       # warps: 64 / 4
+    assert ctas_per_sm(a100, 128, smem_per_cta_bytes=64 * 1024) == 2   # 164 KiB / 64 KiB
+    assert ctas_per_sm(a100, 256, regs_per_thread=128) == 2   # 65536 / (128 * 256)
+    with pytest.raises(ValueError, match="does not fit"):
+        ctas_per_sm(a100, 128, smem_per_cta_bytes=200 * 1024)
