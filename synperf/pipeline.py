@@ -121,7 +121,8 @@ def select_group(meta: dict, group: str) -> dict:
         raise KeyError(f"feature set {fs!r} has no feature groups; only 'all' can be trained")
     numeric, linear = FEATURE_GROUPS[fs](group)
     keep_lin = [c for c in meta["linear"] if c in linear or c == "routing_alpha"]
-    return {**meta, "numeric": [c for c in meta["numeric"] if c in numeric], "linear": keep_lin}
+    keep_num = [c for c in meta["numeric"] if c in numeric or c.startswith("p_")]  # shape parameters stay
+    return {**meta, "numeric": keep_num, "linear": keep_lin}
 
 
 def train_experiment(features: str, features_meta: str, exp_name: str, exp: dict, training: dict, seed: int,

@@ -1,0 +1,165 @@
+"""Baselines of issue 5: hand-checked roofline and nearest-GPU transfer, coverage, seeding on real rows."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from synperf import baselines as B
+from synperf.ingest import vidur
+from synperf.io import read_table, write_parquet
+from synperf.pipeline import experiment_features
+from synperf.schema import conform, reduce_duplicates
+from synperf.split import shape_key
+
+
+def gemm_rows(gpus, shapes, dtype="bfloat16", latency=100.0):
+    """Canonical GEMM rows: every (gpu, (m, n, k)) pair, one latency."""
+    rows = [{"gpu": g, "kernel": "gemm", "implementation": "cublas", "dtype": dtype, "m": m, "n": n, "k": k,
+             "batch": 1, "latency_us": latency, "latency_stat": "median", "source": "test",
+             "source_version": "test"} for g in gpus for (m, n, k) in shapes]
+    return conform(pd.DataFrame(rows))
+
+
+@pytest.fixture(scope="module")
+def vidur_gemm(public_data, registry, tmp_path_factory):
+    """Feature table (v2) and meta of Vidur fp16 GEMMs, one shape in four: seen A100 + H100, unseen A40."""
+    d = tmp_path_factory.mktemp("vidur_gemm")
+    t = vidur.ingest(public_data, registry).table
+    t, _ = reduce_duplicates(t[t.kernel == "gemm"])
+    t = t[(shape_key(t, 7).to_numpy() % np.uint64(4)) == 0]
+    write_parquet(t, d / "m.parquet")
+    exp = {"kernel": "gemm", "sources": ["vidur"], "seen": ["a100_sxm4_80gb", "h100_sxm"], "unseen": ["a40"],
+           "heldout_frac": 0.2}
+    experiment_features(str(d / "m.parquet"), "gemm", exp, str(registry.path), "v2", 0, str(d / "f.parquet"),
+                        str(d / "f.json"))
+    return read_table(d / "f.parquet"), json.loads((d / "f.json").read_text())
+
+
+def test_roofline_of_a_4096_cubed_bf16_gemm_on_h100(registry):
+    df = gemm_rows(["h100_sxm"], [(4096, 4096, 4096)])
+    spec = registry["h100_sxm"]
+    flops = 2.0 * 4096**3
+    bytes_ = (4096 * 4096 * 2 + 4096 * 4096) * 2.0      # A and B read, C written, 2 B each
+    expected = max(flops / (spec.peak_tflops("bfloat16") * 1e12), bytes_ / (spec.dram_bw_gbps * 1e9)) * 1e6
+    assert expected == pytest.approx(2.0 * 4096**3 / 989.4e12 * 1e6)   # compute-bound: ~138.9 us
+    pred = B.fit_predict("roofline", df.iloc[:0], df, registry)
+    assert pred.shape == (1,) and pred[0] == pytest.approx(expected, rel=1e-12)
+
+
+def test_nearest_roofline_on_the_same_gpu_reproduces_the_measurement(registry):
+    shapes = [(1, 4096, 4096), (4096, 4096, 4096), (37, 12288, 4096)]
+    df = gemm_rows(["h100_sxm"], shapes)
+    df["latency_us"] = [11.0, 180.0, 33.3]
+    pred = B.nearest_gpu_roofline(df, df, registry)
+    np.testing.assert_allclose(pred, df["latency_us"].to_numpy(), rtol=1e-12)
+
+
+def test_nearest_roofline_carries_the_excess_over_the_roofline(registry):
+    src = gemm_rows(["a100_sxm4_80gb"], [(4096, 4096, 4096)], latency=400.0)
+    tgt = gemm_rows(["h100_sxm"], [(4096, 4096, 4096)])
+    rf = lambda d: B.roofline(d.iloc[:0], d, registry)[0]  # noqa: E731
+    pred = B.nearest_gpu_roofline(src, tgt, registry)
+    assert pred[0] == pytest.approx(400.0 - rf(src) + rf(tgt))
+
+
+def test_nearest_scaled_uses_the_bandwidth_ratio_for_a_memory_bound_shape(registry):
+    shape = [(1, 8192, 8192)]  # GEMV: 134 MB of weights, 0.13 GFLOP: memory-bound everywhere
+    src = gemm_rows(["h100_sxm"], shape, latency=50.0)
+    tgt = gemm_rows(["h200_sxm"], shape)
+    t = B.add_baseline_columns(tgt, registry, tiles=False)
+    assert t["bl_memory_us"].iloc[0] > t["bl_compute_us"].iloc[0]
+    pred = B.nearest_gpu_scaled(src, tgt, registry)
+    ratio = registry["h100_sxm"].dram_bw_gbps / registry["h200_sxm"].dram_bw_gbps
+    assert ratio < 0.8
+    assert pred[0] == pytest.approx(50.0 * ratio, rel=1e-12)
+
+
+def test_nearest_scaled_uses_the_peak_ratio_for_a_compute_bound_shape(registry):
+    shape = [(8192, 8192, 8192)]
+    src = gemm_rows(["h100_sxm"], shape, latency=1200.0)
+    tgt = gemm_rows(["b200"], shape)
+    pred = B.nearest_gpu_scaled(src, tgt, registry)
+    ratio = registry["h100_sxm"].peak_tflops("bfloat16") / registry["b200"].peak_tflops("bfloat16")
+    assert pred[0] == pytest.approx(1200.0 * ratio, rel=1e-12)
+
+
+def test_nearest_source_prefers_the_same_architecture_then_the_closest_specs(registry):
+    shape = [(256, 4096, 4096)]
+    train = gemm_rows(["a100_sxm4_80gb", "h100_sxm", "b200"], shape)
+    test = gemm_rows(["h200_sxm", "a40", "gb200", "l40s"], shape)
+    src = B.nearest_sources(train, test, registry)
+    got = dict(zip(test["gpu"], src["src_gpu"]))
+    assert got["h200_sxm"] == "h100_sxm"          # Hopper sibling
+    assert got["a40"] == "a100_sxm4_80gb"         # Ampere, although H100 is also measured
+    assert got["gb200"] == "b200"                 # Blackwell sibling
+    # Ada has no seen sibling: the closest (ln peak, ln bandwidth) among all
+    l40s = registry["l40s"]
+    dist = {g: np.hypot(np.log(l40s.peak_tflops("bfloat16") / registry[g].peak_tflops("bfloat16")),
+                        np.log(l40s.dram_bw_gbps / registry[g].dram_bw_gbps))
+            for g in ("a100_sxm4_80gb", "h100_sxm", "b200")}
+    assert got["l40s"] == min(dist, key=dist.get)
+    assert src["same_architecture"].tolist() == [True, True, True, False]
+
+
+def test_coverage_counts_nans_and_uncovered_shapes_are_nan(registry):
+    assert B.coverage(np.array([1.0, np.nan, 2.0, np.nan])) == 0.5
+    assert B.coverage(np.array([3.0])) == 1.0
+    assert np.isnan(B.coverage(np.array([])))
+    train = gemm_rows(["h100_sxm"], [(128, 4096, 4096)])
+    test = gemm_rows(["h200_sxm"], [(128, 4096, 4096), (64, 4096, 4096)])
+    for method in B.PARTIAL_COVERAGE:
+        pred = B.fit_predict(method, train, test, registry)
+        assert np.isfinite(pred[0]) and np.isnan(pred[1])
+        assert B.coverage(pred) == 0.5
+    # another dtype or implementation is another shape
+    other = gemm_rows(["h200_sxm"], [(128, 4096, 4096)], dtype="float16")
+    assert np.isnan(B.nearest_gpu_roofline(train, other, registry)[0])
+
+
+def test_unknown_method_and_missing_feature_columns_are_reported(registry):
+    df = gemm_rows(["h100_sxm"], [(128, 4096, 4096)])
+    with pytest.raises(KeyError, match="unknown baseline"):
+        B.fit_predict("oracle", df, df, registry)
+    with pytest.raises(ValueError, match="absent"):
+        B.linear(df, df, registry, feature_meta={"numeric": ["no_such_feature"], "linear": [], "categorical": []})
+    with pytest.raises(ValueError, match="no training rows"):
+        B.gbt(df.iloc[:0], df, registry)
+
+
+SMALL = B.BaselineConfig(max_train_rows=3000, neusight_epochs=8, gbt_max_iter=60)
+
+
+@pytest.mark.parametrize("method", ["linear", "gbt", "neusight"])
+def test_fitted_baselines_are_seeded_and_finite_on_real_rows(vidur_gemm, registry, method):
+    table, meta = vidur_gemm
+    train, test = table[table.split == "train"], table[table.split == "unseen"]
+    p1 = B.fit_predict(method, train, test, registry, seed=3, feature_meta=meta, cfg=SMALL)
+    p2 = B.fit_predict(method, train, test, registry, seed=3, feature_meta=meta, cfg=SMALL)
+    assert p1.shape == (len(test),)
+    assert np.isfinite(p1).all() and (p1 > 0).all()
+    np.testing.assert_array_equal(p1, p2)
+    if method == "neusight":  # utilisation <= 1 and whole waves: never faster than the roofline
+        assert (p1 >= B.roofline(train, test, registry) * (1 - 1e-5)).all()
+
+
+def test_baselines_beat_nothing_silly_on_seen_gpus(vidur_gemm, registry):
+    """Sanity on held-out shapes of the seen GPUs: the fitted baselines beat the bare roofline."""
+    table, meta = vidur_gemm
+    train, test = table[table.split == "train"], table[table.split == "test_seen"]
+    y = test["latency_us"].to_numpy()
+    mape = {m: float(np.mean(np.abs(B.fit_predict(m, train, test, registry, feature_meta=meta, cfg=SMALL) - y) / y))
+            for m in ("roofline", "linear", "gbt")}
+    assert mape["gbt"] < mape["roofline"] and mape["linear"] < mape["roofline"], mape
+
+
+def test_precomputed_columns_give_the_same_predictions(vidur_gemm, registry):
+    table, meta = vidur_gemm
+    train, test = table[table.split == "train"], table[table.split == "unseen"].iloc[:500]
+    pre = B.add_baseline_columns(table, registry)
+    tr2, te2 = pre[pre.split == "train"], pre[pre.split == "unseen"].iloc[:500]
+    for m in ("roofline", "nearest_gpu_scaled", "nearest_gpu_roofline"):
+        np.testing.assert_array_equal(B.fit_predict(m, train, test, registry), B.fit_predict(m, tr2, te2, registry))
+    # v2 tables carry num_tasks: the tiles are the decomposer's
+    np.testing.assert_array_equal(pre["bl_tiles"].to_numpy(), np.maximum(table["num_tasks"].to_numpy(), 1.0))

@@ -1,0 +1,170 @@
+"""Evaluation protocols of issue 5 (configured, leave-one-GPU-out, leave-one-architecture-out) and the runner."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from synperf import protocols as P
+from synperf.baselines import BASELINES, BaselineConfig
+from synperf.estimator import TrainConfig
+from synperf.ingest import vidur
+from synperf.io import read_table, write_parquet
+from synperf.pipeline import experiment_features
+from synperf.schema import conform, reduce_duplicates
+from synperf.split import SHAPE_COLUMNS, assign_split, shape_key
+
+GPUS = ["a100_sxm4_80gb", "a40", "h100_sxm", "h200_sxm", "b200", "l40s"]
+
+
+@pytest.fixture(scope="module")
+def synthetic():
+    """Canonical GEMM rows: 40 shapes on six GPUs of four architectures."""
+    rng = np.random.default_rng(0)
+    shapes = [(int(m), 4096, 4096) for m in rng.choice(np.arange(1, 8192), 40, replace=False)]
+    rows = [{"gpu": g, "kernel": "gemm", "implementation": "cublas", "dtype": "bfloat16", "m": m, "n": n, "k": k,
+             "batch": 1, "latency_us": 10.0 + m / 100, "latency_stat": "median", "source": "test",
+             "source_version": "test"} for g in GPUS for (m, n, k) in shapes]
+    return conform(pd.DataFrame(rows))
+
+
+@pytest.fixture(scope="module")
+def vidur_gemm(public_data, registry, tmp_path_factory):
+    """Feature table (v2) and meta of Vidur fp16 GEMMs, one shape in four: seen A100 + H100, unseen A40."""
+    d = tmp_path_factory.mktemp("vidur_gemm_protocols")
+    t = vidur.ingest(public_data, registry).table
+    t, _ = reduce_duplicates(t[t.kernel == "gemm"])
+    t = t[(shape_key(t, 7).to_numpy() % np.uint64(4)) == 0]
+    write_parquet(t, d / "m.parquet")
+    exp = {"kernel": "gemm", "sources": ["vidur"], "seen": ["a100_sxm4_80gb", "h100_sxm"], "unseen": ["a40"],
+           "heldout_frac": 0.2}
+    experiment_features(str(d / "m.parquet"), "gemm", exp, str(registry.path), "v2", 0, str(d / "f.parquet"),
+                        str(d / "f.json"))
+    return read_table(d / "f.parquet"), json.loads((d / "f.json").read_text())
+
+
+def shapes_of(df, mask):
+    return set(shape_key(df[SHAPE_COLUMNS][mask]))
+
+
+def test_leave_one_gpu_out_has_one_fold_per_gpu_with_disjoint_sides(synthetic):
+    folds = P.leave_one_gpu_out(synthetic, heldout_frac=0.25, seed=0)
+    assert [f.name for f in folds] == [f"logo:{g}" for g in sorted(GPUS)]
+    gpu = synthetic["gpu"].astype(str).to_numpy()
+    for f in folds:
+        assert len(f.unseen_gpus) == 1 and not set(f.seen_gpus) & set(f.unseen_gpus)
+        assert set(f.seen_gpus) | set(f.unseen_gpus) == set(GPUS)
+        assert set(gpu[f.train_mask]) == set(f.seen_gpus)
+        assert set(gpu[f.labels == "unseen"]) == set(f.unseen_gpus)
+        assert (f.labels == "unseen").sum() == 40
+        # held-out shapes stay held out: no test_seen shape is trained on
+        assert shapes_of(synthetic, f.labels == "test_seen")
+        assert not shapes_of(synthetic, f.labels == "test_seen") & shapes_of(synthetic, f.train_mask)
+        name, tr, te = f  # a fold unpacks as (name, train_mask, test_mask)
+        assert name == f.name and not (tr & te).any() and (tr | te).all()
+    # the held-out shapes are the configured rule's (same seed and share)
+    ref = assign_split(synthetic, ["a40", "b200", "h100_sxm", "h200_sxm", "l40s"], ["a100_sxm4_80gb"], 0.25, 0)
+    np.testing.assert_array_equal(folds[0].labels, ref.to_numpy())
+
+
+def test_leave_one_gpu_out_on_a_subset_and_errors(synthetic):
+    folds = P.leave_one_gpu_out(synthetic, ["a40", "b200"])
+    assert [f.name for f in folds] == ["logo:a40", "logo:b200"]
+    assert set(folds[0].labels[synthetic["gpu"].astype(str).isin(["h100_sxm", "l40s"]).to_numpy()]) == {"unused"}
+    with pytest.raises(ValueError, match="no rows"):
+        P.leave_one_gpu_out(synthetic, ["a40", "rtx_4090_nonexistent"])
+    assert P.leave_one_gpu_out(synthetic, ["a40"]) == []
+    assert P.logo_gpu_sets(["b", "a"]) == [("logo:a", ["b"], ["a"]), ("logo:b", ["a"], ["b"])]
+
+
+def test_leave_one_architecture_out_groups_hopper_gpus(synthetic, registry):
+    folds = P.leave_one_architecture_out(synthetic, registry)
+    by = {f.name: f for f in folds}
+    assert sorted(by) == ["loao:Ada", "loao:Ampere", "loao:Blackwell", "loao:Hopper"]
+    hop = by["loao:Hopper"]
+    assert hop.unseen_gpus == ("h100_sxm", "h200_sxm")
+    assert hop.seen_gpus == ("a100_sxm4_80gb", "a40", "b200", "l40s")
+    gpu = synthetic["gpu"].astype(str).to_numpy()
+    assert set(gpu[hop.labels == "unseen"]) == {"h100_sxm", "h200_sxm"}
+    assert not set(gpu[hop.train_mask]) & {"h100_sxm", "h200_sxm"}
+    assert by["loao:Ampere"].unseen_gpus == ("a100_sxm4_80gb", "a40")
+    # a single architecture leaves nobody to train on: no fold
+    assert P.loao_gpu_sets(["h100_sxm", "h200_sxm"], registry) == []
+    assert [f.name for f in P.leave_one_architecture_out(synthetic, registry, ["h100_sxm", "h200_sxm", "b200"])] \
+        == ["loao:Blackwell", "loao:Hopper"]
+
+
+def test_configured_uses_the_split_column(synthetic):
+    t = synthetic.assign(split=assign_split(synthetic, ["h100_sxm", "b200"], ["h200_sxm"], 0.2, 0).to_numpy())
+    (f,) = P.configured(t)
+    assert f.name == "configured" and f.seen_gpus == ("b200", "h100_sxm") and f.unseen_gpus == ("h200_sxm",)
+    np.testing.assert_array_equal(f.labels, t["split"].to_numpy())
+    with pytest.raises(ValueError, match="no 'split' column"):
+        P.configured(synthetic)
+    with pytest.raises(ValueError, match="unknown split label"):
+        P.configured(t.assign(split="validation"))
+    assert [x.name for x in P.make_folds("logo", synthetic, None, gpus=["a40", "h100_sxm"])] \
+        == ["logo:a40", "logo:h100_sxm"]
+    with pytest.raises(KeyError, match="unknown protocol"):
+        P.make_folds("kfold", t, None)
+
+
+TRAIN = TrainConfig(hidden_sizes=[64, 32], max_epochs=12, early_stopping_patience=5, batch_size=256)
+BASE = BaselineConfig(neusight_epochs=10, gbt_max_iter=80)
+
+
+@pytest.fixture(scope="module")
+def configured_run(vidur_gemm, registry):
+    table, meta = vidur_gemm
+    return P.predict_protocol(table, P.configured(table), None, registry, TRAIN, meta, max_train_rows=3000,
+                              baseline_cfg=BASE, log=lambda *_: None)
+
+
+def test_runner_scores_every_method_on_a_real_slice(configured_run, vidur_gemm):
+    table, _ = vidur_gemm
+    res = P.summarize_predictions(configured_run)
+    assert list(res.columns) == P.SUMMARY_COLUMNS
+    assert set(res["method"]) == set(P.METHODS) == {"synperf_mlp"} | set(BASELINES)
+    assert set(res["split"]) == {"test_seen", "unseen"}
+    allrows = res[res.gpu == "ALL"].set_index(["method", "split"])
+    unseen = allrows.xs("unseen", level="split")
+    print("\nVidur GEMM (1/4 of the shapes), unseen A40, configured split:\n"
+          + unseen[["n_rows", "coverage", "mape_pct", "median_ape_pct", "p90_ape_pct"]].round(2).to_string())
+    assert np.isfinite(unseen["mape_pct"]).all()
+    assert (unseen["n_total"] == (table.split == "unseen").sum()).all()
+    for m in ("nearest_gpu_scaled", "nearest_gpu_roofline"):
+        assert 0.6 < unseen.loc[m, "coverage"] < 0.95   # held-out shapes are not sources
+        assert allrows.loc[(m, "test_seen"), "coverage"] == 0.0
+    for m in ("synperf_mlp", "roofline", "linear", "neusight", "gbt"):
+        assert unseen.loc[m, "coverage"] == 1.0
+    # per-GPU rows add up to the ALL row
+    per = res[(res.gpu != "ALL") & (res.split == "test_seen")].groupby("method")["n_total"].sum()
+    assert per.sort_index().to_dict() == allrows.xs("test_seen", level="split")["n_total"].sort_index().to_dict()
+    # the MLP learns something on held-out shapes of its own GPUs
+    assert allrows.loc[("synperf_mlp", "test_seen"), "mape_pct"] < allrows.loc[("roofline", "test_seen"), "mape_pct"]
+
+
+def test_paired_summary_restricts_every_method_to_the_covered_rows(configured_run):
+    res = P.summarize_predictions(configured_run, on_rows_covered_by="nearest_gpu_roofline")
+    u = res[(res.gpu == "ALL") & (res.split == "unseen")]
+    assert u["n_total"].nunique() == 1 and (u["coverage"] == 1.0).all()
+    with pytest.raises(ValueError, match="not in the predictions"):
+        P.summarize_predictions(configured_run, on_rows_covered_by="oracle")
+
+
+def test_runner_on_logo_folds_from_canonical_rows(synthetic, registry):
+    """Canonical rows with a feature-set name: features built once, one block per fold; cheap methods only."""
+    folds = P.leave_one_gpu_out(synthetic, ["a100_sxm4_80gb", "h100_sxm", "h200_sxm"])
+    res = P.run_protocol(synthetic, folds, ["roofline", "nearest_gpu_roofline"], registry, None, "v1",
+                         log=lambda *_: None)
+    assert list(res.columns) == P.SUMMARY_COLUMNS
+    assert set(res["fold"]) == {"logo:a100_sxm4_80gb", "logo:h100_sxm", "logo:h200_sxm"}
+    assert set(res["protocol"]) == {"logo"}
+    u = res[(res.split == "unseen") & (res.gpu != "ALL")]
+    assert set(zip(u["fold"], u["gpu"])) == {(f.name, f.unseen_gpus[0]) for f in folds}
+    assert np.isfinite(u["mape_pct"]).all()
+    with pytest.raises(KeyError, match="unknown method"):
+        P.run_protocol(synthetic, folds, ["oracle"], registry, None, "v1")
+    with pytest.raises(ValueError, match="labels for a table"):
+        P.run_protocol(synthetic.iloc[:10], folds, ["roofline"], registry, None, "v1")
