@@ -23,8 +23,9 @@ MANIFEST = load_manifest(config["public_data_manifest"])
 check_data_dir(config)
 EXPERIMENTS = sorted(config["experiments"])
 # the package's code is an input of every step, so editing e.g. a feature set reruns what depends on it
-# (the profiler's code is left out: editing it must not retrain every model)
-SYNPERF_CODE = sorted(str(p) for p in Path(workflow.basedir, "synperf").rglob("*.py") if "profiling" not in p.parts)
+# (the profiler's and the characterization's code are left out: editing them must not retrain every model)
+SYNPERF_CODE = sorted(str(p) for p in Path(workflow.basedir, "synperf").rglob("*.py")
+                      if not {"profiling", "characterize"} & set(p.parts))
 
 
 FEATURE_SET = config["feature_set"]
@@ -46,6 +47,7 @@ include: "rules/train.smk"
 include: "rules/evaluate.smk"
 include: "rules/report.smk"
 include: "rules/profile.smk"
+include: "rules/characterize.smk"
 
 
 rule all:

@@ -84,6 +84,21 @@ def ablation_table(primary: pd.DataFrame, ablation: pd.DataFrame) -> pd.DataFram
     return out.reset_index(names="experiment")
 
 
+def _hardware_section() -> list[str]:
+    """Which GPU numbers the features used: datasheet, or measured (data/hardware/<gpu>.json)."""
+    from .hardware import load_registry, registry_provenance
+
+    reg = load_registry()
+    lines = ["## Hardware values", ""]
+    if not reg.measured_gpus:
+        return lines + ["Every GPU number in the features comes from the datasheet registry (`config/gpus.yaml`); "
+                        "no measured file under `data/hardware/` (see docs/profiling.md, hardware "
+                        "characterization).", ""]
+    prov = registry_provenance(reg, measured_only=True)
+    return lines + ["Measured values (`data/hardware/`) replace datasheet ones for these GPUs and fields:", "",
+                    _md_table(prov), ""]
+
+
 def figure(mape: pd.DataFrame, path: str) -> None:
     """Grouped bars, log scale: MAPE per experiment and GPU; unseen GPUs red and hatched (cf. SynPerf Figure 5)."""
     from matplotlib.patches import Patch
@@ -191,6 +206,7 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
     if secs > 0:
         md += [f"Feature extraction (`{primary}`): {n_rows:,} rows in {secs:.1f} s, {n_rows / secs:,.0f} rows/s "
                "(all experiments, one core each).", ""]
+    md += _hardware_section()
     md += ["## MAPE per GPU", "", "APE: absolute percentage error of the predicted latency, per row.", "",
            _md_table(per_gpu.rename(columns=_GPU_HEADERS)), ""]
     md += ["## Training", "", _md_table(pd.DataFrame([{

@@ -1,0 +1,56 @@
+# Hardware characterization (docs/profiling.md, "Hardware characterization"; synperf/characterize). Not part of
+# `rule all`: it needs an NVIDIA GPU and is asked for explicitly. It measures the local GPU's achievable DRAM, L2
+# and shared-memory bandwidth, GEMM throughput per dtype and FP32 FMA throughput, with the SM clock NVML observed
+# during each, and writes <hardware_measurements_dir>/<gpu>.json; synperf.hardware.load_registry merges those
+# values over the datasheet ones of config/gpus.yaml.
+#   snakemake --cores all characterize_local        this machine's GPU (id detected as for profile_local)
+#   snakemake --cores all data/hardware/h100_sxm.json   the same, checking the visible GPU is that one
+# Included after rules/profile.smk: local_gpu_id() (the subprocess GPU detection) is defined there.
+import json
+import os
+import sys
+
+from snakemake.exceptions import WorkflowError
+
+from synperf.characterize.run import no_gpu_message
+
+HARDWARE_DIR = config.get("hardware_measurements_dir", "data/hardware")
+CHARACTERIZE = config.get("characterize") or {}
+
+
+def characterize_local_target(wildcards):
+    """<hardware_measurements_dir>/<local gpu id>.json, or a clear error without a (known) GPU."""
+    try:
+        gpu = local_gpu_id()
+    except WorkflowError as exc:
+        msg = str(exc)
+        if "no NVIDIA GPU visible" in msg:
+            msg = no_gpu_message(msg)
+        raise WorkflowError(f"characterize_local: {msg}") from None
+    return f"{HARDWARE_DIR}/{gpu}.json"
+
+
+rule characterize_local:
+    input:
+        characterize_local_target,
+
+
+rule characterize_gpu:
+    # No `input:` on purpose (as profile_kernel): a committed data/hardware/<gpu>.json must never make a
+    # GPU-less run re-measure it. To measure again: --forcerun characterize_gpu.
+    output:
+        HARDWARE_DIR + "/{gpu}.json",
+    wildcard_constraints:
+        gpu="|".join(sorted(REGISTRY.ids)),
+    params:
+        python=sys.executable,
+        entry=os.path.join(workflow.basedir, "scripts", "characterize.py"),
+        registry=config["gpu_registry"],
+        settings=json.dumps(CHARACTERIZE.get("settings") or {}, sort_keys=True),
+    resources:
+        gpu=1,
+    log:
+        "results/logs/characterize_{gpu}.log",
+    shell:
+        "{params.python:q} {params.entry:q} --gpu {wildcards.gpu} --out {output:q} --registry {params.registry:q}"
+        " --settings {params.settings:q} --log {log:q}"
