@@ -10,7 +10,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from .estimator import TrainConfig, TrainedModel, data_hash, train
@@ -19,7 +18,7 @@ from .hardware import load_registry
 from .ingest import ADAPTERS
 from .io import InputError, read_table, write_json, write_parquet
 from .metrics import ape, summarize
-from .schema import COLUMNS, KEY_COLUMNS, conform, reduce_duplicates, validate
+from .schema import KEY_COLUMNS, conform, reduce_duplicates, validate
 from .split import assign_split, shape_key
 
 

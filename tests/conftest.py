@@ -45,3 +45,28 @@ def registry():
 
     # datasheet values only: hand-computed expectations must not move when data/hardware/ gains a measurement
     return load_registry(use_measured=False)
+
+
+@pytest.fixture(scope="session")
+def vidur_gemm(public_data, registry, tmp_path_factory):
+    """Feature table (v2) and meta of Vidur fp16 GEMMs, one shape in four: seen A100 + H100, unseen A40."""
+    import json
+
+    import numpy as np
+
+    from synperf.ingest import vidur
+    from synperf.io import read_table, write_parquet
+    from synperf.pipeline import experiment_features
+    from synperf.schema import reduce_duplicates
+    from synperf.split import shape_key
+
+    d = tmp_path_factory.mktemp("vidur_gemm")
+    t = vidur.ingest(public_data, registry).table
+    t, _ = reduce_duplicates(t[t.kernel == "gemm"])
+    t = t[(shape_key(t, 7).to_numpy() % np.uint64(4)) == 0]
+    write_parquet(t, d / "m.parquet")
+    exp = {"kernel": "gemm", "sources": ["vidur"], "seen": ["a100_sxm4_80gb", "h100_sxm"], "unseen": ["a40"],
+           "heldout_frac": 0.2}
+    experiment_features(str(d / "m.parquet"), "gemm", exp, str(registry.path), "v2", 0, str(d / "f.parquet"),
+                        str(d / "f.json"))
+    return read_table(d / "f.parquet"), json.loads((d / "f.json").read_text())

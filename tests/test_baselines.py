@@ -1,17 +1,12 @@
 """Baselines of issue 5: hand-checked roofline and nearest-GPU transfer, coverage, seeding on real rows."""
 
-import json
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from synperf import baselines as B
-from synperf.ingest import vidur
-from synperf.io import read_table, write_parquet
-from synperf.pipeline import experiment_features
-from synperf.schema import conform, reduce_duplicates
-from synperf.split import shape_key
+from synperf.schema import conform
 
 
 def gemm_rows(gpus, shapes, dtype="bfloat16", latency=100.0):
@@ -20,21 +15,6 @@ def gemm_rows(gpus, shapes, dtype="bfloat16", latency=100.0):
              "batch": 1, "latency_us": latency, "latency_stat": "median", "source": "test",
              "source_version": "test"} for g in gpus for (m, n, k) in shapes]
     return conform(pd.DataFrame(rows))
-
-
-@pytest.fixture(scope="module")
-def vidur_gemm(public_data, registry, tmp_path_factory):
-    """Feature table (v2) and meta of Vidur fp16 GEMMs, one shape in four: seen A100 + H100, unseen A40."""
-    d = tmp_path_factory.mktemp("vidur_gemm")
-    t = vidur.ingest(public_data, registry).table
-    t, _ = reduce_duplicates(t[t.kernel == "gemm"])
-    t = t[(shape_key(t, 7).to_numpy() % np.uint64(4)) == 0]
-    write_parquet(t, d / "m.parquet")
-    exp = {"kernel": "gemm", "sources": ["vidur"], "seen": ["a100_sxm4_80gb", "h100_sxm"], "unseen": ["a40"],
-           "heldout_frac": 0.2}
-    experiment_features(str(d / "m.parquet"), "gemm", exp, str(registry.path), "v2", 0, str(d / "f.parquet"),
-                        str(d / "f.json"))
-    return read_table(d / "f.parquet"), json.loads((d / "f.json").read_text())
 
 
 def test_roofline_of_a_4096_cubed_bf16_gemm_on_h100(registry):

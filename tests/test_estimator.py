@@ -1,7 +1,6 @@
 """The efficiency MLP on a small real slice: learns, is seeded, round-trips through disk."""
 
 import numpy as np
-import pandas as pd
 import pytest
 import torch
 

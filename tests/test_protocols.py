@@ -1,6 +1,5 @@
 """Evaluation protocols of issue 5 (configured, leave-one-GPU-out, leave-one-architecture-out) and the runner."""
 
-import json
 
 import numpy as np
 import pandas as pd
@@ -9,10 +8,7 @@ import pytest
 from synperf import protocols as P
 from synperf.baselines import BASELINES, BaselineConfig
 from synperf.estimator import TrainConfig
-from synperf.ingest import vidur
-from synperf.io import read_table, write_parquet
-from synperf.pipeline import experiment_features
-from synperf.schema import conform, reduce_duplicates
+from synperf.schema import conform
 from synperf.split import SHAPE_COLUMNS, assign_split, shape_key
 
 GPUS = ["a100_sxm4_80gb", "a40", "h100_sxm", "h200_sxm", "b200", "l40s"]
@@ -27,21 +23,6 @@ def synthetic():
              "batch": 1, "latency_us": 10.0 + m / 100, "latency_stat": "median", "source": "test",
              "source_version": "test"} for g in GPUS for (m, n, k) in shapes]
     return conform(pd.DataFrame(rows))
-
-
-@pytest.fixture(scope="module")
-def vidur_gemm(public_data, registry, tmp_path_factory):
-    """Feature table (v2) and meta of Vidur fp16 GEMMs, one shape in four: seen A100 + H100, unseen A40."""
-    d = tmp_path_factory.mktemp("vidur_gemm_protocols")
-    t = vidur.ingest(public_data, registry).table
-    t, _ = reduce_duplicates(t[t.kernel == "gemm"])
-    t = t[(shape_key(t, 7).to_numpy() % np.uint64(4)) == 0]
-    write_parquet(t, d / "m.parquet")
-    exp = {"kernel": "gemm", "sources": ["vidur"], "seen": ["a100_sxm4_80gb", "h100_sxm"], "unseen": ["a40"],
-           "heldout_frac": 0.2}
-    experiment_features(str(d / "m.parquet"), "gemm", exp, str(registry.path), "v2", 0, str(d / "f.parquet"),
-                        str(d / "f.json"))
-    return read_table(d / "f.parquet"), json.loads((d / "f.json").read_text())
 
 
 def shapes_of(df, mask):

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from .common import MS_TO_US, IngestResult, check_latency, find_files, finish, load, rel

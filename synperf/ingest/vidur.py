@@ -61,7 +61,6 @@ def ingest(data_dir: Path, registry, cfg: dict | None = None) -> IngestResult:
         if gpu not in registry.ids:
             registry[gpu]  # raises a clear error
         model = f"{parts[3]}/{parts[4]}"
-        ops = GEMM_OPS + NORM_OPS + ("mlp_act",)
         df = load(path, SHAPE_COLUMNS + [f"time_stats.{op}.median" for op in GEMM_OPS])
         T = df["num_tokens"].astype("int64")
         E = df["n_embd"].astype("int64")

@@ -24,16 +24,10 @@ lazily, so the package imports on a CPU-only machine.
 
 from __future__ import annotations
 
-#: kernels of :data:`synperf.schema.KERNELS` this profiler measures, in sweep order
-PROFILED_KERNELS: tuple[str, ...] = (
-    "gemm",
-    "gemm_fp8",
-    "attention_prefill",
-    "attention_decode",
-    "rmsnorm",
-    "silu_mul",
-    "fused_moe",
-)
+from ..schema import KERNELS
+
+#: kernels this profiler measures, in sweep order: every family of :data:`synperf.schema.KERNELS`
+PROFILED_KERNELS: tuple[str, ...] = KERNELS
 
 #: kernel -> launcher module under :mod:`synperf.profiling.launchers`
 LAUNCHER_MODULE: dict[str, str] = {
