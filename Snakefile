@@ -46,6 +46,7 @@ include: "rules/features.smk"
 include: "rules/train.smk"
 include: "rules/evaluate.smk"
 include: "rules/report.smk"
+include: "rules/protocols.smk"
 include: "rules/profile.smk"
 include: "rules/characterize.smk"
 

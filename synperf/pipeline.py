@@ -165,3 +165,32 @@ def evaluate_experiment(features: str, features_meta: str, model_dir: str, exp_n
                      **summarize(g["ape_pct"])})
     from .io import write_csv
     write_csv(pd.DataFrame(rows), out_table)
+
+
+def evaluate_protocols(measurements: str, exp_name: str, exp: dict, registry_path: str, feature_set: str,
+                       seed: int, training: dict, protocols: list[str], methods: list[str] | None, threads: int,
+                       out_table: str) -> None:
+    """All methods (our MLP and every baseline) under the evaluation protocols, for one experiment.
+
+    ``protocols`` from ``configured``, ``logo`` (leave one GPU out), ``loao`` (leave one architecture out); every GPU of the
+    experiment (seen and unseen) takes part in the leave-one-out protocols. Writes one row per
+    (protocol, fold, method, gpu, split) with MAPE, median and p90 APE and coverage.
+    """
+    from .protocols import feature_table, make_folds, run_protocol
+
+    registry = load_registry(registry_path)
+    rows = select_rows(read_table(measurements), exp)
+    gpus = list(exp["seen"]) + list(exp.get("unseen", []))
+    rows = rows[rows["gpu"].isin(gpus)]
+    table, meta = feature_table(rows, registry, feature_set, seed)
+    table["split"] = assign_split(rows, exp["seen"], exp.get("unseen", []), exp.get("heldout_frac", 0.2),
+                                  seed).to_numpy()
+    cfg = TrainConfig.from_dict({**training, "seed": seed, "threads": threads})
+    out = []
+    for protocol in protocols:
+        folds = make_folds(protocol, table, registry, gpus=gpus, heldout_frac=exp.get("heldout_frac", 0.2), seed=seed)
+        res = run_protocol(table, folds, methods, registry, cfg, meta, max_train_rows=cfg.max_train_rows, seed=seed,
+                           log=lambda *a: None)
+        out.append(res.assign(experiment=exp_name, kernel=exp["kernel"]))
+    from .io import write_csv
+    write_csv(pd.concat(out, ignore_index=True), out_table)

@@ -237,3 +237,22 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
     if wall_time_note:
         md += [wall_time_note, ""]
     write_text("\n".join(md), out_md)
+
+
+def protocol_report(tables: list[str], out_md: str, out_csv: str) -> None:
+    """Mean unseen-GPU and held-out-shape MAPE per method and protocol (over experiments and folds)."""
+    t = pd.concat([pd.read_csv(p) for p in tables], ignore_index=True)
+    t = t[(t["gpu"] == "ALL") & t["split"].isin(["test_seen", "unseen"])]
+    summary = (t.groupby(["protocol", "split", "method"])
+               .agg(mape_pct=("mape_pct", "mean"), coverage=("coverage", "mean"), folds=("fold", "nunique"))
+               .reset_index())
+    per_exp = t[t["split"] == "unseen"].pivot_table(index=["protocol", "experiment"], columns="method",
+                                                    values="mape_pct").reset_index()
+    write_csv(summary, out_csv)
+    md = ["# Methods under the evaluation protocols", "",
+          "Mean MAPE (%) over experiments and folds. `configured`: the seen/unseen split of config/config.yaml; "
+          "`logo`: each GPU unseen in turn; `loao`: each architecture unseen in turn (the honest test of a GPU "
+          "nobody profiled). Nearest-GPU methods cover only the shapes measured on a training GPU "
+          "(`coverage`).", "", _md_table(summary), "", "## Unseen-GPU MAPE per experiment", "",
+          _md_table(per_exp), ""]
+    write_text("\n".join(md), out_md)

@@ -103,3 +103,27 @@ def test_missing_data_folder_is_named():
     proc = snakemake("-n", "--config", "public_data_dir=/nonexistent/data")
     assert proc.returncode != 0
     assert "public_data_dir" in proc.out and "/nonexistent/data" in proc.out and "is not a folder" in proc.out
+
+
+def test_protocols_target_is_separate_and_runs_on_real_rows(public_data, tmp_path):
+    proc = snakemake("-n", "protocols", "--config", f"public_data_dir={public_data}")
+    assert proc.returncode == 0, proc.out[-2000:]
+    assert "evaluate_protocols" in proc.out
+    default = snakemake("-n", "--config", f"public_data_dir={public_data}")
+    assert "evaluate_protocols" not in default.out
+
+    reg = str(REPO / "config/gpus.yaml")
+    cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    src, summ = tmp_path / "vidur.parquet", tmp_path / "vidur.json"
+    pipeline.ingest_source("vidur", str(public_data), reg, cfg["ingest"]["vidur"], str(src), str(summ))
+    allp, alls = tmp_path / "all.parquet", tmp_path / "summary.json"
+    pipeline.merge_measurements([str(src)], [str(summ)], [], reg, str(allp), str(alls))
+    out = tmp_path / "proto.csv"
+    pipeline.evaluate_protocols(str(allp), "rmsnorm", cfg["experiments"]["rmsnorm"], reg, "v2_paper", 0,
+                                {**cfg["training"], "max_epochs": 5}, ["loao"], ["roofline", "nearest_gpu_roofline"],
+                                1, str(out))
+    t = pd.read_csv(out)
+    folds = set(t["fold"])
+    assert folds == {"loao:Ampere", "loao:Hopper"}     # A100 + A40 unseen together, then H100
+    unseen = t[(t.gpu == "ALL") & (t.split == "unseen")].set_index(["fold", "method"])
+    assert unseen["mape_pct"].notna().all() and (unseen.loc[("loao:Hopper", "roofline"), "coverage"] == 1.0)
