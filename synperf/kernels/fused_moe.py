@@ -173,26 +173,10 @@ def tasks(row: dict, spec) -> TaskSet:
                    ctas_per_sm=slots, order="grouped", dims=dims)
 
 
-def _launch_sum(ts: TaskSet, spec) -> dict:
-    """Summary where each class is its own launch (w13, SiLU&Mul, w2 run one after another): the busiest SM
-    of each launch takes ceil(n / SMs) tasks, and the launches add up."""
-    per_sm = np.ceil(ts.counts / spec.sm_count)
-    out = {"num_tasks": float(ts.counts.sum()), "ctas_per_sm": float(ts.ctas_per_sm), "persistent": 0.0,
-           "dram_bytes": float(ts.dram_bytes), "store_bytes": float(ts.store_bytes),
-           "sm_max_tasks": float(per_sm.sum())}
-    for name, key in (("tensor_ops", "tensor"), ("fma_ops", "fma"), ("xu_ops", "xu")):
-        v = getattr(ts, name)
-        out[f"{key}_all_ops"] = float((v * ts.counts).sum())
-        out[f"sm_max_{key}_ops"] = float((v * per_sm).sum())
-    out["load_all_bytes"] = float((ts.load_bytes * ts.counts).sum())
-    out["sm_max_load_bytes"] = float((ts.load_bytes * per_sm).sum())
-    return out
-
-
 def summary(row: dict, spec) -> dict:
-    """Demands of one fused-MoE row (sequential launches, see :func:`_launch_sum`)."""
+    """Demands of one fused-MoE row (w13, SiLU&Mul and w2 are sequential launches)."""
     ts = tasks(row, spec)
-    s = _launch_sum(ts, spec)
+    s = ts.summary(spec, sequential_launches=True)
     g = ts.dims[0]
     s["block_m"], s["block_n"] = float(g.get("block_size_m", 0)), float(g.get("block_size_n", 0))
     return s

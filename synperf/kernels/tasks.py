@@ -79,10 +79,18 @@ class TaskSet:
                                   self.xu_ops / spec.xu_ops_per_clk_per_sm, self.load_bytes / dram_per_sm,
                                   np.full(len(self.counts), 1e-9)])
 
-    def summary(self, spec, dtype: str | None = None) -> dict:
-        """Demands at GPU level and on the most-loaded SM (keys of :data:`SUMMARY_COLUMNS`)."""
-        cost = self.sched_cost if self.sched_cost is not None else self.cost(spec, dtype)
-        per_sm = busiest_sm(self.counts, cost, spec.sm_count, self.ctas_per_sm, self.policy, self.order)
+    def summary(self, spec, dtype: str | None = None, sequential_launches: bool = False) -> dict:
+        """Demands at GPU level and on the most-loaded SM (keys of :data:`SUMMARY_COLUMNS`).
+
+        With ``sequential_launches`` every class is its own launch (e.g. fused MoE's w13 GEMM, SiLU&Mul and
+        w2 GEMM run one after another): each launch's busiest SM takes ceil(n / SMs) of its tasks and the
+        launches add up; otherwise all tasks share one launch and are placed by the scheduler.
+        """
+        if sequential_launches:
+            per_sm = np.ceil(self.counts / spec.sm_count)
+        else:
+            cost = self.sched_cost if self.sched_cost is not None else self.cost(spec, dtype)
+            per_sm = busiest_sm(self.counts, cost, spec.sm_count, self.ctas_per_sm, self.policy, self.order)
         out = {"num_tasks": float(self.num_tasks), "ctas_per_sm": float(self.ctas_per_sm),
                "persistent": float(self.policy == "persistent"), "dram_bytes": float(self.dram_bytes),
                "store_bytes": float(self.store_bytes), "sm_max_tasks": float(per_sm.sum())}
