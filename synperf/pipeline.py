@@ -120,7 +120,9 @@ def select_group(meta: dict, group: str) -> dict:
         raise KeyError(f"feature set {fs!r} has no feature groups; only 'all' can be trained")
     numeric, linear = FEATURE_GROUPS[fs](group)
     keep_lin = [c for c in meta["linear"] if c in linear or c == "routing_alpha"]
-    keep_num = [c for c in meta["numeric"] if c in numeric or c.startswith("p_")]  # shape parameters stay
+    from .features.v2 import SHAPE_PREFIX
+
+    keep_num = [c for c in meta["numeric"] if c in numeric or c.startswith(SHAPE_PREFIX)]  # shape parameters stay
     return {**meta, "numeric": keep_num, "linear": keep_lin}
 
 

@@ -140,7 +140,7 @@ def figure(mape: pd.DataFrame, path: str) -> None:
 
 def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[str], feature_metas: list[str],
                  out_md: str, out_mape: str, out_summary: str, out_counts: str, out_dropped: str,
-                 out_figure: str, wall_time_note: str = "", experiments: dict | None = None,
+                 out_figure: str, experiments: dict | None = None,
                  compare_tables: list[str] | None = None, ablation_tables: list[str] | None = None,
                  out_compare: str | None = None, out_ablation: str | None = None) -> None:
     """Assemble the Markdown report and its CSV tables and figure (all written atomically).
@@ -234,8 +234,6 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
            "`known_bad:*` are the rows the public data's README lists as wrong; `unsupported_*` are kernels no "
            "family here models; `nested_subset_copy` are exact copies across pipeweave's nested sweep files.", "",
            _md_table(dropped), ""]
-    if wall_time_note:
-        md += [wall_time_note, ""]
     write_text("\n".join(md), out_md)
 
 

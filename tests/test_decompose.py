@@ -146,3 +146,16 @@ def test_every_family_on_every_registry_gpu(registry):
         t = ff.frame["theoretical_time_us"]
         assert (t > 0).all() and np.isfinite(t).all(), gpu
         assert (ff.frame["tensor_sm_max_ops"] <= ff.frame["tensor_all_ops"]).all(), gpu
+
+
+@pytest.mark.parametrize("gpu", ["a100_sxm4_80gb", "h100_sxm", "l40s", "b200"])
+def test_vectorised_gemm_equals_explicit_tasks(registry, gpu):
+    df = rows("gemm", gpu=gpu, dtype=["bfloat16", "bfloat16", "bfloat16", "fp8", "float16"],
+              m=[1, 300, 8192, 108, 64], n=[4096, 700, 8192, 8192, 14336], k=[8192, 900, 4096, 1024, 4096], batch=1)
+    if not registry[gpu].dense_fp8_tflops:
+        df = df[df["dtype"] != "fp8"]
+    vec = gemm.decompose(df, registry)
+    for i, r in df.iterrows():
+        s = gemm.tasks(r.to_dict(), registry[gpu]).summary(registry[gpu], r["dtype"])
+        for k, v in s.items():
+            assert vec.loc[i, k] == pytest.approx(v), (gpu, i, k)

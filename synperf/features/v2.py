@@ -58,6 +58,7 @@ import numpy as np
 import pandas as pd
 
 from ..kernels import attention, fused_moe, gemm, norm_act
+from .v1 import CUDA_CORE_KERNELS
 
 DECOMPOSERS = {
     "gemm": gemm.decompose,
@@ -84,7 +85,6 @@ CATEGORICAL = {
     "fused_moe": ["dtype", "moe_stage"],
     "gemm_fp8": ["dtype"],
 }
-CUDA_CORE_KERNELS = {"rmsnorm", "silu_mul"}
 
 
 def decompose(df: pd.DataFrame, registry) -> pd.DataFrame:

@@ -10,7 +10,6 @@ SM, the inputs of the feature analyzer (:mod:`synperf.features.v2`).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -134,6 +133,3 @@ def ceil_div(a, b):
     return np.ceil(np.asarray(a, dtype="float64") / np.asarray(b, dtype="float64")) if not isinstance(a, pd.Series) \
         else np.ceil(a.astype("float64") / b)
 
-
-def pow2_floor(x: float) -> int:
-    return 1 << max(0, int(math.floor(math.log2(max(1.0, x)))))
