@@ -1,33 +1,45 @@
 # Paper-style evaluation: our MLP and the baselines (synperf/baselines.py) under the configured split,
-# leave-one-GPU-out and leave-one-architecture-out (synperf/protocols.py). Not part of `rule all` (it trains
-# one model per fold and method); run `snakemake --cores all protocols`.
+# leave-one-GPU-out and leave-one-architecture-out (synperf/protocols.py). Part of the default target: the report
+# reads these tables. `protocols.experiments` run every protocol, `protocols.configured_only` the configured split
+# only. On the configured split synperf_mlp is the experiment's primary model (no retraining).
 PROTOCOLS = config.get("protocols", {})
+PROTOCOL_NAMES = PROTOCOLS.get("names", ["configured", "logo", "loao"])
+PROTOCOL_EXPERIMENTS = list(PROTOCOLS.get("experiments", EXPERIMENTS))
+PROTOCOL_EXPERIMENTS += [e for e in PROTOCOLS.get("configured_only", []) if e not in PROTOCOL_EXPERIMENTS]
+
+
+def protocol_names(experiment):
+    """Protocols run for one experiment: all configured names, or only `configured` for `configured_only`."""
+    if experiment in PROTOCOLS.get("experiments", EXPERIMENTS):
+        return PROTOCOL_NAMES
+    return ["configured"]
 
 
 rule evaluate_protocols:
     input:
         measurements="results/measurements/all.parquet",
         registry=config["gpu_registry"],
+        model=f"models/{{experiment}}/{FEATURE_SET}-all/model.pt",
+        model_meta=f"models/{{experiment}}/{FEATURE_SET}-all/meta.json",
         code=SYNPERF_CODE,
     output:
         table="results/protocols/{experiment}.csv",
+        cdf="results/protocols/{experiment}_cdf.csv",
     params:
         exp=lambda wc: config["experiments"][wc.experiment],
         training=lambda wc: {**config["training"], **PROTOCOLS.get("training", {})},
-        names=PROTOCOLS.get("names", ["configured", "logo", "loao"]),
+        names=lambda wc: protocol_names(wc.experiment),
         methods=PROTOCOLS.get("methods"),
         feature_set=FEATURE_SET,
         seed=config["seed"],
+    log:
+        "results/logs/evaluate_protocols/{experiment}.log",
     threads: 2
     script:
         "../scripts/evaluate_protocols.py"
 
 
+# convenience target: only the protocol tables (the report needs them too)
 rule protocols:
     input:
-        tables=expand("results/protocols/{experiment}.csv", experiment=PROTOCOLS.get("experiments", EXPERIMENTS)),
-    output:
-        md="results/protocols.md",
-        summary="results/tables/protocols_summary.csv",
-    script:
-        "../scripts/protocols_report.py"
+        expand("results/protocols/{experiment}.csv", experiment=PROTOCOL_EXPERIMENTS),

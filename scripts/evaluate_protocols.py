@@ -1,12 +1,16 @@
-"""Rule script: every method under the evaluation protocols for one experiment."""
+"""Rule script: every method under the evaluation protocols for one experiment (progress in the rule's log)."""
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821  (this checkout's synperf first)
 
+import contextlib
+
 from synperf.pipeline import evaluate_protocols
 
 sm = snakemake  # noqa: F821
-evaluate_protocols(sm.input.measurements, sm.wildcards.experiment, dict(sm.params.exp), sm.input.registry,
-                   sm.params.feature_set, int(sm.params.seed), dict(sm.params.training), list(sm.params.names),
-                   list(sm.params.methods) if sm.params.methods else None, sm.threads, sm.output.table)
+with open(sm.log[0], "w") as log, contextlib.redirect_stdout(log):
+    evaluate_protocols(sm.input.measurements, sm.wildcards.experiment, dict(sm.params.exp), sm.input.registry,
+                       sm.params.feature_set, int(sm.params.seed), dict(sm.params.training), list(sm.params.names),
+                       list(sm.params.methods) if sm.params.methods else None, sm.threads, sm.output.table,
+                       out_cdf=sm.output.cdf, model_dir=str(Path(sm.input.model).parent))

@@ -391,14 +391,18 @@ def neusight(train: pd.DataFrame, test: pd.DataFrame, registry, *, seed: int = 0
         layers += [nn.Linear(prev, h), nn.ReLU()]
         prev = h
     head = nn.Linear(prev, 2)
-    with torch.no_grad():  # start at u = sigmoid(1) - sigmoid(-3)/waves, inside (0, 1)
+    with torch.no_grad():  # start at u = sigmoid(1) * (1 - sigmoid(-3) / (waves + 1)), inside (0, 1)
         head.bias.copy_(torch.tensor([1.0, -3.0]))
     net = nn.Sequential(*layers, head)
 
+    # utilisation floor: half the lowest utilisation a training row reached (see the module docstring)
+    u_floor = float(np.clip(0.5 * np.quantile(w_tr * t_tr / y, 0.001), NEUSIGHT_U_MIN, 0.5))
+
     def predict_log(x, waves, t_tile):
         out = net(x)
-        u = torch.sigmoid(out[:, 0]) - torch.sigmoid(out[:, 1]) / waves
-        u = torch.clamp(u, min=NEUSIGHT_U_MIN)
+        alpha = torch.sigmoid(out[:, 0])
+        u = alpha * (1.0 - torch.sigmoid(out[:, 1]) / (waves + 1.0))  # alpha - beta/waves', beta = alpha * s
+        u = torch.clamp(u, min=u_floor)
         return torch.log(waves * t_tile) - torch.log(u)
 
     w_tr_t = torch.from_numpy(w_tr.astype("float32"))

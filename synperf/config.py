@@ -27,9 +27,12 @@ def check_references(config: dict, registry) -> None:
         both = set(exp.get("seen", [])) & set(exp.get("unseen", []))
         if both:
             raise InputError(f"config key experiments.{name}: GPU(s) {sorted(both)} are both seen and unseen")
-    for name in config.get("ablation", {}).get("experiments", []):
-        if name not in config.get("experiments", {}):
-            raise InputError(f"config key ablation.experiments: {name!r} is not an experiment of `experiments`")
+    for key, names in (("ablation.experiments", config.get("ablation", {}).get("experiments", [])),
+                       ("protocols.experiments", config.get("protocols", {}).get("experiments", [])),
+                       ("protocols.configured_only", config.get("protocols", {}).get("configured_only", []))):
+        for name in names:
+            if name not in config.get("experiments", {}):
+                raise InputError(f"config key {key}: {name!r} is not an experiment of `experiments`")
     if config.get("ablation", {}).get("groups") and config.get("feature_set") == "v1":
         raise InputError("config key ablation.groups: feature set v1 has no feature groups; use feature_set: v2 "
                          "or an empty ablation")

@@ -19,7 +19,7 @@ from .ingest import ADAPTERS
 from .io import InputError, read_table, write_json, write_parquet
 from .metrics import ape, summarize
 from .schema import KEY_COLUMNS, conform, reduce_duplicates, validate
-from .split import assign_split, shape_key
+from .split import experiment_split, shape_key
 
 
 def ingest_source(source: str, data_dir: str, registry_path: str, source_cfg: dict | None,
@@ -78,7 +78,7 @@ def experiment_features(measurements: str, exp_name: str, exp: dict, registry_pa
     """Features, split label and target for one experiment's rows (seen and unseen GPUs only)."""
     registry = load_registry(registry_path)
     df = select_rows(read_table(measurements), exp)
-    split = assign_split(df, exp["seen"], exp.get("unseen", []), exp.get("heldout_frac", 0.2), seed)
+    split = experiment_split(df, exp, seed)
     df = df[split != "unused"]
     split = split[split != "unused"]
     if not (split == "train").any():
@@ -171,28 +171,41 @@ def evaluate_experiment(features: str, features_meta: str, model_dir: str, exp_n
 
 def evaluate_protocols(measurements: str, exp_name: str, exp: dict, registry_path: str, feature_set: str,
                        seed: int, training: dict, protocols: list[str], methods: list[str] | None, threads: int,
-                       out_table: str) -> None:
+                       out_table: str, out_cdf: str | None = None, model_dir: str | None = None) -> None:
     """All methods (our MLP and every baseline) under the evaluation protocols, for one experiment.
 
-    ``protocols`` from ``configured``, ``logo`` (leave one GPU out), ``loao`` (leave one architecture out); every GPU of the
-    experiment (seen and unseen) takes part in the leave-one-out protocols. Writes one row per
-    (protocol, fold, method, gpu, split) with MAPE, median and p90 APE and coverage.
+    ``protocols`` from ``configured``, ``logo`` (leave one GPU out), ``loao`` (leave one architecture out); every
+    GPU of the experiment (seen and unseen) takes part in the leave-one-out protocols. With ``model_dir`` (the
+    experiment's primary model, trained on the configured split's training rows) that model is ``synperf_mlp`` on
+    the configured fold, so the configured numbers equal the main table's; the leave-one-out folds train their
+    own MLP with ``training``.
+
+    Writes ``out_table``: one row per (protocol, fold, method, gpu, split, scope) with MAPE, median and p90 APE
+    and coverage; ``scope`` is ``all`` (every row the method covers) or ``nearest_covered`` (only the rows
+    nearest-GPU transfer covers, a paired comparison; present when ``nearest_gpu_roofline`` is evaluated).
+    ``out_cdf``: :func:`synperf.protocols.error_cdf` of the same predictions.
     """
-    from .protocols import feature_table, make_folds, run_protocol
+    from .protocols import error_cdf, feature_table, make_folds, predict_protocol, summarize_predictions
 
     registry = load_registry(registry_path)
     rows = select_rows(read_table(measurements), exp)
     gpus = list(exp["seen"]) + list(exp.get("unseen", []))
-    rows = rows[rows["gpu"].isin(gpus)]
+    rows = rows[rows["gpu"].isin(gpus)].reset_index(drop=True)
     table, meta = feature_table(rows, registry, feature_set, seed)
-    table["split"] = assign_split(rows, exp["seen"], exp.get("unseen", []), exp.get("heldout_frac", 0.2),
-                                  seed).to_numpy()
+    table["split"] = experiment_split(rows, exp, seed).to_numpy()
     cfg = TrainConfig.from_dict({**training, "seed": seed, "threads": threads})
-    out = []
+    pretrained = {"configured": TrainedModel.load(model_dir)} if model_dir else None
+    summaries, cdfs = [], []
     for protocol in protocols:
         folds = make_folds(protocol, table, registry, gpus=gpus, heldout_frac=exp.get("heldout_frac", 0.2), seed=seed)
-        res = run_protocol(table, folds, methods, registry, cfg, meta, max_train_rows=cfg.max_train_rows, seed=seed,
-                           log=lambda *a: None)
-        out.append(res.assign(experiment=exp_name, kernel=exp["kernel"]))
+        preds = predict_protocol(table, folds, methods, registry, cfg, meta, max_train_rows=cfg.max_train_rows,
+                                 seed=seed, log=lambda line: print(line, flush=True), pretrained=pretrained)
+        summaries.append(summarize_predictions(preds).assign(scope="all"))
+        if "nearest_gpu_roofline" in set(preds["method"]):
+            summaries.append(summarize_predictions(preds, on_rows_covered_by="nearest_gpu_roofline")
+                             .assign(scope="nearest_covered"))
+        cdfs.append(error_cdf(preds))
     from .io import write_csv
-    write_csv(pd.concat(out, ignore_index=True), out_table)
+    write_csv(pd.concat(summaries, ignore_index=True).assign(experiment=exp_name, kernel=exp["kernel"]), out_table)
+    if out_cdf:
+        write_csv(pd.concat(cdfs, ignore_index=True).assign(experiment=exp_name, kernel=exp["kernel"]), out_cdf)

@@ -264,7 +264,7 @@ def _prepare(table, registry, features, seed, methods) -> tuple[pd.DataFrame, di
 
 
 def _iter_fold_predictions(table, folds, methods, registry, train_cfg, features, max_train_rows, baseline_cfg, seed,
-                           log):
+                           log, pretrained=None):
     methods = list(METHODS if methods is None else methods)
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
@@ -287,7 +287,10 @@ def _iter_fold_predictions(table, folds, methods, registry, train_cfg, features,
                              "split": fold.labels[te_idx], "latency_us": te["latency_us"].to_numpy(dtype="float64")})
         for method in methods:
             t0 = time.time()
-            if method == MLP:
+            if method == MLP and fold.name in (pretrained or {}):
+                model = pretrained[fold.name]
+                pred = model.predict_latency_us(FeatureFrame(te, meta["numeric"], meta["linear"], meta["categorical"]))
+            elif method == MLP:
                 model = train(FeatureFrame(tr, meta["numeric"], meta["linear"], meta["categorical"]),
                               tr["latency_us"], tr["shape_key"], cfg, log=lambda *_: None)
                 pred = model.predict_latency_us(FeatureFrame(te, meta["numeric"], meta["linear"], meta["categorical"]))
@@ -307,10 +310,12 @@ _PRED_COLUMNS = ["protocol", "fold", "method", "row", "gpu", "kernel", "split", 
 
 def predict_protocol(table: pd.DataFrame, folds: list[Fold], methods, registry, train_cfg: TrainConfig | None,
                      features, *, max_train_rows: int = 0, baseline_cfg: BaselineConfig | None = None, seed: int = 0,
-                     log=print) -> pd.DataFrame:
+                     log=print, pretrained: dict | None = None) -> pd.DataFrame:
     """Per-row predictions of every method on every fold's test rows (for error CDFs and scatter plots).
 
-    Arguments as :func:`run_protocol`.
+    Arguments as :func:`run_protocol`; ``pretrained`` maps a fold name (e.g. ``configured``) to a
+    :class:`synperf.estimator.TrainedModel` used as ``synperf_mlp`` on that fold instead of training one (the
+    pipeline passes the experiment's primary model, trained on exactly the configured fold's training rows).
 
     Returns:
         Long table, one row per (fold, method, test row): ``protocol``, ``fold``, ``method``, ``row`` (position
@@ -319,7 +324,7 @@ def predict_protocol(table: pd.DataFrame, folds: list[Fold], methods, registry, 
         (wall time to fit that method on the fold and predict its test rows).
     """
     parts = list(_iter_fold_predictions(table, folds, methods, registry, train_cfg, features, max_train_rows,
-                                        baseline_cfg, seed, log))
+                                        baseline_cfg, seed, log, pretrained))
     if not parts:
         return pd.DataFrame(columns=_PRED_COLUMNS)
     return pd.concat(parts, ignore_index=True)[_PRED_COLUMNS]
@@ -358,6 +363,26 @@ def summarize_predictions(preds: pd.DataFrame, on_rows_covered_by: str | None = 
                          "split": sub["split"].iloc[0], **stats, "n_total": len(sub),
                          "coverage": float(cov.mean()), "fit_seconds": round(secs, 2)})
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+#: quantiles (0..1) at which :func:`error_cdf` tabulates the absolute percentage error
+CDF_QUANTILES = tuple(np.round(np.linspace(0.0, 1.0, 101), 2))
+
+
+def error_cdf(preds: pd.DataFrame, quantiles=CDF_QUANTILES) -> pd.DataFrame:
+    """Empirical CDF of the absolute percentage error per (protocol, method, split), pooled over folds and GPUs.
+
+    Only covered rows (finite prediction) count. Returns columns ``protocol``, ``method``, ``split``,
+    ``quantile`` (share of rows, 0..1), ``ape_pct`` (that quantile of the APE, percent) and ``n_rows``;
+    plotting ``quantile`` against ``ape_pct`` gives the CDF.
+    """
+    rows = []
+    ok = preds[np.isfinite(preds["predicted_latency_us"].to_numpy(dtype="float64"))]
+    for (proto, method, split), g in ok.groupby(["protocol", "method", "split"], sort=True):
+        vals = np.quantile(g["ape_pct"].to_numpy(dtype="float64"), quantiles)
+        rows += [{"protocol": proto, "method": method, "split": split, "quantile": float(q), "ape_pct": float(v),
+                  "n_rows": len(g)} for q, v in zip(quantiles, vals)]
+    return pd.DataFrame(rows, columns=["protocol", "method", "split", "quantile", "ape_pct", "n_rows"])
 
 
 def run_protocol(table: pd.DataFrame, folds: list[Fold], methods, registry, train_cfg: TrainConfig | None,

@@ -5,6 +5,11 @@ Rows on an experiment's unseen GPUs are ``unseen``; rows on its seen GPUs are
 otherwise; rows on other GPUs are ``unused``. The held-out decision depends only
 on the shape (every key column but the GPU) and the seed, so one shape is held
 out on all seen GPUs at once and a shape never leaks from training to test.
+
+An experiment may instead keep its data source's own train/test files
+(``heldout_source_files``, e.g. NeuSight's ``dataset/test/``): on seen GPUs the
+rows read from a file whose path contains that string are ``test_seen``, all
+others ``train`` (:func:`experiment_split`).
 """
 
 from __future__ import annotations
@@ -42,4 +47,33 @@ def assign_split(df: pd.DataFrame, seen: list[str], unseen: list[str], heldout_f
     gpu = df["gpu"].astype(str)
     out = np.where(gpu.isin(unseen), "unseen",
                    np.where(gpu.isin(seen), np.where(held, "test_seen", "train"), "unused"))
+    return pd.Series(out, index=df.index, name="split")
+
+
+def experiment_split(df: pd.DataFrame, exp: dict, seed: int = 0) -> pd.Series:
+    """Split label per row for an experiment's config block (``seen``, ``unseen``, ``heldout_frac``,
+    optional ``heldout_source_files``).
+
+    Without ``heldout_source_files`` this is :func:`assign_split` (held-out share of shapes by seeded hash).
+    With it, seen-GPU rows whose ``source_file`` contains that string are ``test_seen`` and the other seen
+    rows ``train``: the data source's own train/test files decide (NeuSight's ``dataset/train`` vs
+    ``dataset/test``).
+
+    Raises:
+        ValueError: as :func:`assign_split`; ``heldout_source_files`` set but the rows lack ``source_file``,
+            or no seen-GPU row falls on either side.
+    """
+    split = assign_split(df, exp["seen"], exp.get("unseen", []), exp.get("heldout_frac", 0.2), seed)
+    pattern = exp.get("heldout_source_files")
+    if not pattern:
+        return split
+    if "source_file" not in df.columns:
+        raise ValueError(f"heldout_source_files={pattern!r} needs a 'source_file' column in the measurements")
+    seen = split.isin(["train", "test_seen"]).to_numpy()
+    held = df["source_file"].astype("string").str.contains(pattern, regex=False).fillna(False).to_numpy(dtype=bool)
+    out = split.to_numpy().copy()
+    out[seen] = np.where(held[seen], "test_seen", "train")
+    if not (out == "train").any() or not (out == "test_seen").any():
+        raise ValueError(f"heldout_source_files={pattern!r}: seen-GPU rows give {int((out == 'train').sum())} train "
+                         f"and {int((out == 'test_seen').sum())} held-out rows; both must be > 0")
     return pd.Series(out, index=df.index, name="split")
