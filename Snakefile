@@ -16,6 +16,9 @@ from synperf.hardware import load_registry
 configfile: "config/config.yaml"
 
 
+report: "workflow/report/workflow.rst"
+
+
 validate(config, "workflow/schemas/config.schema.yaml")
 REGISTRY = load_registry(config["gpu_registry"])
 check_references(config, REGISTRY)
@@ -45,8 +48,8 @@ include: "rules/ingest.smk"
 include: "rules/features.smk"
 include: "rules/train.smk"
 include: "rules/evaluate.smk"
-include: "rules/report.smk"
 include: "rules/protocols.smk"
+include: "rules/report.smk"
 include: "rules/profile.smk"
 include: "rules/characterize.smk"
 

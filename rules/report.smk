@@ -1,3 +1,6 @@
+# The Markdown report, its tables and figures. Outputs wrapped in report() are registered with Snakemake's report
+# mechanism: after a run, `snakemake --report results/report.zip` builds a browsable HTML report of them
+# (captions in workflow/report/).
 def _tables(experiments, feature_set, group):
     return [f"results/tables/mape/{e}/{feature_set}-{group}.csv" for e in experiments]
 
@@ -10,17 +13,37 @@ rule report:
         merge="results/measurements/summary.json",
         model_meta=[f"models/{e}/{FEATURE_SET}-all/meta.json" for e in EXPERIMENTS],
         feature_meta=[f"results/features/{FEATURE_SET}/{e}.json" for e in EXPERIMENTS],
+        predictions=[f"results/predictions/{e}/{FEATURE_SET}-all.parquet" for e in EXPERIMENTS],
+        protocol_tables=expand("results/protocols/{experiment}.csv", experiment=PROTOCOL_EXPERIMENTS),
+        protocol_cdfs=expand("results/protocols/{experiment}_cdf.csv", experiment=PROTOCOL_EXPERIMENTS),
         code=SYNPERF_CODE,
     params:
         experiments=config["experiments"],
+        protocol_experiments=[e for e in PROTOCOLS.get("experiments", EXPERIMENTS)],
     output:
-        md="results/report.md",
-        mape="results/tables/mape.csv",
-        summary="results/tables/mape_summary.csv",
-        compare="results/tables/feature_set_comparison.csv",
-        ablation="results/tables/ablation.csv",
-        counts="results/tables/row_counts.csv",
-        dropped="results/tables/dropped_rows.csv",
-        figure="results/figures/mape_by_gpu.png",
+        md=report("results/report.md", caption="../workflow/report/report_md.rst", category="1. Report"),
+        mape=report("results/tables/mape.csv", caption="../workflow/report/mape.rst", category="2. MAPE tables"),
+        summary=report("results/tables/mape_summary.csv", caption="../workflow/report/mape_summary.rst",
+                       category="2. MAPE tables"),
+        compare=report("results/tables/feature_set_comparison.csv", caption="../workflow/report/compare.rst",
+                       category="2. MAPE tables"),
+        ablation=report("results/tables/ablation.csv", caption="../workflow/report/ablation.rst",
+                        category="2. MAPE tables"),
+        counts=report("results/tables/row_counts.csv", caption="../workflow/report/counts.rst",
+                      category="4. Data"),
+        dropped=report("results/tables/dropped_rows.csv", caption="../workflow/report/dropped.rst",
+                       category="4. Data"),
+        figure=report("results/figures/mape_by_gpu.png", caption="../workflow/report/fig_mape.rst",
+                      category="1. Report"),
+        protocol_summary=report("results/tables/protocols_summary.csv",
+                                caption="../workflow/report/protocols_summary.rst", category="3. Methods compared"),
+        protocol_per_gpu=report("results/tables/protocols_per_gpu.csv",
+                                caption="../workflow/report/protocols_per_gpu.rst", category="3. Methods compared"),
+        methods_fig=report("results/figures/methods_by_protocol.png", caption="../workflow/report/fig_methods.rst",
+                           category="3. Methods compared"),
+        cdf_fig=report("results/figures/error_cdf.png", caption="../workflow/report/fig_cdf.rst",
+                       category="3. Methods compared"),
+        scatter_fig=report("results/figures/predicted_vs_measured.png",
+                           caption="../workflow/report/fig_scatter.rst", category="1. Report"),
     script:
         "../scripts/report.py"

@@ -1,4 +1,4 @@
-"""Rule script: the Markdown report, its tables and figure."""
+"""Rule script: the Markdown report, its tables and figures."""
 import sys
 from pathlib import Path
 
@@ -11,4 +11,10 @@ build_report(list(sm.input.mape), sm.input.merge, list(sm.input.model_meta), lis
              sm.output.md, sm.output.mape, sm.output.summary, sm.output.counts, sm.output.dropped,
              sm.output.figure, experiments=dict(sm.params.experiments),
              compare_tables=list(sm.input.compare), ablation_tables=list(sm.input.ablation),
-             out_compare=sm.output.compare, out_ablation=sm.output.ablation)
+             out_compare=sm.output.compare, out_ablation=sm.output.ablation,
+             protocols={"tables": list(sm.input.protocol_tables), "cdfs": list(sm.input.protocol_cdfs),
+                        "predictions": list(sm.input.predictions),
+                        "experiments": list(sm.params.protocol_experiments),
+                        "out_summary": sm.output.protocol_summary, "out_per_gpu": sm.output.protocol_per_gpu,
+                        "out_methods_fig": sm.output.methods_fig, "out_cdf_fig": sm.output.cdf_fig,
+                        "out_scatter_fig": sm.output.scatter_fig})

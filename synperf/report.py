@@ -142,11 +142,16 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
                  out_md: str, out_mape: str, out_summary: str, out_counts: str, out_dropped: str,
                  out_figure: str, experiments: dict | None = None,
                  compare_tables: list[str] | None = None, ablation_tables: list[str] | None = None,
-                 out_compare: str | None = None, out_ablation: str | None = None) -> None:
+                 out_compare: str | None = None, out_ablation: str | None = None,
+                 protocols: dict | None = None) -> None:
     """Assemble the Markdown report and its CSV tables and figure (all written atomically).
 
     ``mape_tables`` are the primary models' tables; ``compare_tables`` the same experiments with other
     feature sets; ``ablation_tables`` the primary feature set restricted to one feature group.
+    ``protocols`` (optional) adds the methods comparison (:func:`synperf.methods_report.methods_section`): a dict
+    with ``tables`` and ``cdfs`` (per-experiment protocol CSVs), ``predictions`` (primary models' prediction
+    Parquets), ``experiments`` (those that ran every protocol) and the outputs ``out_summary``,
+    ``out_per_gpu``, ``out_methods_fig``, ``out_cdf_fig``, ``out_scatter_fig``.
     """
     mape = pd.concat([pd.read_csv(p) for p in mape_tables], ignore_index=True)
     compare = pd.concat([pd.read_csv(p) for p in compare_tables], ignore_index=True) if compare_tables else None
@@ -192,6 +197,16 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
                "source. Largest unseen-GPU errors: " + "; ".join(
                    f"{r.experiment} on {r.gpu} {r.mape_pct:.1f}%" for r in worst.head(4).itertuples()) + ".", ""]
     md += ["![MAPE per experiment and GPU](figures/mape_by_gpu.png)", ""]
+    if protocols:
+        from .methods_report import load_tables, methods_section
+
+        preds = pd.concat([pd.read_parquet(p, columns=["experiment", "gpu", "split", "latency_us",
+                                                       "predicted_latency_us"]) for p in protocols["predictions"]],
+                          ignore_index=True) if protocols.get("predictions") else pd.DataFrame(
+            columns=["experiment", "gpu", "split", "latency_us", "predicted_latency_us"])
+        md += methods_section(load_tables(protocols["tables"]), load_tables(protocols["cdfs"]), preds,
+                              list(protocols["experiments"]), protocols["out_summary"], protocols["out_per_gpu"],
+                              protocols["out_methods_fig"], protocols["out_cdf_fig"], protocols["out_scatter_fig"])
     if cmp_table is not None:
         md += ["## Feature sets compared (same split, same rows)", "",
                "Seen = held-out shapes on seen GPUs; unseen = unseen GPUs; MAPE in %. "
@@ -234,23 +249,4 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
            "`known_bad:*` are the rows the public data's README lists as wrong; `unsupported_*` are kernels no "
            "family here models; `nested_subset_copy` are exact copies across pipeweave's nested sweep files.", "",
            _md_table(dropped), ""]
-    write_text("\n".join(md), out_md)
-
-
-def protocol_report(tables: list[str], out_md: str, out_csv: str) -> None:
-    """Mean unseen-GPU and held-out-shape MAPE per method and protocol (over experiments and folds)."""
-    t = pd.concat([pd.read_csv(p) for p in tables], ignore_index=True)
-    t = t[(t["gpu"] == "ALL") & t["split"].isin(["test_seen", "unseen"])]
-    summary = (t.groupby(["protocol", "split", "method"])
-               .agg(mape_pct=("mape_pct", "mean"), coverage=("coverage", "mean"), folds=("fold", "nunique"))
-               .reset_index())
-    per_exp = t[t["split"] == "unseen"].pivot_table(index=["protocol", "experiment"], columns="method",
-                                                    values="mape_pct").reset_index()
-    write_csv(summary, out_csv)
-    md = ["# Methods under the evaluation protocols", "",
-          "Mean MAPE (%) over experiments and folds. `configured`: the seen/unseen split of config/config.yaml; "
-          "`logo`: each GPU unseen in turn; `loao`: each architecture unseen in turn (the honest test of a GPU "
-          "nobody profiled). Nearest-GPU methods cover only the shapes measured on a training GPU "
-          "(`coverage`).", "", _md_table(summary), "", "## Unseen-GPU MAPE per experiment", "",
-          _md_table(per_exp), ""]
     write_text("\n".join(md), out_md)

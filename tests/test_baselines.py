@@ -143,3 +143,18 @@ def test_precomputed_columns_give_the_same_predictions(vidur_gemm, registry):
         np.testing.assert_array_equal(B.fit_predict(m, train, test, registry), B.fit_predict(m, tr2, te2, registry))
     # v2 tables carry num_tasks: the tiles are the decomposer's
     np.testing.assert_array_equal(pre["bl_tiles"].to_numpy(), np.maximum(table["num_tasks"].to_numpy(), 1.0))
+
+
+def test_neusight_utilisation_stays_between_the_training_floor_and_one(vidur_gemm, registry):
+    """u = alpha * (1 - s / (waves + 1)) is positive, and floored at half the lowest training utilisation, so an
+    unseen GPU cannot blow the prediction up by orders of magnitude (it used to, by up to 80x)."""
+    table, meta = vidur_gemm
+    train, test = table[table.split == "train"], table[table.split == "unseen"]
+    pred = B.fit_predict("neusight", train, test, registry, seed=0, feature_meta=meta, cfg=SMALL)
+    tr = B.add_baseline_columns(B._subsample(train, SMALL, 0), registry)
+    _, w_tr, t_tr = B._neusight_inputs(tr)
+    u_train = w_tr * t_tr / tr["latency_us"].to_numpy()
+    _, w_te, t_te = B._neusight_inputs(B.add_baseline_columns(test, registry))
+    u_pred = w_te * t_te / pred
+    assert u_pred.max() <= 1.0 + 1e-5
+    assert u_pred.min() >= 0.5 * np.quantile(u_train, 0.001) * (1 - 1e-4)

@@ -149,3 +149,33 @@ def test_runner_on_logo_folds_from_canonical_rows(synthetic, registry):
         P.run_protocol(synthetic, folds, ["oracle"], registry, None, "v1")
     with pytest.raises(ValueError, match="labels for a table"):
         P.run_protocol(synthetic.iloc[:10], folds, ["roofline"], registry, None, "v1")
+
+
+def test_error_cdf_matches_the_row_errors(configured_run):
+    cdf = P.error_cdf(configured_run)
+    for (method, split), g in cdf.groupby(["method", "split"]):
+        rows = configured_run[(configured_run.method == method) & (configured_run.split == split)]
+        ape = rows.loc[np.isfinite(rows.predicted_latency_us), "ape_pct"].to_numpy()
+        assert len(g) == len(P.CDF_QUANTILES) and (g["n_rows"] == len(ape)).all()
+        assert np.all(np.diff(g["ape_pct"].to_numpy()) >= 0)
+        med = g.loc[g["quantile"] == 0.5, "ape_pct"].iloc[0]
+        assert med == pytest.approx(np.median(ape))
+        assert g.loc[g["quantile"] == 1.0, "ape_pct"].iloc[0] == pytest.approx(ape.max())
+    # the nearest-GPU methods cover nothing held out on the configured split: no test_seen CDF
+    assert not ((cdf.method == "nearest_gpu_roofline") & (cdf.split == "test_seen")).any()
+
+
+def test_a_pretrained_model_replaces_training_on_its_fold(vidur_gemm, registry):
+    """The pipeline passes the primary model for the configured fold: its predictions are used as they are."""
+    from synperf.estimator import train
+    from synperf.features import FeatureFrame
+
+    table, meta = vidur_gemm
+    fold = P.configured(table)
+    tr = table[fold[0].train_mask].iloc[:2000]
+    ff = lambda t: FeatureFrame(t, meta["numeric"], meta["linear"], meta["categorical"])  # noqa: E731
+    model = train(ff(tr), tr["latency_us"], tr["shape_key"], TRAIN, log=lambda *_: None)
+    out = P.predict_protocol(table, fold, ["synperf_mlp"], registry, TRAIN, meta,
+                             pretrained={"configured": model}, log=lambda *_: None)
+    te = table.iloc[out["row"].to_numpy()]
+    np.testing.assert_allclose(out["predicted_latency_us"].to_numpy(), model.predict_latency_us(ff(te)), rtol=1e-6)

@@ -23,3 +23,23 @@ def test_missing_experiment_fails():
     expected = pd.DataFrame({"experiment": ["a"], "seen_heldout_mape_pct": [5.0], "unseen_mape_pct": [10.0]})
     current = pd.DataFrame({"experiment": ["z"], "seen_heldout_mape_pct": [5.0], "unseen_mape_pct": [10.0]})
     assert not compare(current, expected)["ok"].any()
+
+
+def test_protocol_guard_checks_unseen_means_of_guarded_methods(tmp_path):
+    from check_regression import main
+
+    expected = pd.DataFrame({"protocol": ["logo", "logo", "loao", "logo"],
+                             "split": ["unseen", "unseen", "unseen", "test_seen"],
+                             "method": ["synperf_mlp", "gbt", "synperf_mlp", "synperf_mlp"],
+                             "mape_pct": [20.0, 30.0, 40.0, 5.0]})
+    current = expected.assign(mape_pct=[24.9, 90.0, 51.0, 50.0])
+    from check_regression import compare_protocols
+    t = compare_protocols(current, expected).set_index(["protocol", "method"])
+    assert list(t.index) == [("logo", "synperf_mlp"), ("loao", "synperf_mlp")]   # gbt and seen rows not guarded
+    assert t.loc[("logo", "synperf_mlp"), "ok"]        # +4.9 < 5 (25% of 20)
+    assert not t.loc[("loao", "synperf_mlp"), "ok"]    # +11 > 10
+    cur, exp = tmp_path / "cur.csv", tmp_path / "exp.csv"
+    current.to_csv(cur, index=False)
+    expected.to_csv(exp, index=False)
+    assert main(["--protocols", str(cur), str(exp)]) == 1
+    assert main(["--protocols", str(tmp_path / "missing.csv"), str(exp)]) == 1

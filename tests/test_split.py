@@ -33,3 +33,23 @@ def test_seed_changes_the_heldout_shapes_deterministically():
 def test_gpu_in_both_lists_is_rejected():
     with pytest.raises(ValueError, match="both seen and unseen"):
         assign_split(table(), ["a"], ["a"], 0.2)
+
+
+def test_source_files_decide_the_heldout_rows_when_configured():
+    from synperf.split import experiment_split
+
+    df = table()
+    df["source_file"] = ["neusight/dataset/test/linear.csv" if m % 4 == 0 else
+                         "neusight/dataset/train/collect/linear/p2.1.0/x.csv" for m in df["m"]]
+    exp = {"seen": ["a", "b"], "unseen": ["c"], "heldout_source_files": "dataset/test/"}
+    s = experiment_split(df, exp)
+    seen = df.gpu.isin(["a", "b"])
+    assert ((s[seen] == "test_seen") == (df.loc[seen, "m"] % 4 == 0)).all()
+    assert set(s[df.gpu == "c"]) == {"unseen"} and set(s[df.gpu == "z"]) == {"unused"}
+    # without the key it is the hashed share of shapes
+    plain = experiment_split(df, {"seen": ["a", "b"], "unseen": ["c"]})
+    assert (plain == assign_split(df, ["a", "b"], ["c"], 0.2)).all()
+    with pytest.raises(ValueError, match="source_file"):
+        experiment_split(df.drop(columns="source_file"), exp)
+    with pytest.raises(ValueError, match="both must be > 0"):
+        experiment_split(df, {**exp, "heldout_source_files": "nowhere/"})

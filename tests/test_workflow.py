@@ -105,12 +105,10 @@ def test_missing_data_folder_is_named():
     assert "public_data_dir" in proc.out and "/nonexistent/data" in proc.out and "is not a folder" in proc.out
 
 
-def test_protocols_target_is_separate_and_runs_on_real_rows(public_data, tmp_path):
-    proc = snakemake("-n", "protocols", "--config", f"public_data_dir={public_data}")
-    assert proc.returncode == 0, proc.out[-2000:]
-    assert "evaluate_protocols" in proc.out
+def test_protocols_are_in_the_default_target_and_run_on_real_rows(public_data, tmp_path):
     default = snakemake("-n", "--config", f"public_data_dir={public_data}")
-    assert "evaluate_protocols" not in default.out
+    assert default.returncode == 0, default.out[-2000:]
+    assert "evaluate_protocols" in default.out   # the report reads the protocol tables
 
     reg = str(REPO / "config/gpus.yaml")
     cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
@@ -118,12 +116,32 @@ def test_protocols_target_is_separate_and_runs_on_real_rows(public_data, tmp_pat
     pipeline.ingest_source("vidur", str(public_data), reg, cfg["ingest"]["vidur"], str(src), str(summ))
     allp, alls = tmp_path / "all.parquet", tmp_path / "summary.json"
     pipeline.merge_measurements([str(src)], [str(summ)], [], reg, str(allp), str(alls))
-    out = tmp_path / "proto.csv"
+    out, cdf = tmp_path / "proto.csv", tmp_path / "cdf.csv"
     pipeline.evaluate_protocols(str(allp), "rmsnorm", cfg["experiments"]["rmsnorm"], reg, "v2_paper", 0,
                                 {**cfg["training"], "max_epochs": 5}, ["loao"], ["roofline", "nearest_gpu_roofline"],
-                                1, str(out))
+                                1, str(out), out_cdf=str(cdf))
     t = pd.read_csv(out)
     folds = set(t["fold"])
     assert folds == {"loao:Ampere", "loao:Hopper"}     # A100 + A40 unseen together, then H100
-    unseen = t[(t.gpu == "ALL") & (t.split == "unseen")].set_index(["fold", "method"])
+    assert set(t["scope"]) == {"all", "nearest_covered"}
+    unseen = t[(t.gpu == "ALL") & (t.split == "unseen") & (t.scope == "all")].set_index(["fold", "method"])
     assert unseen["mape_pct"].notna().all() and (unseen.loc[("loao:Hopper", "roofline"), "coverage"] == 1.0)
+    c = pd.read_csv(cdf)
+    assert set(c["method"]) == {"roofline", "nearest_gpu_roofline"} and set(c["protocol"]) == {"loao"}
+
+
+def test_neusight_experiment_keeps_the_upstream_train_and_test_files(public_data, tmp_path):
+    reg = str(REPO / "config/gpus.yaml")
+    cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    exp = cfg["experiments"]["gemm_fp32_neusight"]
+    src, summ = tmp_path / "n.parquet", tmp_path / "n.json"
+    pipeline.ingest_source("neusight", str(public_data), reg, cfg["ingest"].get("neusight"), str(src), str(summ))
+    rows = pd.read_parquet(src)
+    rows = rows[rows.kernel == "gemm"]
+    from synperf.split import experiment_split
+    s = experiment_split(rows, exp)
+    seen = rows.gpu.isin(exp["seen"])
+    in_test = rows["source_file"].str.contains("dataset/test/")
+    assert (s[seen & in_test] == "test_seen").all() and (s[seen & ~in_test] == "train").all()
+    assert (s[rows.gpu.isin(exp["unseen"])] == "unseen").all()
+    assert (seen & in_test).sum() > 1000 and (seen & ~in_test).sum() > 50_000
