@@ -39,7 +39,7 @@ ABLATION = config.get("ablation", {})
 wildcard_constraints:
     experiment="|".join(EXPERIMENTS),
     source="|".join(config["ingest"]["sources"]),
-    feature_set="v1|v2|v2_paper",
+    feature_set="v1|v2|v2_paper|v2_launch",
     group="all|math|memory",
 
 

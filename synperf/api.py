@@ -39,6 +39,17 @@ def _load(model_dir: str) -> TrainedModel:
     return TrainedModel.load(model_dir)
 
 
+def _primary_feature_set() -> str | None:
+    """The ``feature_set`` of this checkout's ``config/config.yaml`` (None when absent or unreadable)."""
+    import yaml
+
+    path = Path(__file__).resolve().parent.parent / "config" / "config.yaml"
+    try:
+        return yaml.safe_load(path.read_text()).get("feature_set")
+    except (OSError, AttributeError, yaml.YAMLError):
+        return None
+
+
 def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, experiment: str | None = None,
             models_dir: str | os.PathLike | None = None, registry: Registry | None = None,
             feature_set: str | None = None) -> pd.DataFrame:
@@ -51,8 +62,9 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
         gpu: registry id (or one per row).
         experiment: model to use (default: the one named like ``kernel``).
         models_dir: where trained models live (default ``models/`` of this checkout).
-        feature_set: which model of the experiment (``models/<experiment>/<feature_set>-all``); default v2,
-            else v1.
+        feature_set: which model of the experiment (``models/<experiment>/<feature_set>-all``); default the
+            primary ``feature_set`` of this checkout's ``config/config.yaml``, else the first of v2_paper, v2, v1
+            that was trained.
 
     Returns:
         The canonical parameter columns plus ``theoretical_time_us``, ``predicted_efficiency`` and
@@ -87,7 +99,8 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
     df["latency_stat"], df["source"], df["source_version"] = "predicted", "api", "api"
     table = conform(df)
     exp_dir = Path(models_dir or DEFAULT_MODELS_DIR) / (experiment or kernel)
-    candidates = [exp_dir / f"{fs}-all" for fs in (feature_set, "v2", "v1") if fs] + [exp_dir]
+    order = (feature_set, _primary_feature_set(), "v2_paper", "v2", "v1")
+    candidates = [exp_dir / f"{fs}-all" for fs in dict.fromkeys(order) if fs] + [exp_dir]
     model_dir = next((d for d in candidates if (d / "meta.json").exists()), None)
     if model_dir is None:
         raise InputError(f"{exp_dir}: no trained model; run the pipeline (`snakemake --cores all`) first")

@@ -98,3 +98,21 @@ def test_every_family_on_every_registry_gpu_with_its_dtype(registry):
         for df in cases:
             f = build_features(df.assign(gpu=gid), registry, "v1").frame
             assert (f["theoretical_time_us"] > 0).all(), gid
+
+
+def test_v2_launch_adds_the_launch_floor_to_the_paper_target_only(registry):
+    from synperf.features.v2 import LAUNCH_FLOOR_US
+
+    df = pd.concat([rows("gemm", dtype="bfloat16", m=[1, 4096], n=4096, k=4096, batch=1),
+                    rows("rmsnorm", dtype="float16", num_tokens=[1, 8192], hidden_size=4096)],
+                   ignore_index=True).assign(gpu="h100_sxm")
+    paper = build_features(df, registry, "v2_paper")
+    launch = build_features(df, registry, "v2_launch")
+    assert launch.numeric == paper.numeric and launch.categorical == paper.categorical
+    diff = launch.frame["theoretical_time_us"] - paper.frame["theoretical_time_us"]
+    assert diff.to_numpy() == pytest.approx([LAUNCH_FLOOR_US] * len(df))
+    # the floor dominates a 1-token RMSNorm (tens of ns of work) and is noise for a 4096^3 GEMM (~140 us)
+    assert paper.frame["theoretical_time_us"].iloc[2] < 0.1 * LAUNCH_FLOOR_US
+    assert paper.frame["theoretical_time_us"].iloc[1] > 40 * LAUNCH_FLOOR_US
+    pd.testing.assert_frame_equal(launch.frame.drop(columns="theoretical_time_us"),
+                                  paper.frame.drop(columns="theoretical_time_us"))

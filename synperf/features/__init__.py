@@ -41,9 +41,9 @@ class FeatureFrame:
     categorical: list[str]
 
 
-FEATURE_SETS = {"v1": v1.build, "v2": v2.build, "v2_paper": v2.build_paper}
+FEATURE_SETS = {"v1": v1.build, "v2": v2.build, "v2_paper": v2.build_paper, "v2_launch": v2.build_launch}
 #: feature sets with ablation groups: name -> f(group) -> (numeric, linear) feature names
-FEATURE_GROUPS = {"v2": v2.feature_columns, "v2_paper": v2.feature_columns}
+FEATURE_GROUPS = {"v2": v2.feature_columns, "v2_paper": v2.feature_columns, "v2_launch": v2.feature_columns}
 
 
 def build_features(df: pd.DataFrame, registry, feature_set: str = "v1") -> FeatureFrame:
