@@ -109,15 +109,18 @@ def _cell(r) -> str:
     return f"{r['mape_pct']:.1f} / {r['median_ape_pct']:.1f} / {r['p90_ape_pct']:.1f}{cov}"
 
 
-def per_gpu_matrix(long: pd.DataFrame) -> pd.DataFrame:
-    """(experiment, gpu, split) rows x method columns, cells ``MAPE / median / p90`` (% ; [coverage] if < 100%)."""
+def per_gpu_matrix(long: pd.DataFrame, seen_label: str = "seen, held-out shapes") -> pd.DataFrame:
+    """(experiment, gpu, split) rows x method columns, cells ``MAPE / median / p90`` (% ; [coverage] if < 100%).
+
+    ``seen_label`` names the ``test_seen`` split in the ``split`` column.
+    """
     if long.empty:
         return pd.DataFrame()
     methods = _methods(long)
     rows = []
     for (e, g, s), sub in long.groupby(["experiment", "gpu", "split"], sort=True):
         by = sub.set_index("method")
-        row = {"experiment": e, "gpu": g, "split": "seen, held-out shapes" if s == "test_seen" else s}
+        row = {"experiment": e, "gpu": g, "split": seen_label if s == "test_seen" else s}
         for m in methods:
             row[METHOD_LABELS.get(m, m)] = _cell(by.loc[m]) if m in by.index else "–"
         rows.append(row)
@@ -372,7 +375,8 @@ def methods_section(tables: pd.DataFrame, cdf: pd.DataFrame, predictions: pd.Dat
                "Pipeweave's scaled-mm measurements, the SynPerf authors' own data; MAPE %. The paper reports 4.2% "
                "(H100) and 5.2% (H200) for its model.", "", _md(fp8), ""]
     if "gemm_fp32_neusight" in set(tables["experiment"]):
-        ns = per_gpu_matrix(per_gpu(tables, "configured", ["gemm_fp32_neusight"], ("test_seen", "unseen")))
+        ns = per_gpu_matrix(per_gpu(tables, "configured", ["gemm_fp32_neusight"], ("test_seen", "unseen")),
+                            seen_label="seen, NeuSight test files")
         md += ["### NeuSight's own FP32 GEMM data on its own split", "",
                "Trained on NeuSight's `dataset/train` files of its training GPUs (P4, P100, V100, T4, A100 PCIe 40 GB); "
                "seen = its `dataset/test` files on those GPUs (larger shapes than training), unseen = its test-only "
