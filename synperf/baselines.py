@@ -42,8 +42,12 @@ Methods (names are the keys of :data:`BASELINES`):
     a small MLP on the tile's work normalised by the device (cycles of each roofline term per SM,
     arithmetic intensity over the ridge point, waves, tiles per SM, L2 footprint, log SMs and log L2
     size, plus the feature set's categorical columns) outputs ``(c, a)`` and the utilisation
-    ``u = sigmoid(c) - sigmoid(a) / waves`` (floored at :data:`NEUSIGHT_U_MIN`); prediction
-    ``latency = waves * t_tile / u``. Since ``u <= 1`` the prediction never beats the roofline.
+    ``u = alpha * (1 - sigmoid(a) / (waves + 1))`` with ``alpha = sigmoid(c)``: NeuSight's
+    ``alpha - beta / waves`` with ``beta = alpha * s`` kept below ``alpha``, so ``u`` stays in (0, 1] (the
+    unconstrained ``sigmoid(c) - sigmoid(a) / waves`` went negative on unseen GPUs and predicted up to 80x the
+    latency). ``u`` is floored at half the lowest utilisation a training row reached (at least
+    :data:`NEUSIGHT_U_MIN`); prediction ``latency = waves * t_tile / u``. Since ``u <= 1`` the prediction never
+    beats the roofline.
     Trained on ``|log(pred / measured)|`` with AdamW, seeded, on CPU.
 ``nearest_gpu_scaled`` (variant a)
     The latency measured in ``train`` for the same shape (every key column but ``gpu`` equal:
