@@ -15,3 +15,23 @@ rule features:
         seed=config["seed"],
     script:
         "../scripts/features.py"
+
+
+# The split contract, checked before any model trains on a feature table: no unseen-GPU row in training or in
+# the early-stopping validation rows, no held-out problem in training (synperf/leak_check.py). Fails the job
+# with a line naming experiment, check, GPU and count; the report shows each unseen GPU's twin share.
+rule check_leaks:
+    input:
+        table="results/features/{feature_set}/{experiment}.parquet",
+        registry=config["gpu_registry"],
+        code=SYNPERF_CODE,
+    output:
+        report="results/leak_check/{feature_set}/{experiment}.json",
+    params:
+        exp=lambda wc: config["experiments"][wc.experiment],
+        training=config["training"],
+        seed=config["seed"],
+    log:
+        "results/logs/check_leaks/{feature_set}/{experiment}.log",
+    script:
+        "../scripts/check_leaks.py"

@@ -16,6 +16,9 @@ rule report:
         predictions=[f"results/predictions/{e}/{FEATURE_SET}-all.parquet" for e in EXPERIMENTS],
         protocol_tables=expand("results/protocols/{experiment}.csv", experiment=PROTOCOL_EXPERIMENTS),
         protocol_cdfs=expand("results/protocols/{experiment}_cdf.csv", experiment=PROTOCOL_EXPERIMENTS),
+        leak_checks=[f"results/leak_check/{FEATURE_SET}/{e}.json" for e in EXPERIMENTS],
+        selection_table="results/tables/selection.csv",
+        selection_choice="results/selection/choice.json",
         code=SYNPERF_CODE,
     params:
         experiments=config["experiments"],

@@ -4,6 +4,7 @@ rule train:
     input:
         table="results/features/{feature_set}/{experiment}.parquet",
         meta="results/features/{feature_set}/{experiment}.json",
+        leak_check="results/leak_check/{feature_set}/{experiment}.json",
         code=SYNPERF_CODE,
     output:
         model="models/{experiment}/{feature_set}-{group}/model.pt",

@@ -17,4 +17,6 @@ build_report(list(sm.input.mape), sm.input.merge, list(sm.input.model_meta), lis
                         "experiments": list(sm.params.protocol_experiments),
                         "out_summary": sm.output.protocol_summary, "out_per_gpu": sm.output.protocol_per_gpu,
                         "out_methods_fig": sm.output.methods_fig, "out_cdf_fig": sm.output.cdf_fig,
-                        "out_scatter_fig": sm.output.scatter_fig})
+                        "out_scatter_fig": sm.output.scatter_fig},
+             evaluation={"leak_checks": list(sm.input.leak_checks), "selection_table": sm.input.selection_table,
+                         "selection_choice": sm.input.selection_choice})

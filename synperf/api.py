@@ -22,7 +22,7 @@ from .estimator import TrainedModel
 from .features import build_features
 from .hardware import Registry, load_registry
 from .io import InputError
-from .schema import KERNEL_PARAMS, conform
+from .schema import KERNEL_PARAMS, LAUNCH_COLUMNS, conform
 
 DEFAULT_MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
 DEFAULT_IMPLEMENTATION = {
@@ -50,6 +50,39 @@ def _primary_feature_set() -> str | None:
         return None
 
 
+def launch_table(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], registry: Registry) -> pd.DataFrame:
+    """The canonical rows :func:`predict` models: ``params`` broadcast to a table, defaults filled in
+    (:data:`DEFAULTS`, :data:`DEFAULT_IMPLEMENTATION`), no measured launch information (kernel name, grid).
+
+    Raises:
+        InputError: unknown kernel or GPU, a missing parameter.
+    """
+    if kernel not in KERNEL_PARAMS:
+        raise InputError(f"unknown kernel {kernel!r}; expected one of {sorted(KERNEL_PARAMS)}")
+    df = params.copy() if isinstance(params, pd.DataFrame) else pd.DataFrame(
+        {k: v for k, v in params.items()}, index=None if any(isinstance(v, (list, tuple)) for v in params.values())
+        else [0])
+    df["gpu"] = gpu
+    df["kernel"] = kernel
+    for col, val in {**DEFAULTS, "implementation": DEFAULT_IMPLEMENTATION[kernel]}.items():
+        if col not in df.columns:
+            df[col] = val
+    if "dtype" not in df.columns:
+        raise InputError("params: 'dtype' is required (e.g. 'bfloat16')")
+    if kernel == "attention_prefill" and "kv_len" not in df.columns and "seq_len" in df.columns:
+        df["kv_len"] = df["seq_len"]
+    if kernel == "attention_decode" and "seq_len" not in df.columns:
+        df["seq_len"] = 1
+    missing = [p for p in KERNEL_PARAMS[kernel] if p not in df.columns]
+    if missing:
+        raise InputError(f"params: kernel {kernel!r} needs {missing}")
+    for g in df["gpu"].unique():
+        registry[g]
+    df["latency_us"] = 1.0  # placeholder so the canonical table is complete; not used
+    df["latency_stat"], df["source"], df["source_version"] = "predicted", "api", "api"
+    return conform(df.drop(columns=[c for c in LAUNCH_COLUMNS if c in df.columns]))
+
+
 def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, experiment: str | None = None,
             models_dir: str | os.PathLike | None = None, registry: Registry | None = None,
             feature_set: str | None = None) -> pd.DataFrame:
@@ -73,31 +106,8 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
     Raises:
         InputError: unknown kernel or GPU, a missing parameter, or no trained model.
     """
-    if kernel not in KERNEL_PARAMS:
-        raise InputError(f"unknown kernel {kernel!r}; expected one of {sorted(KERNEL_PARAMS)}")
     registry = registry or load_registry()
-    df = params.copy() if isinstance(params, pd.DataFrame) else pd.DataFrame(
-        {k: v for k, v in params.items()}, index=None if any(isinstance(v, (list, tuple)) for v in params.values())
-        else [0])
-    df["gpu"] = gpu
-    df["kernel"] = kernel
-    for col, val in {**DEFAULTS, "implementation": DEFAULT_IMPLEMENTATION[kernel]}.items():
-        if col not in df.columns:
-            df[col] = val
-    if "dtype" not in df.columns:
-        raise InputError("params: 'dtype' is required (e.g. 'bfloat16')")
-    if kernel == "attention_prefill" and "kv_len" not in df.columns and "seq_len" in df.columns:
-        df["kv_len"] = df["seq_len"]
-    if kernel == "attention_decode" and "seq_len" not in df.columns:
-        df["seq_len"] = 1
-    missing = [p for p in KERNEL_PARAMS[kernel] if p not in df.columns]
-    if missing:
-        raise InputError(f"params: kernel {kernel!r} needs {missing}")
-    for g in df["gpu"].unique():
-        registry[g]
-    df["latency_us"] = 1.0  # placeholder so the canonical table is complete; not used
-    df["latency_stat"], df["source"], df["source_version"] = "predicted", "api", "api"
-    table = conform(df)
+    table = launch_table(kernel, params, gpu, registry)
     exp_dir = Path(models_dir or DEFAULT_MODELS_DIR) / (experiment or kernel)
     order = (feature_set, _primary_feature_set(), "v2_paper", "v2", "v1")
     candidates = [exp_dir / f"{fs}-all" for fs in dict.fromkeys(order) if fs] + [exp_dir]

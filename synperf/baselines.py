@@ -90,7 +90,7 @@ import pandas as pd
 from .features.v1 import gpu_columns
 from .kernels import work
 from .schema import KEY_COLUMNS, PARAM_COLUMNS
-from .split import SHAPE_COLUMNS, shape_key
+from .split import SHAPE_COLUMNS, problem_key, shape_key
 
 #: ridge penalties tried by ``linear``'s cross-validation
 LINEAR_ALPHAS = (0.01, 0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0)
@@ -306,8 +306,8 @@ def linear(train: pd.DataFrame, test: pd.DataFrame, registry, *, seed: int = 0, 
     logy = np.log(y)
     alpha = cfg.linear_alpha
     if alpha is None:
-        shapes = (train["shape_key"].to_numpy() if "shape_key" in train.columns
-                  else shape_key(train[SHAPE_COLUMNS], 0).to_numpy())
+        shapes = (train["problem_key"].to_numpy() if "problem_key" in train.columns
+                  else problem_key(train, 0).to_numpy())
         alpha = select_linear_alpha(ftr.reset_index(drop=True), logy, enc_args,
                                     train["gpu"].astype(str).to_numpy(), shapes)
     predict = _fit_linear(ftr, logy, enc_args, alpha)

@@ -227,6 +227,30 @@ class TrainedModel:
         return cls(net, enc, meta)
 
 
+def training_rows(groups: pd.Series, cfg: TrainConfig, rng: np.random.Generator | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of the fitted and of the early-stopping validation rows among ``len(groups)`` training rows.
+
+    The rows are first capped at ``cfg.max_train_rows`` (seeded subsample), then ``validation_frac`` of the
+    distinct ``groups`` values (problem keys) go to validation whole, so validation never shares a problem with
+    the fitted rows. ``rng`` defaults to ``np.random.default_rng(cfg.seed)``; :func:`train` passes its own
+    generator in the same state, so calling this with the same ``groups`` and ``cfg`` gives :func:`train`'s
+    split.
+
+    Returns:
+        ``(fit, validation)``: sorted int arrays of row positions.
+    """
+    rng = rng if rng is not None else np.random.default_rng(cfg.seed)
+    idx = np.arange(len(groups))
+    if cfg.max_train_rows and len(idx) > cfg.max_train_rows:
+        idx = np.sort(rng.choice(idx, cfg.max_train_rows, replace=False))
+    g = pd.Series(np.asarray(groups)[idx])
+    uniq = g.unique()
+    val_groups = set(rng.choice(uniq, max(1, int(round(cfg.validation_frac * len(uniq)))), replace=False))
+    is_val = g.isin(val_groups).to_numpy()
+    return idx[~is_val], idx[is_val]
+
+
 def train(ff: FeatureFrame, latency_us: pd.Series, groups: pd.Series, cfg: TrainConfig,
           extra_meta: dict | None = None, log=print) -> TrainedModel:
     """Fit an efficiency MLP on the rows of ``ff.frame``.
@@ -234,8 +258,8 @@ def train(ff: FeatureFrame, latency_us: pd.Series, groups: pd.Series, cfg: Train
     Args:
         ff: features of the training rows (seen GPUs, training shapes).
         latency_us: measured latency per row, microseconds (> 0).
-        groups: a shape key per row; the validation split holds out whole groups
-            (``validation_frac`` of them, seeded) so early stopping sees unseen shapes.
+        groups: a problem key per row (:func:`synperf.split.problem_key`); the validation split holds out
+            whole groups (:func:`validation_mask`) so early stopping sees unseen problems.
         cfg: hyper-parameters.
         extra_meta: stored in ``meta.json`` (e.g. training GPUs, data hash).
 
@@ -249,14 +273,7 @@ def train(ff: FeatureFrame, latency_us: pd.Series, groups: pd.Series, cfg: Train
     eff = (frame["theoretical_time_us"] / latency_us).to_numpy(dtype="float64")
     n_clipped = int(((eff > cfg.efficiency_max * 0.999) | (eff < cfg.efficiency_min)).sum())
     eff = eff.clip(cfg.efficiency_min, cfg.efficiency_max * 0.999)
-    idx = np.arange(len(frame))
-    if cfg.max_train_rows and len(idx) > cfg.max_train_rows:
-        idx = np.sort(rng.choice(idx, cfg.max_train_rows, replace=False))
-    g = pd.Series(groups.to_numpy()[idx])
-    uniq = g.unique()
-    val_groups = set(rng.choice(uniq, max(1, int(round(cfg.validation_frac * len(uniq)))), replace=False))
-    is_val = g.isin(val_groups).to_numpy()
-    tr, va = idx[~is_val], idx[is_val]
+    tr, va = training_rows(groups, cfg, rng)
     if len(tr) == 0 or len(va) == 0:
         raise ValueError(f"too few training rows ({len(idx)}) for a validation split")
     enc = Encoder(ff.numeric, ff.linear, ff.categorical).fit(frame.iloc[tr])

@@ -338,6 +338,16 @@ def methods_section(tables: pd.DataFrame, cdf: pd.DataFrame, predictions: pd.Dat
           "spec-sheet bound (`synperf/baselines.py`).", "",
           f"### Mean MAPE (%) over the {len(experiments)} core families and their folds", "",
           _md(means_matrix(means)), ""]
+    if "budget" in tables.columns:
+        b = (tables[tables["budget"].notna() & (tables["budget"] != "")]
+             .groupby(["method", "protocol"])["budget"].agg(lambda v: "; ".join(sorted(set(map(str, v)))))
+             .unstack("protocol"))
+        if len(b):
+            b = b[[p for p in PROTOCOL_LABELS if p in b.columns]].rename(columns=PROTOCOL_LABELS)
+            b.index = [METHOD_LABELS.get(m, m) for m in b.index]
+            md += ["Training budget of each method per protocol (every fitted method of a fold gets the same row "
+                   "cap as that fold's MLP; on the configured split that is the primary model's):", "",
+                   _md(b.reset_index(names="method")), ""]
     un = means[means["split"] == "unseen"]
     if len(un):
         rows = []

@@ -10,6 +10,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .estimator import TrainConfig, TrainedModel, data_hash, train
@@ -18,8 +19,8 @@ from .hardware import load_registry
 from .ingest import ADAPTERS
 from .io import InputError, read_table, write_json, write_parquet
 from .metrics import ape, summarize
-from .schema import KEY_COLUMNS, conform, reduce_duplicates, validate
-from .split import experiment_split, shape_key
+from .schema import KEY_COLUMNS, LAUNCH_COLUMNS, conform, reduce_duplicates, validate
+from .split import experiment_split, problem_key
 
 
 def ingest_source(source: str, data_dir: str, registry_path: str, source_cfg: dict | None,
@@ -73,6 +74,20 @@ def select_rows(df: pd.DataFrame, exp: dict) -> pd.DataFrame:
     return df[sel]
 
 
+def as_predict_sees(df: pd.DataFrame, rows) -> pd.DataFrame:
+    """``df`` with the measured launch columns (:data:`synperf.schema.LAUNCH_COLUMNS`: kernel name, grid) blanked
+    on ``rows`` (boolean mask): rows of a GPU treated as unseen carry only what a caller of
+    :func:`synperf.api.predict` has, the launch parameters, never what only a profile of that GPU records."""
+    rows = np.asarray(rows, dtype=bool)
+    cols = [c for c in LAUNCH_COLUMNS if c in df.columns]
+    if not rows.any() or not cols:
+        return df
+    out = df.copy()
+    for c in cols:
+        out.loc[rows, c] = pd.NA
+    return out
+
+
 def experiment_features(measurements: str, exp_name: str, exp: dict, registry_path: str, feature_set: str,
                         seed: int, out_table: str, out_meta: str) -> None:
     """Features, split label and target for one experiment's rows (seen and unseen GPUs only)."""
@@ -81,21 +96,36 @@ def experiment_features(measurements: str, exp_name: str, exp: dict, registry_pa
     split = experiment_split(df, exp, seed)
     df = df[split != "unused"]
     split = split[split != "unused"]
+    df = as_predict_sees(df, (split == "unseen").to_numpy())
     if not (split == "train").any():
         raise InputError(f"experiment {exp_name}: no training rows (kernel {exp['kernel']!r}, seen GPUs "
                          f"{exp['seen']}, sources {exp.get('sources')}); check the config")
     t0 = time.time()
     ff = build_features(df, registry, feature_set)
     seconds = time.time() - t0
-    out = pd.concat([df[list(KEY_COLUMNS) + ["latency_us", "source"]].reset_index(drop=True),
+    out = pd.concat([df[list(KEY_COLUMNS) + ["latency_us", "source", "source_file"]].reset_index(drop=True),
                      ff.frame.drop(columns=[c for c in ff.frame.columns if c in KEY_COLUMNS]).reset_index(drop=True)],
                     axis=1)
     out["split"] = split.to_numpy()
-    out["shape_key"] = shape_key(df, seed).to_numpy()
+    out["problem_key"] = problem_key(df, seed).to_numpy()
     write_parquet(out, out_table)
     write_json({"experiment": exp_name, "feature_set": feature_set, "numeric": ff.numeric, "linear": ff.linear,
                 "categorical": ff.categorical, "rows": len(out), "feature_seconds": round(seconds, 3),
                 "split_counts": split.value_counts().to_dict()}, out_meta)
+
+
+def check_leaks(features: str, exp_name: str, exp: dict, registry_path: str, training: dict, seed: int,
+                out_report: str) -> None:
+    """Check one experiment's feature table against the split contract (:func:`synperf.leak_check.check_split`)
+    and write its report (leak counts, all zero, and the twin share per unseen GPU) as JSON.
+
+    Raises:
+        LeakError: a check fails (nothing is written).
+    """
+    from .leak_check import check_split
+
+    report = check_split(read_table(features), exp_name, exp, load_registry(registry_path), training, seed)
+    write_json(report, out_report)
 
 
 def _feature_frame(table: pd.DataFrame, meta: dict) -> FeatureFrame:
@@ -134,12 +164,15 @@ def train_experiment(features: str, features_meta: str, exp_name: str, exp: dict
     tr = table[table["split"] == "train"].reset_index(drop=True)
     cfg = TrainConfig.from_dict({**training, "seed": seed, "threads": threads})
     t0 = time.time()
-    model = train(_feature_frame(tr, meta), tr["latency_us"], tr["shape_key"], cfg, extra_meta={
+    model = train(_feature_frame(tr, meta), tr["latency_us"], tr["problem_key"], cfg, extra_meta={
         "experiment": exp_name, "kernel": exp["kernel"], "feature_set": meta["feature_set"], "feature_group": group,
         "train_gpus": sorted(tr["gpu"].unique()), "seen_gpus": exp["seen"], "unseen_gpus": exp.get("unseen", []),
         "sources": exp.get("sources"), "data_sha256": data_hash(tr[list(KEY_COLUMNS) + ["latency_us"]]),
     })
     model.meta["train_seconds"] = round(time.time() - t0, 1)
+    from .leak_check import check_model_meta
+
+    check_model_meta(model.meta, exp_name, exp)
     model.save(out_dir)
 
 
@@ -169,6 +202,37 @@ def evaluate_experiment(features: str, features_meta: str, model_dir: str, exp_n
     write_csv(pd.DataFrame(rows), out_table)
 
 
+def score_selection(features: str, features_meta: str, exp_name: str, registry_path: str, seed: int,
+                    training: dict, threads: int, out_table: str) -> None:
+    """Leave-one-seen-GPU-out score of one experiment's feature set (:func:`synperf.selection.score_feature_set`)
+    on its configured training rows; one row per fold (empty table for a single seen GPU)."""
+    from .io import write_csv
+    from .selection import score_feature_set
+
+    meta = json.loads(Path(features_meta).read_text())
+    cfg = TrainConfig.from_dict({**training, "seed": seed, "threads": threads})
+    scores = score_feature_set(read_table(features), meta, exp_name, load_registry(registry_path), cfg, seed,
+                               log=lambda line: print(line, flush=True))
+    write_csv(scores, out_table)
+
+
+def choose_feature_set(score_tables: list[str], configured: str, training: dict, out_table: str,
+                       out_choice: str) -> None:
+    """Pick the primary feature set from the leave-one-seen-GPU-out scores (:func:`synperf.selection.choose`);
+    write the selection table (CSV) and the choice (JSON: chosen, configured, agrees, experiments, budget)."""
+    from .io import write_csv
+    from .selection import choose
+
+    scores = pd.concat([pd.read_csv(p) for p in score_tables], ignore_index=True)
+    chosen, table = choose(scores)
+    write_csv(table, out_table)
+    write_json({"chosen": chosen, "configured": configured, "agrees": chosen == configured,
+                "experiments": sorted(set(table["experiment"]) - {"mean"}),
+                "candidates": sorted(scores["feature_set"].unique()), "folds": int(len(scores)),
+                "budget": {k: training[k] for k in ("max_epochs", "max_train_rows") if k in training},
+                "protocol": "leave one seen GPU out, inside the configured training rows"}, out_choice)
+
+
 def evaluate_protocols(measurements: str, exp_name: str, exp: dict, registry_path: str, feature_set: str,
                        seed: int, training: dict, protocols: list[str], methods: list[str] | None, threads: int,
                        out_table: str, out_cdf: str | None = None, model_dir: str | None = None) -> None:
@@ -191,8 +255,12 @@ def evaluate_protocols(measurements: str, exp_name: str, exp: dict, registry_pat
     rows = select_rows(read_table(measurements), exp)
     gpus = list(exp["seen"]) + list(exp.get("unseen", []))
     rows = rows[rows["gpu"].isin(gpus)].reset_index(drop=True)
+    split = experiment_split(rows, exp, seed).to_numpy()
+    # a GPU unseen in any fold is predicted from the launch parameters alone, in every fold
+    unseen_somewhere = (split == "unseen") if set(protocols) <= {"configured"} else np.ones(len(rows), dtype=bool)
+    rows = as_predict_sees(rows, unseen_somewhere)
     table, meta = feature_table(rows, registry, feature_set, seed)
-    table["split"] = experiment_split(rows, exp, seed).to_numpy()
+    table["split"] = split
     cfg = TrainConfig.from_dict({**training, "seed": seed, "threads": threads})
     pretrained = {"configured": TrainedModel.load(model_dir)} if model_dir else None
     summaries, cdfs = [], []

@@ -39,9 +39,10 @@ import pandas as pd
 from .baselines import BASELINES, BaselineConfig, add_baseline_columns, fit_predict
 from .estimator import TrainConfig, train
 from .features import FeatureFrame, build_features
+from .leak_check import LeakError, fold_leaks
 from .metrics import ape, summarize
 from .schema import KEY_COLUMNS
-from .split import assign_split, shape_key
+from .split import assign_split, problem_key
 
 #: the evaluated methods: our estimator, then every baseline
 MLP = "synperf_mlp"
@@ -51,7 +52,24 @@ LABELS = ("train", "test_seen", "unseen", "unused")
 
 #: columns of :func:`run_protocol`'s result, in order
 SUMMARY_COLUMNS = ["protocol", "fold", "method", "gpu", "split", "n_rows", "n_total", "coverage", "mape_pct",
-                   "median_ape_pct", "p90_ape_pct", "fit_seconds"]
+                   "median_ape_pct", "p90_ape_pct", "fit_seconds", "budget"]
+
+
+def method_budget(method: str, max_train_rows: int, train_cfg: TrainConfig, baseline_cfg: BaselineConfig) -> str:
+    """The training budget of ``method`` on a fold, as the report states it: row cap and epochs/iterations
+    (``max_train_rows`` 0 = every training row); lookups and closed forms have no fitted budget."""
+    rows = f"<= {max_train_rows} rows" if max_train_rows else "all rows"
+    if method == MLP:
+        return f"{rows}, <= {train_cfg.max_epochs} epochs (early stopping)"
+    if method == "neusight":
+        return f"{rows}, {baseline_cfg.neusight_epochs} epochs"
+    if method == "gbt":
+        return f"{rows}, {baseline_cfg.gbt_max_iter} boosting iterations"
+    if method == "linear":
+        return f"{rows}, closed form"
+    if method.startswith("nearest_gpu"):
+        return "lookup over all training rows"
+    return "no training"
 
 
 @dataclass(frozen=True, eq=False)
@@ -230,7 +248,7 @@ def feature_table(rows: pd.DataFrame, registry, feature_set: str = "v2", seed: i
 
     The table has the layout of :func:`synperf.pipeline.experiment_features` without ``split``: the key
     columns, ``latency_us``, ``source`` (when present), the feature columns, ``theoretical_time_us`` and
-    ``shape_key`` (seeded with ``seed``); ``meta`` holds ``feature_set``, ``numeric``, ``linear`` and
+    ``problem_key`` (seeded with ``seed``); ``meta`` holds ``feature_set``, ``numeric``, ``linear`` and
     ``categorical``. Use it for the ``logo``/``loao`` protocols over every GPU of a family.
 
     Raises:
@@ -240,7 +258,7 @@ def feature_table(rows: pd.DataFrame, registry, feature_set: str = "v2", seed: i
     keep = list(KEY_COLUMNS) + ["latency_us"] + (["source"] if "source" in rows.columns else [])
     out = pd.concat([rows[keep].reset_index(drop=True),
                      ff.frame.drop(columns=[c for c in ff.frame.columns if c in keep]).reset_index(drop=True)], axis=1)
-    out["shape_key"] = shape_key(rows, seed).to_numpy()
+    out["problem_key"] = problem_key(rows, seed).to_numpy()
     return out, {"feature_set": feature_set, "numeric": ff.numeric, "linear": ff.linear,
                  "categorical": ff.categorical}
 
@@ -258,8 +276,8 @@ def _prepare(table, registry, features, seed, methods) -> tuple[pd.DataFrame, di
         if missing:
             raise ValueError(f"the table lacks feature column(s) {missing} named in the feature meta")
         table = table.reset_index(drop=True)
-    if "shape_key" not in table.columns:
-        table = table.assign(shape_key=shape_key(table, seed).to_numpy())
+    if "problem_key" not in table.columns:
+        table = table.assign(problem_key=problem_key(table, seed).to_numpy())
     return add_baseline_columns(table, registry, tiles="neusight" in methods), meta
 
 
@@ -279,6 +297,16 @@ def _iter_fold_predictions(table, folds, methods, registry, train_cfg, features,
     for fold in folds:
         if len(fold.labels) != len(table):
             raise ValueError(f"fold {fold.name}: {len(fold.labels)} labels for a table of {len(table)} rows")
+        leaks = fold_leaks(fold.labels, table["gpu"].to_numpy(), table["problem_key"].to_numpy(), fold.seen_gpus,
+                           fold.unseen_gpus)
+        if any(leaks.values()):
+            raise LeakError(f"fold {fold.name}: " + ", ".join(f"{k}: {v}" for k, v in leaks.items() if v))
+        # every fitted method of a fold gets the row cap of the fold's MLP (the primary model's own on the
+        # configured fold), so the methods compare on the same training budget
+        fold_cfg = cfg
+        if fold.name in (pretrained or {}):
+            fold_cfg = TrainConfig.from_dict(pretrained[fold.name].meta["train_config"])
+        fold_bcfg = replace(bcfg, max_train_rows=fold_cfg.max_train_rows)
         tr = table[fold.train_mask]
         te_idx = np.flatnonzero(fold.test_mask)
         te = table.iloc[te_idx]
@@ -292,12 +320,13 @@ def _iter_fold_predictions(table, folds, methods, registry, train_cfg, features,
                 pred = model.predict_latency_us(FeatureFrame(te, meta["numeric"], meta["linear"], meta["categorical"]))
             elif method == MLP:
                 model = train(FeatureFrame(tr, meta["numeric"], meta["linear"], meta["categorical"]),
-                              tr["latency_us"], tr["shape_key"], cfg, log=lambda *_: None)
+                              tr["latency_us"], tr["problem_key"], cfg, log=lambda *_: None)
                 pred = model.predict_latency_us(FeatureFrame(te, meta["numeric"], meta["linear"], meta["categorical"]))
             else:
-                pred = fit_predict(method, tr, te, registry, seed=seed, feature_meta=meta, cfg=bcfg)
+                pred = fit_predict(method, tr, te, registry, seed=seed, feature_meta=meta, cfg=fold_bcfg)
             seconds = time.time() - t0
-            out = base.assign(method=method, predicted_latency_us=np.asarray(pred, dtype="float64"))
+            out = base.assign(method=method, predicted_latency_us=np.asarray(pred, dtype="float64"),
+                              budget=method_budget(method, fold_cfg.max_train_rows, fold_cfg, fold_bcfg))
             out["ape_pct"] = ape(out["predicted_latency_us"], out["latency_us"])
             out["fit_seconds"] = seconds
             log(f"{fold.name} {method}: {len(tr)} train rows, {len(te)} test rows, {seconds:.1f} s")
@@ -305,7 +334,7 @@ def _iter_fold_predictions(table, folds, methods, registry, train_cfg, features,
 
 
 _PRED_COLUMNS = ["protocol", "fold", "method", "row", "gpu", "kernel", "split", "latency_us", "predicted_latency_us",
-                 "ape_pct", "fit_seconds"]
+                 "ape_pct", "fit_seconds", "budget"]
 
 
 def predict_protocol(table: pd.DataFrame, folds: list[Fold], methods, registry, train_cfg: TrainConfig | None,
@@ -355,13 +384,14 @@ def summarize_predictions(preds: pd.DataFrame, on_rows_covered_by: str | None = 
     keys = ["protocol", "fold", "method"]
     for (proto, fold, method), g in p.groupby(keys, sort=False):
         secs = float(g["fit_seconds"].iloc[0]) if len(g) else np.nan
+        budget = str(g["budget"].iloc[0]) if len(g) and "budget" in g.columns else ""
         for gpu_key, sub in [(gpu, s) for (gpu, _), s in g.groupby(["gpu", "split"], sort=True)] + \
                             [("ALL", s) for _, s in g.groupby("split", sort=True)]:
             cov = np.isfinite(sub["predicted_latency_us"].to_numpy())
             stats = summarize(sub["ape_pct"].to_numpy()[cov])
             rows.append({"protocol": proto, "fold": fold, "method": method, "gpu": gpu_key,
                          "split": sub["split"].iloc[0], **stats, "n_total": len(sub),
-                         "coverage": float(cov.mean()), "fit_seconds": round(secs, 2)})
+                         "coverage": float(cov.mean()), "fit_seconds": round(secs, 2), "budget": budget})
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
 
@@ -404,7 +434,7 @@ def run_protocol(table: pd.DataFrame, folds: list[Fold], methods, registry, trai
         max_train_rows: when > 0, caps (seeded subsample) the training rows of the MLP and of the fitted
             baselines (linear, neusight, gbt); nearest-GPU lookups always see every training row.
         baseline_cfg: budgets of the baselines (:class:`synperf.baselines.BaselineConfig`).
-        seed: seed of the baselines (the MLP uses ``train_cfg.seed``) and of ``shape_key`` when the table
+        seed: seed of the baselines (the MLP uses ``train_cfg.seed``) and of ``problem_key`` when the table
             lacks it.
         log: progress callback, one line per fold and method.
 

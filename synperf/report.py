@@ -1,5 +1,6 @@
-"""The report: MAPE per kernel family and GPU (held-out shapes on seen GPUs, unseen GPUs),
-row counts, dropped rows by reason, and a Figure-5-style bar chart."""
+"""The report: MAPE per kernel family and GPU (held-out problems on seen GPUs, unseen GPUs), the evaluation
+contract (leak checks, twin shares, how the primary feature set was chosen), row counts, dropped rows by
+reason, and a Figure-5-style bar chart."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ PAPER = {"seen_mape_pct": 6.0, "unseen_mape_pct": 11.5, "neusight_seen": 42.6, "
 
 
 _SUMMARY_HEADERS = {
-    "seen_heldout_mape_pct": "seen GPUs, held-out shapes: MAPE %", "unseen_mape_pct": "unseen GPUs: MAPE %",
+    "seen_heldout_mape_pct": "seen GPUs, held-out problems: MAPE %", "unseen_mape_pct": "unseen GPUs: MAPE %",
     "train_mape_pct": "training rows: MAPE %", "seen_heldout_rows": "held-out rows", "unseen_rows": "unseen rows",
 }
 _GPU_HEADERS = {"n_rows": "rows", "mape_pct": "MAPE %", "median_ape_pct": "median APE %", "p90_ape_pct": "p90 APE %"}
@@ -138,12 +139,51 @@ def figure(mape: pd.DataFrame, path: str) -> None:
     plt.close(fig)
 
 
+def evaluation_section(leaks: list[dict], selection_table: str | None, selection_choice: str | None) -> list[str]:
+    """Markdown lines of the evaluation contract: the split rules, the leak checks (one row per experiment,
+    each unseen GPU's twin share) and the leave-one-seen-GPU-out selection of the primary feature set."""
+    md = ["## Evaluation contract", "",
+          "*Held out* means enforced: a problem (the family's launch parameters, e.g. GEMM m, n, k and dtype; not "
+          "the implementation, KV-cache dtype, routing or tuning config; `synperf.schema.PROBLEM_COLUMNS`) is held "
+          "out on every seen GPU with all its variants, and the early-stopping validation rows are whole problems "
+          "of the training rows. Where a source ships its own train/test files (pipeweave FP8 GEMM, NeuSight) "
+          "those files decide, and a training-file row of a held-out problem is not trained on. Unseen-GPU rows "
+          "carry only the launch parameters a caller of `synperf.api.predict` has (no measured kernel name or "
+          "grid). The `check_leaks` rule checks every feature table before any model trains on it and fails the "
+          "job on a leak; every protocol fold is checked the same way.", ""]
+    if leaks:
+        rows = []
+        for r in leaks:
+            rows.append({"experiment": r["experiment"], "train rows": r["rows"].get("train", 0),
+                         "held-out rows": r["rows"].get("test_seen", 0), "unseen rows": r["rows"].get("unseen", 0),
+                         "leaks": sum(r["leaks"].values()),
+                         "unseen GPU: twin (share %)": "; ".join(
+                             f"{u['gpu']}: {', '.join(u['twin_gpus']) or '–'} ({100 * u['twin_share']:.0f})"
+                             for u in r["unseen"]) or "–"})
+        md += ["### Leak checks", "", "*Twin*: a seen GPU whose registry spec vector equals the unseen GPU's; "
+               "the share is of the unseen GPU's rows whose problem a twin trained on (its measurement is then "
+               "nearly the answer).", "", _md_table(pd.DataFrame(rows)), ""]
+    if selection_table and selection_choice:
+        choice = json.loads(Path(selection_choice).read_text())
+        table = pd.read_csv(selection_table)
+        verdict = ("the configured primary `feature_set` is this choice" if choice["agrees"] else
+                   f"**the configured primary `feature_set` is `{choice['configured']}`, not the selected one**")
+        md += ["### How the primary feature set was chosen", "",
+               f"By leave one seen GPU out inside each experiment's training rows ({choice['folds']} folds; budget "
+               f"{choice['budget']}): each seen GPU in turn is predicted by an MLP trained on the other seen GPUs. "
+               "Held-out problems and unseen GPUs never inform the choice. Validation MAPE (%), mean over folds; "
+               f"the last row is the mean over experiments. Chosen: `{choice['chosen']}`; {verdict}. Hyper-parameters "
+               "and budgets are fixed in `config/config.yaml`, not chosen by comparing numbers.", "",
+               _md_table(table), ""]
+    return md
+
+
 def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[str], feature_metas: list[str],
                  out_md: str, out_mape: str, out_summary: str, out_counts: str, out_dropped: str,
                  out_figure: str, experiments: dict | None = None,
                  compare_tables: list[str] | None = None, ablation_tables: list[str] | None = None,
                  out_compare: str | None = None, out_ablation: str | None = None,
-                 protocols: dict | None = None) -> None:
+                 protocols: dict | None = None, evaluation: dict | None = None) -> None:
     """Assemble the Markdown report and its CSV tables and figure (all written atomically).
 
     ``mape_tables`` are the primary models' tables; ``compare_tables`` the same experiments with other
@@ -152,6 +192,8 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
     with ``tables`` and ``cdfs`` (per-experiment protocol CSVs), ``predictions`` (primary models' prediction
     Parquets), ``experiments`` (those that ran every protocol) and the outputs ``out_summary``,
     ``out_per_gpu``, ``out_methods_fig``, ``out_cdf_fig``, ``out_scatter_fig``.
+    ``evaluation`` (optional) adds the evaluation contract (:func:`evaluation_section`): ``leak_checks`` (the
+    primary feature set's leak-check JSONs), ``selection_table`` (CSV) and ``selection_choice`` (JSON).
     """
     mape = pd.concat([pd.read_csv(p) for p in mape_tables], ignore_index=True)
     compare = pd.concat([pd.read_csv(p) for p in compare_tables], ignore_index=True) if compare_tables else None
@@ -178,6 +220,12 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
 
     per_gpu = mape[(mape["gpu"] != "ALL") & (mape["split"] != "train")][
         ["experiment", "gpu", "split", "n_rows", "mape_pct", "median_ape_pct", "p90_ape_pct"]]
+    leaks = [json.loads(Path(p).read_text()) for p in (evaluation or {}).get("leak_checks", [])]
+    if leaks:
+        twins = pd.DataFrame([{"experiment": r["experiment"], "gpu": u["gpu"], "split": "unseen",
+                               "twin_share_pct": 100 * u["twin_share"], "problem_share_pct": 100 * u["problem_share"]}
+                              for r in leaks for u in r["unseen"]])
+        per_gpu = per_gpu.merge(twins, on=["experiment", "gpu", "split"], how="left")
     core = summ[summ["experiment"] == summ["kernel"]]
     primary = metas[0].get("feature_set", "?") if metas else "?"
     md = ["# synperf report", ""]
@@ -197,6 +245,8 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
                "source. Largest unseen-GPU errors: " + "; ".join(
                    f"{r.experiment} on {r.gpu} {r.mape_pct:.1f}%" for r in worst.head(4).itertuples()) + ".", ""]
     md += ["![MAPE per experiment and GPU](figures/mape_by_gpu.png)", ""]
+    if evaluation:
+        md += evaluation_section(leaks, evaluation.get("selection_table"), evaluation.get("selection_choice"))
     if protocols:
         from .methods_report import load_tables, methods_section
 
@@ -222,8 +272,11 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
         md += [f"Feature extraction (`{primary}`): {n_rows:,} rows in {secs:.1f} s, {n_rows / secs:,.0f} rows/s "
                "(all experiments, one core each).", ""]
     md += _hardware_section()
-    md += ["## MAPE per GPU", "", "APE: absolute percentage error of the predicted latency, per row.", "",
-           _md_table(per_gpu.rename(columns=_GPU_HEADERS)), ""]
+    md += ["## MAPE per GPU", "", "APE: absolute percentage error of the predicted latency, per row. On unseen "
+           "GPUs, *twin share*: rows whose problem was trained on a seen GPU with an identical registry spec; "
+           "*problem share*: rows whose problem was trained on any seen GPU.", "",
+           _md_table(per_gpu.rename(columns={**_GPU_HEADERS, "twin_share_pct": "twin share %",
+                                             "problem_share_pct": "problem share %"})), ""]
     md += ["## Training", "", _md_table(pd.DataFrame([{
         "experiment": m["experiment"], "train GPUs": ", ".join(m["train_gpus"]), "train rows": m["n_train_rows"],
         "validation rows": m["n_val_rows"], "epochs": m["epochs_run"],

@@ -166,6 +166,20 @@ KERNEL_PARAMS: dict[str, tuple[str, ...]] = {
                   "moe_ep_size", "moe_stage"),
 }
 
+#: The launch problem of each family: what a caller asks the kernel to compute, not how it is computed
+#: (implementation, KV-cache dtype, MoE routing and stage, Triton tuning config) nor where (GPU). Every
+#: variant of one problem shares its problem key (:func:`synperf.split.problem_key`), so held-out problems
+#: and early-stopping validation groups hold out all variants of a problem together.
+PROBLEM_COLUMNS: dict[str, tuple[str, ...]] = {
+    "gemm": ("dtype", "m", "n", "k", "batch"),
+    "gemm_fp8": ("dtype", "m", "n", "k", "batch"),
+    "attention_prefill": ("batch_size", "seq_len", "kv_len", "num_heads", "num_kv_heads", "head_dim", "window_size"),
+    "attention_decode": ("batch_size", "seq_len", "kv_len", "num_heads", "num_kv_heads", "head_dim", "window_size"),
+    "rmsnorm": ("num_tokens", "hidden_size"),
+    "silu_mul": ("num_tokens", "hidden_size"),
+    "fused_moe": ("num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"),
+}
+
 _REQUIRED = ("gpu", "kernel", "implementation", "dtype", "latency_us", "latency_stat", "n_duplicates",
              "source", "source_version")
 

@@ -1,5 +1,5 @@
 """Shared fixtures. Tests that need the public data look in $SYNPERF_PUBLIC_DATA or ../shared/public-data
-and skip with a reason when it is absent."""
+and skip with a reason when it is absent, except under CI=true, where its absence fails them."""
 
 from __future__ import annotations
 
@@ -23,11 +23,18 @@ def _reference() -> Path | None:
     return p if (p / "gpu_specs.csv").exists() else None
 
 
+def _missing(reason: str) -> None:
+    """Skip for lack of shared data, or fail under CI=true, where the data must be present."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true: {reason}")
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
 def public_data() -> Path:
     p = _public_data()
     if p is None:
-        pytest.skip("public data not found: set SYNPERF_PUBLIC_DATA or place it at ../shared/public-data")
+        _missing("public data not found: set SYNPERF_PUBLIC_DATA or place it at ../shared/public-data")
     return p
 
 
@@ -35,7 +42,7 @@ def public_data() -> Path:
 def reference() -> Path:
     p = _reference()
     if p is None:
-        pytest.skip("reference specs not found: set SYNPERF_REFERENCE or place them at ../shared/reference")
+        _missing("reference specs not found: set SYNPERF_REFERENCE or place them at ../shared/reference")
     return p
 
 

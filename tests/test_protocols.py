@@ -174,8 +174,32 @@ def test_a_pretrained_model_replaces_training_on_its_fold(vidur_gemm, registry):
     fold = P.configured(table)
     tr = table[fold[0].train_mask].iloc[:2000]
     ff = lambda t: FeatureFrame(t, meta["numeric"], meta["linear"], meta["categorical"])  # noqa: E731
-    model = train(ff(tr), tr["latency_us"], tr["shape_key"], TRAIN, log=lambda *_: None)
+    model = train(ff(tr), tr["latency_us"], tr["problem_key"], TRAIN, log=lambda *_: None)
     out = P.predict_protocol(table, fold, ["synperf_mlp"], registry, TRAIN, meta,
                              pretrained={"configured": model}, log=lambda *_: None)
     te = table.iloc[out["row"].to_numpy()]
     np.testing.assert_allclose(out["predicted_latency_us"].to_numpy(), model.predict_latency_us(ff(te)), rtol=1e-6)
+
+
+def test_every_fitted_method_of_a_fold_gets_the_row_cap_of_its_mlp(vidur_gemm, registry):
+    """On the configured fold the baselines get the primary model's row cap, not the leave-one-out budget."""
+    from dataclasses import replace
+
+    from synperf.estimator import train
+    from synperf.features import FeatureFrame
+
+    table, meta = vidur_gemm
+    fold = P.configured(table)
+    tr = table[fold[0].train_mask]
+    ff = lambda t: FeatureFrame(t, meta["numeric"], meta["linear"], meta["categorical"])  # noqa: E731
+    primary_cfg = replace(TRAIN, max_train_rows=1500)
+    model = train(ff(tr), tr["latency_us"], tr["problem_key"], primary_cfg, log=lambda *_: None)
+    out = P.predict_protocol(table, fold, ["synperf_mlp", "linear", "roofline"], registry, TRAIN, meta,
+                             max_train_rows=300, pretrained={"configured": model}, log=lambda *_: None)
+    budget = out.groupby("method")["budget"].first()
+    assert budget["synperf_mlp"].startswith("<= 1500 rows") and budget["linear"].startswith("<= 1500 rows")
+    assert budget["roofline"] == "no training"
+    folds = P.leave_one_gpu_out(table, heldout_frac=0.2)[:1]
+    out = P.predict_protocol(table, folds, ["linear"], registry, TRAIN, meta, max_train_rows=300,
+                             log=lambda *_: None)
+    assert out["budget"].iloc[0].startswith("<= 300 rows")

@@ -8,7 +8,7 @@ def table():
     shapes = pd.DataFrame({"m": range(1, 2001)})
     gpus = ["a", "b", "c", "z"]
     df = pd.concat([shapes.assign(gpu=g) for g in gpus], ignore_index=True)
-    df["kernel"], df["dtype"] = "gemm", "bfloat16"
+    df["kernel"], df["dtype"], df["n"], df["k"], df["batch"] = "gemm", "bfloat16", 4096, 4096, 1
     return df
 
 
@@ -53,3 +53,47 @@ def test_source_files_decide_the_heldout_rows_when_configured():
         experiment_split(df.drop(columns="source_file"), exp)
     with pytest.raises(ValueError, match="both must be > 0"):
         experiment_split(df, {**exp, "heldout_source_files": "nowhere/"})
+
+
+def test_every_variant_of_a_heldout_problem_is_held_out_together():
+    """Two implementations and two KV-cache dtypes of one attention problem share its problem key."""
+    from synperf.split import problem_key, shape_key
+
+    base = pd.DataFrame({"batch_size": range(1, 401), "seq_len": 1, "kv_len": 4096, "num_heads": 32,
+                         "num_kv_heads": 8, "head_dim": 128, "window_size": 0})
+    variants = [base.assign(implementation=impl, kv_cache_dtype=kv) for impl in ("fa2", "flashinfer")
+                for kv in ("bfloat16", "fp8")]
+    df = pd.concat([v.assign(gpu=g) for v in variants for g in ("a", "b")], ignore_index=True)
+    df["kernel"], df["dtype"] = "attention_decode", "bfloat16"
+    assert problem_key(df).nunique() == 400 and shape_key(df).nunique() == 1600
+    s = assign_split(df, ["a", "b"], [], 0.2)
+    per_problem = s.groupby(df["batch_size"]).nunique()
+    assert (per_problem == 1).all()                      # one label per problem, across variants and GPUs
+    assert 0.1 < (s == "test_seen").mean() < 0.3
+
+
+def test_problem_key_refuses_a_table_it_cannot_key():
+    from synperf.io import InputError
+    from synperf.split import problem_key
+
+    with pytest.raises(InputError, match="kernel"):
+        problem_key(pd.DataFrame({"m": [1]}))
+    with pytest.raises(InputError, match=r"lack column\(s\) \['batch'\]"):
+        problem_key(pd.DataFrame({"kernel": ["gemm"], "dtype": ["bf16"], "m": [1], "n": [1], "k": [1]}))
+    with pytest.raises(InputError, match="no problem key"):
+        problem_key(pd.DataFrame({"kernel": ["conv2d"]}))
+
+
+def test_source_file_split_drops_training_rows_of_heldout_problems():
+    from synperf.split import experiment_split
+
+    df = table()
+    # the same problem (m = 8) in both files on GPU a: the training copy must not train
+    extra = df[(df.m == 8) & (df.gpu == "a")].assign(implementation="other")
+    df = pd.concat([df, extra], ignore_index=True)
+    df["source_file"] = "train.csv"
+    df.loc[df.index[-1], "source_file"] = "test.csv"
+    s = experiment_split(df, {"seen": ["a", "b"], "unseen": ["c"], "heldout_source_files": "test.csv"})
+    assert s.iloc[-1] == "test_seen"
+    assert set(s[df.m == 8].iloc[:-1][df.gpu.isin(["a", "b"])]) == {"unused"}
+    assert (s[(df.m != 8) & df.gpu.isin(["a", "b"])] == "train").all()
