@@ -1,6 +1,9 @@
-"""tools/check_regression.py (the regression guard) on small synthetic results and expected folders."""
+"""tools/check_regression.py (the regression guard) and tools/check_data_dir.sh (.ci/run's data check), on small
+synthetic results and expected folders."""
 
 import datetime as dt
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -260,3 +263,34 @@ def test_repository_tolerance_file_loads():
     assert tol.kind("synperf_mlp") == tol.kind("some_new_method") == tol.kind(guard.PRIMARY_METHOD) == "trained"
     assert tol.allowed("roofline", 50.0) <= 0.1
     assert tol.allowed("neusight", 100.0) == max(tol.trained_abs_pp, tol.trained_rel * 100.0)
+
+
+# ---------------------------------------------------------------------------------------------- .ci/run data check
+def _check_data_dir(path: Path, ci: str | None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    if ci is not None:
+        env["CI"] = ci
+    return subprocess.run(["bash", str(REPO / "tools" / "check_data_dir.sh"), str(path)], env=env,
+                          capture_output=True, text=True)
+
+
+def test_ci_fails_without_data_folder(tmp_path):
+    missing = tmp_path / "no-public-data"
+    r = _check_data_dir(missing, "true")
+    assert r.returncode != 0
+    assert str(missing) in r.stderr
+
+
+def test_without_ci_missing_data_folder_skips(tmp_path):
+    r = _check_data_dir(tmp_path / "no-public-data", None)
+    assert r.returncode == 0 and "skipping" in r.stderr
+
+
+def test_present_data_folder_passes(tmp_path):
+    assert _check_data_dir(tmp_path, "true").returncode == 0
+
+
+def test_ci_run_calls_the_data_check_before_the_main_job():
+    text = (REPO / ".ci" / "run").read_text()
+    assert text.index("tools/check_data_dir.sh") < text.index("snakemake --cores")
+    assert text.rstrip().endswith("python3 tools/check_regression.py")
