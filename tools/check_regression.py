@@ -1,98 +1,307 @@
-"""Regression guard: compare this run's MAPE tables with the committed expected values.
+"""Regression guard: compare this run's MAPE and protocol tables with the committed expected values.
 
-    python3 tools/check_regression.py            # both tables below
-    python3 tools/check_regression.py CURRENT EXPECTED        # one MAPE summary table
-    python3 tools/check_regression.py --protocols CURRENT EXPECTED
+    python3 tools/check_regression.py                       # check results/ against tests/expected/
+    python3 tools/check_regression.py --update --reason "one line: why the numbers move"
+    python3 tools/check_regression.py --results DIR --expected DIR [--config FILE]
 
-Tables:
+Two tables, each a tidy CSV of keys + values:
 
-* ``results/tables/mape_summary.csv`` against ``tests/expected/mape_summary.csv``: each experiment's
-  held-out-shape (seen) and unseen-GPU MAPE of the primary model;
-* ``results/tables/protocols_summary.csv`` against ``tests/expected/protocols_summary.csv``: the mean
-  unseen-GPU MAPE of the guarded methods (:data:`GUARDED_METHODS`) under each protocol (configured split, leave
-  one GPU out, leave one architecture out).
+* ``mape.csv``, from ``<results>/tables/mape.csv``: the primary models (``feature_set`` equal to ``feature_set``
+  of ``config/config.yaml``, ``feature_group == "all"``), one row per experiment, split (``train``,
+  ``test_seen``, ``unseen``) and GPU, including ``gpu == "ALL"``. Columns :data:`MAPE_KEYS` + ``n_rows``,
+  ``mape_pct``.
+* ``protocols.csv``, from every ``<results>/protocols/*.csv`` except ``*_cdf.csv``: rows with ``gpu == "ALL"``
+  and ``scope == "all"``, one row per experiment, protocol, method and split over the protocol's folds:
+  ``mape_pct`` and ``coverage`` are means over the folds, ``n_rows`` and ``n_total`` totals over the folds.
+  Columns :data:`PROTOCOL_KEYS` + ``n_rows``, ``n_total``, ``coverage``, ``mape_pct``.
 
-Fails (exit 1) when a value is worse than the expected one by more than the tolerance: max(TOL_ABS_PP percentage
-points, TOL_REL x expected), or is missing. Improvements pass (update the expected file in the same commit to lock
-them in). Training is seeded, but multi-threaded CPU reductions make runs differ slightly, hence the tolerance.
-Prints the comparison table either way.
+Checks, for every key of either side (a key present on one side only fails, named):
+
+* ``mape_pct``, two-sided: ``|current - expected|`` within the method's tolerance from
+  ``<expected>/tolerance.yaml``: ``deterministic.abs_pp`` percentage points for the methods listed under
+  ``deterministic.methods``; ``max(trained.abs_pp, trained.rel * expected)`` for every other method (the primary
+  models of ``mape.csv``, ``synperf_mlp``, the fitted baselines, unknown names). A value better than expected
+  beyond the tolerance fails too: lock it in by updating the expected files in the same commit. NaN expected
+  with NaN current passes (nearest-GPU methods cover no row of some splits); NaN against a number fails.
+* ``n_rows``, ``n_total``: equal; ``coverage``: within :data:`COVERAGE_TOL`.
+
+Prints the failing values as one table and one summary line per table; exits 1 on any failure (a missing
+results or expected file counts as one), 2 on a usage error.
+
+``--update --reason TEXT`` writes both expected files from the current results (the tolerance file is left
+alone) and appends ``YYYY-MM-DD TEXT`` to ``<expected>/CHANGES.md``; it refuses an empty or multi-line reason.
 """
 
 from __future__ import annotations
 
+import argparse
+import datetime as dt
+import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
-TOL_ABS_PP = 2.0
-TOL_REL = 0.25
-COLUMNS = ("seen_heldout_mape_pct", "unseen_mape_pct")
-#: methods whose protocol means are guarded: ours, and the deterministic anchor it must beat
-GUARDED_METHODS = ("synperf_mlp", "nearest_gpu_roofline", "roofline")
-DEFAULT_PAIRS = (("mape", "results/tables/mape_summary.csv", "tests/expected/mape_summary.csv"),
-                 ("protocols", "results/tables/protocols_summary.csv", "tests/expected/protocols_summary.csv"))
+REPO = Path(__file__).resolve().parent.parent
 
-
-def _allowed(expected: float) -> float:
-    return expected + max(TOL_ABS_PP, TOL_REL * expected)
-
-
-def compare(current: pd.DataFrame, expected: pd.DataFrame) -> pd.DataFrame:
-    """MAPE summary tables: one row per (experiment, column): expected, current, allowed maximum, pass/fail."""
-    cur = current.set_index("experiment")
-    rows = []
-    for exp, e in expected.set_index("experiment").iterrows():
-        for col in COLUMNS:
-            now = cur[col].get(exp, float("nan")) if col in cur else float("nan")
-            rows.append({"experiment": exp, "metric": col.replace("_mape_pct", ""), "expected": e[col],
-                         "current": now, "allowed_max": _allowed(e[col]), "ok": bool(now <= _allowed(e[col]))})
-    return pd.DataFrame(rows)
+MAPE_KEYS = ["experiment", "kernel", "feature_set", "gpu", "split"]
+MAPE_VALUES = ["n_rows", "mape_pct"]
+MAPE_SPLITS = ("train", "test_seen", "unseen")
+#: method name of the primary models' rows (``mape.csv`` has no method column): trained tolerance
+PRIMARY_METHOD = "primary_model"
+PROTOCOL_KEYS = ["experiment", "kernel", "protocol", "method", "split"]
+PROTOCOL_VALUES = ["n_rows", "n_total", "coverage", "mape_pct"]
+COUNT_COLUMNS = ("n_rows", "n_total")
+COVERAGE_TOL = 1e-9
 
 
-def compare_protocols(current: pd.DataFrame, expected: pd.DataFrame) -> pd.DataFrame:
-    """Protocol summaries: one row per guarded (protocol, method), unseen split: expected, current, allowed, ok."""
-    key = ["protocol", "split", "method"]
-    cur = current.set_index(key)["mape_pct"]
-    exp = expected[(expected["split"] == "unseen") & expected["method"].isin(GUARDED_METHODS)]
-    rows = []
-    for r in exp.itertuples(index=False):
-        now = cur.get((r.protocol, r.split, r.method), float("nan"))
-        rows.append({"protocol": r.protocol, "method": r.method, "expected": r.mape_pct, "current": now,
-                     "allowed_max": _allowed(r.mape_pct), "ok": bool(now <= _allowed(r.mape_pct))})
-    return pd.DataFrame(rows)
+# ---------------------------------------------------------------------------------------------- tolerances
+@dataclass(frozen=True)
+class Tolerance:
+    """``mape_pct`` tolerances: absolute for deterministic methods, ``max(abs, rel * expected)`` for trained."""
+
+    deterministic_methods: frozenset[str]
+    deterministic_abs_pp: float
+    trained_abs_pp: float
+    trained_rel: float
+
+    @classmethod
+    def load(cls, path: Path) -> "Tolerance":
+        """Read ``tolerance.yaml``; ``ValueError`` when a field is missing or negative."""
+        doc = yaml.safe_load(path.read_text()) or {}
+        try:
+            det, tr = doc["deterministic"], doc["trained"]
+            tol = cls(frozenset(det["methods"]), float(det["abs_pp"]), float(tr["abs_pp"]), float(tr["rel"]))
+        except (KeyError, TypeError) as err:
+            raise ValueError(f"{path}: needs deterministic.methods, deterministic.abs_pp, trained.abs_pp and "
+                             f"trained.rel ({err!r})") from None
+        if min(tol.deterministic_abs_pp, tol.trained_abs_pp, tol.trained_rel) < 0:
+            raise ValueError(f"{path}: tolerances must be >= 0")
+        return tol
+
+    def kind(self, method: str) -> str:
+        return "deterministic" if method in self.deterministic_methods else "trained"
+
+    def allowed(self, method: str, expected: float) -> float:
+        """Largest allowed ``|current - expected|`` of ``mape_pct``, in percentage points."""
+        if self.kind(method) == "deterministic":
+            return self.deterministic_abs_pp
+        return max(self.trained_abs_pp, self.trained_rel * abs(expected))
 
 
-def check(kind: str, current: Path, expected: Path) -> int:
-    """Compare one pair of tables, print the comparison; number of failures (a missing file counts as one)."""
-    for p in (current, expected):
-        if not p.is_file():
-            print(f"REGRESSION GUARD: {p} does not exist", file=sys.stderr)
-            return 1
-    fn = compare_protocols if kind == "protocols" else compare
-    table = fn(pd.read_csv(current), pd.read_csv(expected))
-    print(table.to_string(index=False, float_format=lambda x: f"{x:.1f}"))
-    bad = table[~table["ok"]]
-    if len(bad):
-        print(f"\nREGRESSION: {len(bad)} MAPE value(s) above the allowed maximum (see {expected})", file=sys.stderr)
-    else:
-        print(f"\nregression guard: {len(table)} values within tolerance of {expected}")
-    return len(bad)
+# ---------------------------------------------------------------------------------------------- extraction
+def primary_feature_set(config: Path) -> str:
+    """``feature_set`` of the pipeline config (the primary models' feature set)."""
+    fs = (yaml.safe_load(config.read_text()) or {}).get("feature_set")
+    if not fs:
+        raise ValueError(f"{config}: no feature_set")
+    return str(fs)
 
 
-def main(argv: list[str]) -> int:
-    if not argv:
-        pairs = DEFAULT_PAIRS
-    elif argv[0] == "--protocols":
-        pairs = (("protocols", *argv[1:3]),)
-    else:
-        pairs = (("mape", argv[0], argv[1] if len(argv) > 1 else DEFAULT_PAIRS[0][2]),)
+def extract_mape(mape: pd.DataFrame, feature_set: str) -> pd.DataFrame:
+    """The guarded rows of ``results/tables/mape.csv``: primary models, every GPU and ``ALL``, MAPE_SPLITS."""
+    t = mape[(mape["feature_set"] == feature_set) & (mape["feature_group"] == "all")
+             & mape["split"].isin(MAPE_SPLITS)]
+    out = t[MAPE_KEYS + MAPE_VALUES].copy()
+    out["n_rows"] = out["n_rows"].astype("int64")
+    return out.sort_values(MAPE_KEYS, ignore_index=True)
+
+
+def extract_protocols(tables: list[pd.DataFrame]) -> pd.DataFrame:
+    """The guarded rows of the per-experiment protocol tables: ``gpu == "ALL"``, ``scope == "all"``, over folds."""
+    t = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(
+        columns=PROTOCOL_KEYS + ["fold", "gpu", "scope"] + PROTOCOL_VALUES)
+    t = t[(t["gpu"] == "ALL") & (t["scope"] == "all")]
+    out = (t.groupby(PROTOCOL_KEYS, sort=True)
+           .agg(n_rows=("n_rows", "sum"), n_total=("n_total", "sum"), coverage=("coverage", "mean"),
+                mape_pct=("mape_pct", "mean"))
+           .reset_index())
+    for c in COUNT_COLUMNS:
+        out[c] = out[c].astype("int64")
+    return out[PROTOCOL_KEYS + PROTOCOL_VALUES]
+
+
+def protocol_table_paths(results: Path) -> list[Path]:
+    return sorted(p for p in (results / "protocols").glob("*.csv") if not p.name.endswith("_cdf.csv"))
+
+
+def current_tables(results: Path, config: Path) -> dict[str, pd.DataFrame]:
+    """Both guarded tables from a results folder; ``FileNotFoundError`` naming what is missing."""
+    mape_path = results / "tables" / "mape.csv"
+    if not mape_path.is_file():
+        raise FileNotFoundError(f"{mape_path} does not exist")
+    paths = protocol_table_paths(results)
+    if not paths:
+        raise FileNotFoundError(f"no protocol table (*.csv other than *_cdf.csv) in {results / 'protocols'}")
+    return {"mape": extract_mape(pd.read_csv(mape_path), primary_feature_set(config)),
+            "protocols": extract_protocols([pd.read_csv(p) for p in paths])}
+
+
+# ---------------------------------------------------------------------------------------------- comparison
+TABLES = {"mape": (MAPE_KEYS, MAPE_VALUES), "protocols": (PROTOCOL_KEYS, PROTOCOL_VALUES)}
+FAILURE_COLUMNS = ["key", "value", "kind", "expected", "current", "allowed", "problem"]
+WORSE = "worse than expected beyond tolerance"
+BETTER = "better than expected beyond tolerance"
+UPDATE_HINT = ("A value better than expected fails too: if the change is intended, update the expected files in the "
+               "same commit:\n    python3 tools/check_regression.py --update --reason \"one line: why\"")
+
+
+def _nan(x) -> bool:
+    return x is None or (not isinstance(x, str) and bool(pd.isna(x)))
+
+
+def _check_value(col: str, exp, cur, method: str, tol: Tolerance) -> tuple[str, float, str] | None:
+    """``(kind, allowed, problem)`` when ``cur`` fails against ``exp``; None when it passes."""
+    exp = float(exp) if not _nan(exp) else float("nan")
+    cur = float(cur) if not _nan(cur) else float("nan")
+    kind = "exact" if col in COUNT_COLUMNS else ("coverage" if col == "coverage" else tol.kind(method))
+    allowed = 0.0 if col in COUNT_COLUMNS else COVERAGE_TOL if col == "coverage" else tol.allowed(method, exp)
+    if math.isnan(exp) and math.isnan(cur):
+        return None
+    if math.isnan(exp) or math.isnan(cur):
+        return kind, allowed, "NaN against a number"
+    diff = cur - exp
+    if abs(diff) <= allowed:
+        return None
+    if col != "mape_pct":
+        return kind, allowed, "changed"
+    return kind, allowed, WORSE if diff > 0 else BETTER
+
+
+def compare(name: str, current: pd.DataFrame, expected: pd.DataFrame, tol: Tolerance) -> tuple[int, pd.DataFrame]:
+    """Compare one guarded table with its expected version.
+
+    Returns:
+        ``(checked, failures)``: the number of values checked (a key present on one side only counts as one)
+        and one row per failing value, columns :data:`FAILURE_COLUMNS`.
+    """
+    keys, values = TABLES[name]
+    cur = current.assign(**{k: current[k].astype(str) for k in keys}).set_index(keys)
+    exp = expected.assign(**{k: expected[k].astype(str) for k in keys}).set_index(keys)
+    for label, t in (("current", cur), ("expected", exp)):
+        if not t.index.is_unique:
+            dup = t.index[t.index.duplicated()][0]
+            raise ValueError(f"{name}: duplicate key in {label}: {dict(zip(keys, dup))}")
+    failures, checked = [], 0
+    for key in exp.index.difference(cur.index, sort=False):
+        checked += 1
+        failures.append(["/".join(key), "(row)", "", "present", "missing", "", "expected row missing from results"])
+    for key in cur.index.difference(exp.index, sort=False):
+        checked += 1
+        failures.append(["/".join(key), "(row)", "", "missing", "present", "",
+                         "row not in the expected file (update it with --update --reason)"])
+    both = exp.index.intersection(cur.index, sort=False)
+    for key in sorted(both):
+        method = dict(zip(keys, key)).get("method", PRIMARY_METHOD)
+        for col in values:
+            checked += 1
+            e, c = exp.at[key, col], cur.at[key, col]
+            bad = _check_value(col, e, c, method, tol)
+            if bad:
+                failures.append(["/".join(key), col, bad[0], e, c, bad[1], bad[2]])
+    return checked, pd.DataFrame(failures, columns=FAILURE_COLUMNS)
+
+
+def _fmt(x) -> str:
+    if isinstance(x, str):
+        return x
+    if _nan(x):
+        return "NaN"
+    x = float(x)
+    return str(int(x)) if x.is_integer() and abs(x) < 1e15 else f"{x:.6g}"
+
+
+def report(name: str, path: Path, checked: int, failures: pd.DataFrame) -> None:
+    if len(failures):
+        print(f"== {name}: failing values against {path} (key = {'/'.join(TABLES[name][0])}) ==")
+        print(failures.to_string(index=False, formatters={c: _fmt for c in ("expected", "current", "allowed")}))
+        if (failures["problem"] == BETTER).any():
+            print(UPDATE_HINT)
+    print(f"regression guard: {checked} values checked, {len(failures)} failures ({name}.csv)")
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+def _reason_error(reason: str | None) -> str | None:
+    if reason is None or not reason.strip():
+        return "--update needs --reason \"one line: why the expected numbers change\""
+    if "\n" in reason.strip() or "\r" in reason:
+        return "--reason must be one line"
+    return None
+
+
+def update(results: Path, expected: Path, config: Path, reason: str) -> int:
+    """Write both expected files from ``results`` and append the dated reason to ``CHANGES.md``."""
+    try:
+        tables = current_tables(results, config)
+    except (FileNotFoundError, KeyError, ValueError) as err:
+        print(f"regression guard: cannot update: {err!r}", file=sys.stderr)
+        return 1
+    expected.mkdir(parents=True, exist_ok=True)
+    for name, table in tables.items():
+        table.to_csv(expected / f"{name}.csv", index=False)
+        print(f"wrote {expected / f'{name}.csv'}: {len(table)} rows")
+    changes = expected / "CHANGES.md"
+    head = "" if changes.is_file() else ("# Changes of the expected values\n\n"
+                                         "One line per `tools/check_regression.py --update`: date and reason.\n\n")
+    with changes.open("a") as f:
+        f.write(f"{head}{dt.date.today().isoformat()} {reason.strip()}\n")
+    print(f"appended to {changes}")
+    return 0
+
+
+def check(results: Path, expected: Path, config: Path) -> int:
+    """Compare both tables; number of failures (a missing file or tolerance error counts as one)."""
+    try:
+        tol = Tolerance.load(expected / "tolerance.yaml")
+        tables = current_tables(results, config)
+    except (FileNotFoundError, KeyError, ValueError) as err:
+        print(f"REGRESSION GUARD: {err!r}", file=sys.stderr)
+        return 1
     failures = 0
-    for kind, cur, exp in pairs:
-        print(f"== {kind}: {cur} against {exp} ==")
-        failures += check(kind, Path(cur), Path(exp))
-    return 1 if failures else 0
+    for name, current in tables.items():
+        path = expected / f"{name}.csv"
+        if not path.is_file():
+            print(f"REGRESSION GUARD: {path} does not exist (write it with --update --reason)", file=sys.stderr)
+            print(f"regression guard: 0 values checked, 1 failures ({name}.csv)")
+            failures += 1
+            continue
+        keys = TABLES[name][0]
+        exp = pd.read_csv(path, dtype={k: str for k in keys}, keep_default_na=False, na_values={
+            c: ["", "NaN", "nan"] for c in TABLES[name][1]})
+        try:
+            checked, bad = compare(name, current, exp, tol)
+        except (KeyError, ValueError) as err:
+            print(f"REGRESSION GUARD: {name}: {err!r}", file=sys.stderr)
+            failures += 1
+            continue
+        report(name, path, checked, bad)
+        failures += len(bad)
+    return failures
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--results", type=Path, default=REPO / "results", help="results folder (default: results/)")
+    ap.add_argument("--expected", type=Path, default=REPO / "tests" / "expected",
+                    help="expected values folder (default: tests/expected/)")
+    ap.add_argument("--config", type=Path, default=REPO / "config" / "config.yaml",
+                    help="pipeline config whose feature_set names the primary models")
+    ap.add_argument("--update", action="store_true", help="write the expected files from the current results")
+    ap.add_argument("--reason", help="with --update: one line appended, dated, to CHANGES.md")
+    args = ap.parse_args(argv)
+    if args.update:
+        err = _reason_error(args.reason)
+        if err:
+            print(f"regression guard: {err}", file=sys.stderr)
+            return 2
+        return update(args.results, args.expected, args.config, args.reason)
+    if args.reason is not None:
+        print("regression guard: --reason only goes with --update", file=sys.stderr)
+        return 2
+    return 1 if check(args.results, args.expected, args.config) else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())
