@@ -1,4 +1,4 @@
-"""Baselines for the paper-style evaluation (issue 5): what a user would do instead of synperf.
+"""Baselines for the paper-style evaluation: what a user would do instead of synperf.
 
 Every baseline has one signature, registered in :data:`BASELINES`::
 

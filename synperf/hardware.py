@@ -6,7 +6,7 @@ estimated from a measured sibling, as ``sources.l2_bw_gbps`` states. Units are i
 the key names: ``*_mhz``, ``*_gbps`` (1e9 B/s), ``*_tflops`` (1e12 FLOP/s, dense),
 ``*_mb`` (MiB), ``*_kb`` (KiB).
 
-Measured values (issue 6). ``data/hardware/<gpu>.json``, written by the hardware characterization
+Measured values. ``data/hardware/<gpu>.json``, written by the hardware characterization
 (:mod:`synperf.characterize`, ``snakemake --cores all characterize_local``), holds this machine's measured
 DRAM, L2 and shared-memory bandwidth, dense GEMM throughput per dtype and FP32 FMA throughput.
 :func:`load_registry` merges those values over the datasheet ones (``use_measured=True``, the default;

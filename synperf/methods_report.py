@@ -1,4 +1,4 @@
-"""Report sections comparing synperf's MLP with the baselines under the evaluation protocols (issue 5).
+"""Report sections comparing synperf's MLP with the baselines under the evaluation protocols.
 
 Inputs are the tables :func:`synperf.pipeline.evaluate_protocols` writes per experiment
 (``results/protocols/<experiment>.csv`` and ``<experiment>_cdf.csv``) and the primary models' predictions
@@ -90,7 +90,7 @@ def means_matrix(means: pd.DataFrame) -> pd.DataFrame:
 def per_gpu(t: pd.DataFrame, protocol: str, experiments: list[str], splits=("unseen",)) -> pd.DataFrame:
     """Long table: one row per (experiment, gpu, split, method) of ``protocol``, errors averaged over folds.
 
-    A GPU is unseen in exactly one fold of each protocol; held-out shapes of a seen GPU appear in several
+    A GPU is unseen in exactly one fold of each protocol; held-out problems of a seen GPU appear in several
     leave-one-out folds, hence the mean. Columns ``experiment``, ``gpu``, ``split``, ``method``, ``n_rows``,
     ``coverage``, ``mape_pct``, ``median_ape_pct``, ``p90_ape_pct``.
     """
@@ -109,7 +109,7 @@ def _cell(r) -> str:
     return f"{r['mape_pct']:.1f} / {r['median_ape_pct']:.1f} / {r['p90_ape_pct']:.1f}{cov}"
 
 
-def per_gpu_matrix(long: pd.DataFrame, seen_label: str = "seen, held-out shapes") -> pd.DataFrame:
+def per_gpu_matrix(long: pd.DataFrame, seen_label: str = "seen, held-out problems") -> pd.DataFrame:
     """(experiment, gpu, split) rows x method columns, cells ``MAPE / median / p90`` (% ; [coverage] if < 100%).
 
     ``seen_label`` names the ``test_seen`` split in the ``split`` column.
@@ -166,7 +166,7 @@ def fp8_paper_table(t: pd.DataFrame, experiment: str = "gemm_fp8") -> pd.DataFra
         out[METHOD_LABELS.get(m, m)] = piv.get(m)
     out = out.reset_index()
     out["SynPerf paper"] = [PAPER_FP8_UNSEEN.get(g) if s == "unseen" else np.nan for g, s in zip(out.gpu, out.split)]
-    out["split"] = out["split"].map({"test_seen": "seen, held-out shapes", "unseen": "unseen"})
+    out["split"] = out["split"].map({"test_seen": "seen, held-out problems", "unseen": "unseen"})
     return out.sort_values(["split", "gpu"]).reset_index(drop=True)
 
 

@@ -1,12 +1,12 @@
-"""Evaluation protocols (issue 5) and a runner that scores synperf's MLP and every baseline on them.
+"""Evaluation protocols and a runner that scores synperf's MLP and every baseline on them.
 
 A protocol turns a feature table (one kernel family's rows, as written by
 :func:`synperf.pipeline.experiment_features`, or built by :func:`feature_table`) into folds. A
 :class:`Fold` labels every row of the table ``train``, ``test_seen``, ``unseen`` or ``unused``:
 
 ``configured`` (:func:`configured`)
-    the table's own ``split`` column: the experiment's seen GPUs (minus held-out shapes) for training,
-    held-out shapes on the seen GPUs (``test_seen``) and every row of the unseen GPUs (``unseen``).
+    the table's own ``split`` column: the experiment's seen GPUs (minus held-out problems) for training,
+    held-out problems on the seen GPUs (``test_seen``) and every row of the unseen GPUs (``unseen``).
 ``logo`` (:func:`leave_one_gpu_out`)
     each GPU of the table unseen in turn, all the others seen.
 ``loao`` (:func:`leave_one_architecture_out`)
@@ -16,7 +16,7 @@ A protocol turns a feature table (one kernel family's rows, as written by
 
 In ``logo`` and ``loao`` the seen GPUs' rows are split by :func:`synperf.split.assign_split`: a shape is
 held out (``test_seen``) on every seen GPU at once by a seeded hash of the shape, so with the
-experiment's ``heldout_frac`` and seed the held-out shapes are those of the configured split and a test
+experiment's ``heldout_frac`` and seed the held-out problems are those of the configured split and a test
 shape never leaks into training. The same GPU-level folds are available without a table as
 ``(name, seen_gpus, unseen_gpus)`` tuples (:func:`logo_gpu_sets`, :func:`loao_gpu_sets`).
 

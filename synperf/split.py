@@ -91,7 +91,7 @@ def experiment_split(df: pd.DataFrame, exp: dict, seed: int = 0) -> pd.Series:
     """Split label per row for an experiment's config block (``seen``, ``unseen``, ``heldout_frac``,
     optional ``heldout_source_files``).
 
-    Without ``heldout_source_files`` this is :func:`assign_split` (held-out share of shapes by seeded hash).
+    Without ``heldout_source_files`` this is :func:`assign_split` (held-out share of problems by seeded hash).
     With it, seen-GPU rows whose ``source_file`` contains that string are ``test_seen`` and the other seen
     rows ``train``: the data source's own train/test files decide (NeuSight's ``dataset/train`` vs
     ``dataset/test``, pipeweave's ``gemm_fp8_train`` vs ``gemm_fp8_test``). A training-file row whose

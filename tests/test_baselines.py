@@ -1,4 +1,4 @@
-"""Baselines of issue 5: hand-checked roofline and nearest-GPU transfer, coverage, seeding on real rows."""
+"""Baselines: hand-checked roofline and nearest-GPU transfer, coverage, seeding on real rows."""
 
 
 import numpy as np
@@ -125,7 +125,7 @@ def test_fitted_baselines_are_seeded_and_finite_on_real_rows(vidur_gemm, registr
 
 
 def test_baselines_beat_nothing_silly_on_seen_gpus(vidur_gemm, registry):
-    """Sanity on held-out shapes of the seen GPUs: the fitted baselines beat the bare roofline."""
+    """Sanity on held-out problems of the seen GPUs: the fitted baselines beat the bare roofline."""
     table, meta = vidur_gemm
     train, test = table[table.split == "train"], table[table.split == "test_seen"]
     y = test["latency_us"].to_numpy()

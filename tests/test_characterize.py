@@ -1,4 +1,4 @@
-"""Hardware characterization on the CPU (issue 6): the kernels' sources (entry points, a host C++ syntax check,
+"""Hardware characterization on the CPU: the kernels' sources (entry points, a host C++ syntax check,
 an NVRTC compile where libnvrtc is installed), the host-side arithmetic on fake timings, the clock bookkeeping,
 the output document and its schema, and the Snakemake targets on a machine without a GPU."""
 

@@ -53,7 +53,7 @@ def test_paired_comparison_names_the_winner_per_family():
 def test_fp8_table_sets_the_paper_number_beside_unseen_gpus():
     t = R.fp8_paper_table(table())
     row = t[t.gpu == "h100_sxm"].set_index("split")
-    assert row.loc["unseen", "SynPerf paper"] == 4.2 and np.isnan(row.loc["seen, held-out shapes", "SynPerf paper"])
+    assert row.loc["unseen", "SynPerf paper"] == 4.2 and np.isnan(row.loc["seen, held-out problems", "SynPerf paper"])
     assert row.loc["unseen", "synperf MLP"] == 4.0
 
 

@@ -1,4 +1,4 @@
-"""Evaluation protocols of issue 5 (configured, leave-one-GPU-out, leave-one-architecture-out) and the runner."""
+"""Evaluation protocols (configured, leave-one-GPU-out, leave-one-architecture-out) and the runner."""
 
 
 import numpy as np
@@ -39,12 +39,12 @@ def test_leave_one_gpu_out_has_one_fold_per_gpu_with_disjoint_sides(synthetic):
         assert set(gpu[f.train_mask]) == set(f.seen_gpus)
         assert set(gpu[f.labels == "unseen"]) == set(f.unseen_gpus)
         assert (f.labels == "unseen").sum() == 40
-        # held-out shapes stay held out: no test_seen shape is trained on
+        # held-out problems stay held out: no test_seen shape is trained on
         assert shapes_of(synthetic, f.labels == "test_seen")
         assert not shapes_of(synthetic, f.labels == "test_seen") & shapes_of(synthetic, f.train_mask)
         name, tr, te = f  # a fold unpacks as (name, train_mask, test_mask)
         assert name == f.name and not (tr & te).any() and (tr | te).all()
-    # the held-out shapes are the configured rule's (same seed and share)
+    # the held-out problems are the configured rule's (same seed and share)
     ref = assign_split(synthetic, ["a40", "b200", "h100_sxm", "h200_sxm", "l40s"], ["a100_sxm4_80gb"], 0.25, 0)
     np.testing.assert_array_equal(folds[0].labels, ref.to_numpy())
 
@@ -115,14 +115,14 @@ def test_runner_scores_every_method_on_a_real_slice(configured_run, vidur_gemm):
     assert np.isfinite(unseen["mape_pct"]).all()
     assert (unseen["n_total"] == (table.split == "unseen").sum()).all()
     for m in ("nearest_gpu_scaled", "nearest_gpu_roofline"):
-        assert 0.6 < unseen.loc[m, "coverage"] < 0.95   # held-out shapes are not sources
+        assert 0.6 < unseen.loc[m, "coverage"] < 0.95   # held-out problems are not sources
         assert allrows.loc[(m, "test_seen"), "coverage"] == 0.0
     for m in ("synperf_mlp", "roofline", "linear", "neusight", "gbt"):
         assert unseen.loc[m, "coverage"] == 1.0
     # per-GPU rows add up to the ALL row
     per = res[(res.gpu != "ALL") & (res.split == "test_seen")].groupby("method")["n_total"].sum()
     assert per.sort_index().to_dict() == allrows.xs("test_seen", level="split")["n_total"].sort_index().to_dict()
-    # the MLP learns something on held-out shapes of its own GPUs
+    # the MLP learns something on held-out problems of its own GPUs
     assert allrows.loc[("synperf_mlp", "test_seen"), "mape_pct"] < allrows.loc[("roofline", "test_seen"), "mape_pct"]
 
 

@@ -1,4 +1,4 @@
-"""The registry merge of measured hardware files (data/hardware/<gpu>.json) over datasheet values (issue 6):
+"""The registry merge of measured hardware files (data/hardware/<gpu>.json) over datasheet values:
 overrides, partial files, provenance, use_measured=False, and clear errors for bad files."""
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ SMOKE_TIMING = {"warmup_ms": 5.0, "budget_ms": 20.0, "min_reps": 5, "max_reps": 
 
 
 def run_characterization(out: Path) -> str:
-    """Run ``synperf.characterize.characterize(out / "hardware")`` if that module exists (issue 6)."""
+    """Run ``synperf.characterize.characterize(out / "hardware")`` if that module exists."""
     try:
         import synperf.characterize as ch  # noqa: F401
     except ModuleNotFoundError:

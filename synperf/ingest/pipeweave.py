@@ -2,7 +2,7 @@
 
 * ``dataset/gemm_fp8_{train,test}.csv``: FP8 scaled-mm GEMMs (M, N, K), ``avg_duration``
   in microseconds, GPU in ``hardware``. The paper's split: train H20 and H800,
-  test H100 and H200 (plus held-out shapes on H20 and H800).
+  test H100 and H200 (plus held-out problems on H20 and H800).
 * ``pipetuning_test/moe_dse/moe_dse_<GPU>_{99,99_5,top3}.csv``: Triton fused-MoE
   design-space sweeps, one grouped GEMM per row (``weight_type`` w13 = gate_up,
   w2 = down) with its config; ``avg_duration`` in microseconds over

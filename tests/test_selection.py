@@ -1,0 +1,52 @@
+"""Model selection sees the seen GPUs' training rows only."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from synperf.estimator import TrainConfig
+from synperf.selection import choose, losgo_folds, score_feature_set
+
+TRAIN = TrainConfig(hidden_sizes=[32, 16], max_epochs=6, early_stopping_patience=3, batch_size=256)
+
+
+def test_losgo_folds_use_only_training_rows_of_seen_gpus():
+    t = pd.DataFrame({"gpu": ["a", "a", "b", "b", "c", "c", "a"],
+                      "split": ["train", "test_seen", "train", "train", "unseen", "unseen", "train"]})
+    folds = losgo_folds(t)
+    assert [f.name for f in folds] == ["losgo:a", "losgo:b"]
+    a = folds[0].labels.tolist()
+    assert a == ["unseen", "unused", "train", "train", "unused", "unused", "unseen"]
+    assert folds[1].labels.tolist() == ["train", "unused", "unseen", "unseen", "unused", "unused", "train"]
+    assert losgo_folds(t[t.gpu != "b"]) == []          # one seen GPU: nothing to validate on
+
+
+def test_scores_never_touch_unseen_or_heldout_rows(vidur_gemm, registry):
+    table, meta = vidur_gemm
+    # poison every row the selection must not see: if it used them, the MAPE would explode
+    poisoned = table.copy()
+    bad = poisoned["split"].isin(["test_seen", "unseen"]).to_numpy()
+    poisoned.loc[bad, "latency_us"] = poisoned.loc[bad, "latency_us"] * 1000
+    clean = score_feature_set(table, meta, "gemm_fp16_vidur", registry, TRAIN, log=lambda *_: None)
+    dirty = score_feature_set(poisoned, meta, "gemm_fp16_vidur", registry, TRAIN, log=lambda *_: None)
+    assert list(clean["validation_gpu"]) == ["a100_sxm4_80gb", "h100_sxm"]
+    np.testing.assert_allclose(clean["mape_pct"], dirty["mape_pct"])
+    assert (clean["n_rows"] == [int(((table.split == "train") & (table.gpu == g)).sum())
+                                for g in clean["validation_gpu"]]).all()
+
+
+def test_choose_takes_the_lowest_mean_over_experiments_that_scored_every_candidate():
+    s = pd.DataFrame({"experiment": ["e1", "e1", "e1", "e2", "e2", "e3"],
+                      "feature_set": ["x", "x", "y", "x", "y", "x"],
+                      "mape_pct": [10.0, 20.0, 12.0, 30.0, 40.0, 1.0]})
+    chosen, table = choose(s)
+    # e1: x 15, y 12; e2: x 30, y 40; e3 lacks y and does not count; means x 22.5, y 26
+    assert chosen == "x"
+    t = table.set_index("experiment")
+    assert list(t.index) == ["e1", "e2", "mean"]
+    assert t.loc["e1", "best"] == "y" and t.loc["mean", "x"] == pytest.approx(22.5)
+    with pytest.raises(ValueError, match="every candidate"):
+        choose(s[s.experiment == "e3"].assign(feature_set=["x"]).pipe(
+            lambda d: pd.concat([d, d.assign(experiment="e4", feature_set="y")])))
