@@ -1,0 +1,61 @@
+"""The finished main job keeps the split contract: checks on `results/` and `models/` after a run.
+
+These need the outputs of `snakemake --cores all`; without them they skip, unless SYNPERF_REQUIRE_OUTPUTS=1
+(set by `.ci/run` after the main job), where a missing output fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+CONFIG = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+PRIMARY = CONFIG["feature_set"]
+
+
+def _need(path: Path) -> Path:
+    if not path.exists():
+        if os.environ.get("SYNPERF_REQUIRE_OUTPUTS") == "1":
+            pytest.fail(f"{path} missing after the main job")
+        pytest.skip(f"{path} not found: run `snakemake --cores all` first")
+    return path
+
+
+@pytest.mark.parametrize("experiment", sorted(CONFIG["experiments"]))
+def test_no_model_trained_on_an_unseen_gpu(experiment):
+    exp = CONFIG["experiments"][experiment]
+    metas = sorted((REPO / "models" / experiment).glob("*/meta.json"))
+    _need(REPO / "models" / experiment / f"{PRIMARY}-all" / "meta.json")
+    for path in metas:
+        meta = json.loads(path.read_text())
+        assert set(meta["train_gpus"]) <= set(exp["seen"]), path
+        assert not set(meta["train_gpus"]) & set(exp.get("unseen", [])), path
+
+
+@pytest.mark.parametrize("experiment", sorted(CONFIG["experiments"]))
+def test_no_heldout_problem_in_training_and_leak_check_clean(experiment):
+    from synperf.io import read_table
+
+    rep = json.loads(_need(REPO / "results" / "leak_check" / PRIMARY / f"{experiment}.json").read_text())
+    assert rep["ok"] and not any(rep["leaks"].values())
+    t = read_table(_need(REPO / "results" / "features" / PRIMARY / f"{experiment}.parquet"),
+                   columns=["gpu", "split", "problem_key", "source_file"])
+    train = t[t.split == "train"]
+    assert not np.isin(train["problem_key"], t.loc[t.split == "test_seen", "problem_key"]).any()
+    assert set(train["gpu"]) <= set(CONFIG["experiments"][experiment]["seen"])
+    if experiment == "gemm_fp8":
+        assert train["source_file"].str.endswith("gemm_fp8_train.csv").all()
+        assert t.loc[t.split != "train", "source_file"].str.endswith("gemm_fp8_test.csv").all()
+
+
+def test_selection_chose_the_configured_primary_feature_set():
+    choice = json.loads(_need(REPO / "results" / "selection" / "choice.json").read_text())
+    assert choice["configured"] == PRIMARY
+    assert choice["agrees"], (f"leave-one-seen-GPU-out selection chose {choice['chosen']}, the config says "
+                              f"{PRIMARY}: set feature_set to the chosen one")
