@@ -1,0 +1,192 @@
+"""A Hugging Face ``config.json`` as the shapes the workload generator needs, and their TP/PP sharding.
+
+Supported: decoder-only transformers with (grouped-query) multi-head attention, RMSNorm, a gated SiLU MLP
+(Llama, Qwen2/2.5, Qwen3, Mistral without sliding window) and their MoE variants (Mixtral:
+``num_local_experts``/``num_experts_per_tok``/``intermediate_size``; Qwen2-MoE/Qwen3-MoE: ``num_experts``/
+``num_experts_per_tok``/``moe_intermediate_size`` and ``shared_expert_intermediate_size``).
+
+Not modelled (:class:`InputError` naming the field): multi-head latent attention (``kv_lora_rank``,
+``q_lora_rank``), sliding-window attention (``use_sliding_window: true``, or a Mistral-style
+``sliding_window`` shorter than ``max_position_embeddings`` without a ``use_sliding_window`` switch),
+encoder-decoder models (``is_encoder_decoder: true``), and configs without ``num_hidden_layers`` etc.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ._deps import InputError
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Unsharded model shape (elements, not bytes).
+
+    Attributes:
+        name: the config's file stem (or ``architectures[0]``).
+        architecture: ``architectures[0]`` of the config, e.g. ``Qwen2ForCausalLM``.
+        num_layers, hidden_size, num_heads, num_kv_heads, head_dim, intermediate_size, vocab_size: as in
+            the HF config (``head_dim`` defaults to ``hidden_size // num_attention_heads``).
+        num_experts: routed experts (0 for a dense model); ``num_experts_per_tok`` experts per token;
+            ``moe_intermediate_size`` each expert's intermediate width; ``shared_expert_intermediate_size``
+            the always-on shared expert's width (Qwen2-MoE; 0 when absent).
+        dtype: weights/activations dtype (``torch_dtype``, default ``bfloat16``).
+        max_position_embeddings: the context limit (vLLM's default ``max_model_len``), tokens; None if absent.
+        qk_norm: per-head RMSNorm of queries and keys in every layer (Qwen3: ``model_type`` qwen3/qwen3_moe).
+    """
+
+    name: str
+    architecture: str
+    num_layers: int
+    hidden_size: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    num_experts: int = 0
+    num_experts_per_tok: int = 0
+    moe_intermediate_size: int = 0
+    shared_expert_intermediate_size: int = 0
+    dtype: str = "bfloat16"
+    max_position_embeddings: int | None = None
+    qk_norm: bool = False
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    def shard(self, tp: int = 1, pp: int = 1) -> "ShardedModel":
+        """The per-GPU shapes under tensor parallelism ``tp`` and pipeline parallelism ``pp``.
+
+        Raises:
+            InputError: ``tp``/``pp`` < 1, heads not divisible by ``tp``, KV heads neither a multiple nor a
+                divisor of ``tp``, intermediate (or expert) width not divisible by ``tp``, more stages than layers.
+        """
+        if tp < 1 or pp < 1:
+            raise InputError(f"{self.name}: tp and pp must be >= 1 (got tp={tp}, pp={pp})")
+        if self.num_heads % tp:
+            raise InputError(f"{self.name}: num_attention_heads={self.num_heads} is not divisible by tp={tp}")
+        if self.num_kv_heads % tp and tp % self.num_kv_heads:
+            raise InputError(f"{self.name}: num_key_value_heads={self.num_kv_heads} neither divides nor is a "
+                             f"multiple of tp={tp}")
+        for field, val in (("intermediate_size", self.intermediate_size),
+                           ("moe_intermediate_size", self.moe_intermediate_size),
+                           ("shared_expert_intermediate_size", self.shared_expert_intermediate_size)):
+            if val % tp:
+                raise InputError(f"{self.name}: {field}={val} is not divisible by tp={tp}")
+        if pp > self.num_layers:
+            raise InputError(f"{self.name}: pp={pp} exceeds num_hidden_layers={self.num_layers}")
+        base, extra = divmod(self.num_layers, pp)
+        # vLLM's default partition: equal stages, the remainder layers go to the last stages
+        stages = tuple(base + (1 if i >= pp - extra else 0) for i in range(pp))
+        return ShardedModel(
+            model=self, tp=tp, pp=pp, num_heads=self.num_heads // tp,
+            num_kv_heads=max(1, self.num_kv_heads // tp),  # replicated when kv_heads < tp
+            intermediate_size=self.intermediate_size // tp,
+            moe_intermediate_size=self.moe_intermediate_size // tp,
+            shared_expert_intermediate_size=self.shared_expert_intermediate_size // tp,
+            layers_per_stage=stages)
+
+
+@dataclass(frozen=True)
+class ShardedModel:
+    """Per-GPU shapes: heads, KV heads (``max(1, kv_heads // tp)``: replicated when ``kv_heads < tp``),
+    dense and expert intermediate widths divided by ``tp`` (experts are tensor-parallel inside each expert,
+    all experts on every GPU, as vLLM's fused MoE without expert parallelism); ``layers_per_stage`` the
+    pipeline split (remainder layers on the last stages)."""
+
+    model: ModelConfig
+    tp: int
+    pp: int
+    num_heads: int
+    num_kv_heads: int
+    intermediate_size: int
+    moe_intermediate_size: int
+    shared_expert_intermediate_size: int
+    layers_per_stage: tuple[int, ...]
+
+    @property
+    def qkv_out(self) -> int:
+        """Output width of the fused QKV projection on one GPU: ``(heads + 2 * kv_heads) * head_dim``."""
+        return (self.num_heads + 2 * self.num_kv_heads) * self.model.head_dim
+
+    @property
+    def attn_out(self) -> int:
+        """Input width of ``o_proj`` on one GPU: ``heads * head_dim``."""
+        return self.num_heads * self.model.head_dim
+
+
+def _int(cfg: dict, key: str, where: str, default=None) -> int:
+    val = cfg.get(key, default)
+    if val is None:
+        raise InputError(f"{where}: missing config field {key!r}")
+    try:
+        return int(val)
+    except (TypeError, ValueError):
+        raise InputError(f"{where}: config field {key!r} must be an integer, got {val!r}") from None
+
+
+def parse_config(cfg: dict, name: str = "model", where: str | None = None) -> ModelConfig:
+    """Parse a Hugging Face config dict into a :class:`ModelConfig`.
+
+    Raises:
+        InputError: an architecture that is not modelled (the message names the config field:
+            ``kv_lora_rank``/``q_lora_rank``, ``use_sliding_window``, ``sliding_window``,
+            ``is_encoder_decoder``) or a missing/non-integer required field.
+    """
+    where = where or name
+    if not isinstance(cfg, dict):
+        raise InputError(f"{where}: a config must be a JSON object")
+    if cfg.get("text_config") and "num_hidden_layers" not in cfg:
+        raise InputError(f"{where}: multimodal config (text_config) is not modelled; pass the text model's config")
+    if cfg.get("is_encoder_decoder"):
+        raise InputError(f"{where}: is_encoder_decoder=true: encoder-decoder models are not modelled")
+    for mla in ("kv_lora_rank", "q_lora_rank"):
+        if cfg.get(mla) is not None:
+            raise InputError(f"{where}: {mla}={cfg[mla]!r}: multi-head latent attention (MLA) is not modelled")
+    if cfg.get("use_sliding_window"):
+        raise InputError(f"{where}: use_sliding_window=true (sliding_window={cfg.get('sliding_window')!r}): "
+                         "sliding-window attention is not modelled")
+    sw, maxpos = cfg.get("sliding_window"), cfg.get("max_position_embeddings")
+    if "use_sliding_window" not in cfg and sw is not None and (maxpos is None or int(sw) < int(maxpos)):
+        raise InputError(f"{where}: sliding_window={sw!r} applies to every layer (no use_sliding_window switch): "
+                         "sliding-window attention is not modelled")
+    hidden = _int(cfg, "hidden_size", where)
+    heads = _int(cfg, "num_attention_heads", where)
+    num_experts = int(cfg.get("num_local_experts") or cfg.get("num_experts") or 0)
+    moe_inter = 0
+    if num_experts:
+        # Mixtral: the experts' width is intermediate_size; Qwen-MoE: moe_intermediate_size
+        moe_inter = _int(cfg, "moe_intermediate_size", where) if "moe_intermediate_size" in cfg \
+            else _int(cfg, "intermediate_size", where)
+    arch = (cfg.get("architectures") or [cfg.get("model_type", "unknown")])[0]
+    return ModelConfig(
+        name=name, architecture=str(arch), num_layers=_int(cfg, "num_hidden_layers", where), hidden_size=hidden,
+        num_heads=heads, num_kv_heads=_int(cfg, "num_key_value_heads", where, heads),
+        head_dim=_int(cfg, "head_dim", where, hidden // heads),
+        intermediate_size=_int(cfg, "intermediate_size", where, moe_inter if num_experts else None),
+        vocab_size=_int(cfg, "vocab_size", where), num_experts=num_experts,
+        num_experts_per_tok=_int(cfg, "num_experts_per_tok", where) if num_experts else 0,
+        moe_intermediate_size=moe_inter,
+        shared_expert_intermediate_size=int(cfg.get("shared_expert_intermediate_size") or 0) if num_experts else 0,
+        dtype=str(cfg.get("torch_dtype") or "bfloat16"),
+        max_position_embeddings=int(maxpos) if maxpos is not None else None,
+        qk_norm=str(cfg.get("model_type", "")).startswith("qwen3") or str(arch).startswith("Qwen3"))
+
+
+def load_model_config(path: str | os.PathLike) -> ModelConfig:
+    """Read and parse a Hugging Face ``config.json`` (name = file stem).
+
+    Raises:
+        InputError: unreadable or invalid JSON, or :func:`parse_config`'s errors.
+    """
+    p = Path(path)
+    try:
+        cfg = json.loads(p.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise InputError(f"{p}: cannot read model config: {e}") from None
+    return parse_config(cfg, name=p.stem, where=str(p))
