@@ -1,0 +1,286 @@
+"""Compose end-to-end latency: predicted kernel latencies + collectives + framework overhead, per iteration.
+
+Per scheduler iteration ``i`` of a :class:`~.workload.Workload` on GPU ``g`` (seconds)::
+
+    latency_i = sum_ops count * predicted_kernel_us / 1e6          (one bulk predict call per kernel family)
+              + sum_collectives count * CollectiveModel.latency_us / 1e6
+              + overhead.a_s + overhead.b_s * batch_i              (framework overhead: scheduler, sampling, launch)
+
+Prefill latency = sum over prefill iterations, decode step = median over decode iterations, total = sum over all
+iterations (the real runs' ``prefill_latency``, ``median_decode_latency`` and ``total_latency``).
+
+Kernel launches in the canonical form of :func:`synperf.api.launch_table` (validated with it before prediction):
+GEMM ``m, n, k`` (batch 1); prefill attention of a ragged batch as ``batch_size`` = B sequences of the uniform
+length ``round(sqrt(mean(q^2)))`` (same causal work, :func:`~.workload.equivalent_prefill_len`); decode attention
+as B sequences with ``seq_len`` 1 and ``kv_len`` = mean KV length (same KV bytes); RMSNorm ``num_tokens`` x
+``hidden_size`` (Qwen3's q/k norms: tokens x heads rows of ``head_dim``); SiLU&Mul ``hidden_size`` = output width
+(= the authors' ``dim`` / 2); fused MoE as generated. The attention kernel path (FA2/FA3) is the one the models
+take for the GPU (FA3 on compute capability 9.x, else FA2) with the API's default implementation label.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from ._deps import InputError, Registry, launch_table, load_registry, predict
+from .collectives import CollectiveModel
+from .workload import Workload, equivalent_decode_kv, equivalent_prefill_len
+
+#: GPU names of the authors' e2e files (``e2e/real/e2e[_tp<T>]_<GPU>.jsonl``) -> registry ids (config/gpus.yaml:
+#: their A100 is the 80 GB SXM4 part, H100/H200 the SXM parts, as in Vidur's and the paper's setup)
+E2E_GPU_IDS = {"A100": "a100_sxm4_80gb", "H100": "h100_sxm", "H200": "h200_sxm"}
+KERNEL_FAMILIES = ("gemm", "attention_prefill", "attention_decode", "rmsnorm", "silu_mul", "fused_moe")
+COLLECTIVES = ("all_reduce", "send_recv")
+_REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Overhead:
+    """Per-iteration framework overhead ``a_s + b_s * batch`` in **seconds** (batch = sequences in the
+    iteration)."""
+
+    a_s: float = 0.0
+    b_s: float = 0.0
+
+    def __call__(self, batch) -> np.ndarray:
+        return self.a_s + self.b_s * np.asarray(batch, dtype="float64")
+
+    def to_json(self) -> dict:
+        return {"form": "a_s + b_s * batch (per iteration, seconds)", "a_s": self.a_s, "b_s": self.b_s}
+
+    @classmethod
+    def from_json(cls, path: str | os.PathLike) -> "Overhead":
+        """Read ``{"a_s": ..., "b_s": ...}`` (as written by :func:`synperf.e2e.evaluate.run_e2e_evaluation`).
+
+        Raises:
+            InputError: unreadable file or missing keys.
+        """
+        try:
+            d = json.loads(Path(path).read_text())
+            return cls(float(d["a_s"]), float(d["b_s"]))
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise InputError(f"{path}: cannot read overhead ({e})") from None
+
+
+def fit_overhead(batch, residual_s) -> Overhead:
+    """Non-negative least squares fit of ``residual_s ≈ a + b * batch`` (seconds; both >= 0, so the overhead is
+    never negative). Residual = measured minus predicted (kernels + collectives) latency of an iteration.
+
+    Raises:
+        InputError: no points or lengths differ.
+    """
+    from scipy.optimize import nnls
+
+    x, y = np.asarray(batch, dtype="float64"), np.asarray(residual_s, dtype="float64")
+    if len(x) == 0 or len(x) != len(y):
+        raise InputError(f"fit_overhead needs equal, non-empty batch and residual arrays ({len(x)}, {len(y)})")
+    (a, b), _ = nnls(np.column_stack([np.ones_like(x), x]), y)
+    return Overhead(float(a), float(b))
+
+
+@dataclass
+class E2EResult:
+    """One configuration's prediction.
+
+    Attributes:
+        gpu: registry id.
+        iterations: one row per iteration: ``iteration``, ``phase``, ``batch_size``, ``num_tokens``,
+            ``kernel_s``, ``comm_s``, ``overhead_s``, ``latency_s`` (seconds).
+        launches: one row per (iteration, operator): ``op``, ``family``, ``count``, canonical params,
+            ``latency_us`` (one launch, microseconds) and ``time_s`` (= count * latency, seconds).
+        models: per family: ``model`` (the model folder predict used, or the collective model's description) and
+            ``path`` (attention: fa2/fa3 path; collectives: proxy GPU).
+        overhead: the overhead applied.
+    """
+
+    gpu: str
+    iterations: pd.DataFrame
+    launches: pd.DataFrame
+    models: pd.DataFrame
+    overhead: Overhead = field(default_factory=Overhead)
+
+    def with_overhead(self, overhead: Overhead) -> "E2EResult":
+        """The same prediction with another framework overhead."""
+        it = self.iterations.copy()
+        it["overhead_s"] = overhead(it["batch_size"])
+        it["latency_s"] = it["kernel_s"] + it["comm_s"] + it["overhead_s"]
+        return replace(self, iterations=it, overhead=overhead)
+
+    @property
+    def prefill_s(self) -> float:
+        """Sum of the prefill iterations' latencies, seconds."""
+        return float(self.iterations.loc[self.iterations["phase"] == "prefill", "latency_s"].sum())
+
+    @property
+    def decode_step_s(self) -> float:
+        """Median decode iteration latency, seconds (NaN without decode steps)."""
+        d = self.iterations.loc[self.iterations["phase"] == "decode", "latency_s"]
+        return float(d.median()) if len(d) else float("nan")
+
+    @property
+    def total_s(self) -> float:
+        """Sum over all iterations, seconds."""
+        return float(self.iterations["latency_s"].sum())
+
+    def breakdown(self) -> pd.DataFrame:
+        """Per operator and phase: ``time_s`` summed over iterations (seconds) and ``share`` of the total; the
+        framework overhead is the row ``op = overhead``."""
+        b = self.launches.groupby(["phase", "op", "family"], as_index=False)["time_s"].sum()
+        ov = self.iterations.groupby("phase", as_index=False)["overhead_s"].sum().rename(columns={"overhead_s": "time_s"})
+        ov["op"], ov["family"] = "overhead", "overhead"
+        b = pd.concat([b, ov[b.columns]], ignore_index=True)
+        b["share"] = b["time_s"] / b["time_s"].sum() if b["time_s"].sum() > 0 else 0.0
+        return b
+
+    def family_shares(self) -> pd.Series:
+        """Share of the total time per kernel family (plus collectives and ``overhead``), summing to 1."""
+        s = self.breakdown().groupby("family")["time_s"].sum()
+        return (s / s.sum()).sort_values(ascending=False) if s.sum() > 0 else s
+
+    def summary(self) -> dict:
+        return {"gpu": self.gpu, "prefill_s": self.prefill_s, "decode_step_s": self.decode_step_s,
+                "total_s": self.total_s, "iterations": len(self.iterations)}
+
+
+def launches(workload: Workload, progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
+    """The workload's operators as canonical launch rows (see the module docstring), one per (iteration, op).
+
+    Columns: ``iteration``, ``phase``, ``batch_size_it`` (sequences in the iteration), ``op``, ``family``
+    (a kernel family of :data:`KERNEL_FAMILIES` or a collective of :data:`COLLECTIVES`), ``count`` and the
+    family's parameters (collectives: ``size_bytes``, ``workers``). ``progress(done, total)`` is called per
+    iteration.
+    """
+    dtype = workload.model.model.dtype
+    rows = []
+    n = len(workload.iterations)
+    for j, it in enumerate(workload.iterations):
+        base = {"iteration": it.index, "phase": it.phase, "batch_size_it": it.batch_size}
+        for op in it.ops:
+            p, r = op.params, {**base, "op": op.name, "count": op.count}
+            if op.kind == "gemm":
+                r.update(family="gemm", m=p["M"], n=p["N"], k=p["K"], dtype=dtype)
+            elif op.kind == "attention":
+                att = {"batch_size": it.batch_size, "num_heads": p["nh"], "num_kv_heads": p["nkv"],
+                       "head_dim": p["hd"], "dtype": dtype}
+                if it.phase == "prefill":
+                    s = equivalent_prefill_len(it.q_lengths)
+                    r.update(family="attention_prefill", seq_len=s, kv_len=s, **att)
+                else:
+                    r.update(family="attention_decode", seq_len=1, kv_len=equivalent_decode_kv(it.kv_lengths), **att)
+            elif op.kind in ("rmsnorm", "qk_norm"):
+                r.update(family="rmsnorm", num_tokens=p["seq"], hidden_size=p["dim"], dtype=dtype)
+            elif op.kind == "siluandmul":
+                r.update(family="silu_mul", num_tokens=p["seq"], hidden_size=p["dim"] // 2, dtype=dtype)
+            elif op.kind == "fused_moe":
+                r.update(family="fused_moe", dtype=dtype, moe_ep_size=1, moe_stage="full", **p)
+            elif op.kind in COLLECTIVES:
+                r.update(family=op.kind, size_bytes=p["volume_bytes"], workers=p["workers"])
+            else:
+                raise InputError(f"unknown operator kind {op.kind!r}")
+            rows.append(r)
+        if progress:
+            progress(j + 1, n)
+    return pd.DataFrame(rows)
+
+
+def _primary_feature_set() -> str | None:
+    import yaml
+
+    try:
+        return yaml.safe_load((_REPO / "config" / "config.yaml").read_text()).get("feature_set")
+    except (OSError, AttributeError, yaml.YAMLError):
+        return None
+
+
+def model_dir_used(family: str, models_dir: str | os.PathLike | None, out: pd.DataFrame | None = None) -> str:
+    """The model folder :func:`synperf.api.predict` used for ``family``: ``out.attrs["model_dir"]`` when the
+    predictor reports it, else the folder predict's lookup order picks (``<models_dir>/<family>/<fs>-all`` for fs
+    in this checkout's primary feature set, v2_paper, v2, v1; then ``<models_dir>/<family>``), else
+    ``"(none found)"``."""
+    if out is not None and out.attrs.get("model_dir"):
+        return str(out.attrs["model_dir"])
+    exp = Path(models_dir or _REPO / "models") / family
+    order = dict.fromkeys(fs for fs in (_primary_feature_set(), "v2_paper", "v2", "v1") if fs)
+    for d in [exp / f"{fs}-all" for fs in order] + [exp]:
+        if (d / "meta.json").exists():
+            return str(d)
+    return "(none found)"
+
+
+def attention_path(gpu: str, registry: Registry) -> str:
+    """``fa3`` on compute capability 9.x (Hopper), else ``fa2``: the path the attention models take for the API's
+    default implementation label."""
+    return "fa3" if str(registry[gpu].compute_capability).split(".")[0] == "9" else "fa2"
+
+
+def compose(workload: Workload, gpu: str, *, predict_fn: Callable = predict,
+            models_dir: str | os.PathLike | None = None, registry: Registry | None = None,
+            collectives: CollectiveModel | None = None, overhead: Overhead = Overhead(),
+            progress: Callable[[int, int], None] | None = None) -> E2EResult:
+    """Predict every iteration's latency of ``workload`` on registry GPU ``gpu``.
+
+    Args:
+        predict_fn: ``predict_fn(family, params_df, gpu, models_dir=..., registry=...)`` returning a DataFrame
+            with ``predicted_latency_us`` (microseconds), one row per input row, in order; default
+            :func:`synperf.api.predict`. Called once per kernel family with the distinct launches of all
+            iterations.
+        collectives: needed when the workload has TP > 1 or PP > 1.
+        overhead: per-iteration framework overhead (seconds).
+        progress: ``progress(done, total)`` while the launches are built.
+
+    Returns:
+        :class:`E2EResult` (seconds per iteration; per-launch microseconds in ``launches``).
+
+    Raises:
+        InputError: unknown GPU, a launch the canonical schema rejects, no trained model (from predict), a
+            collective without ``collectives``, a predictor that returns the wrong number of rows or a
+            non-positive latency.
+    """
+    registry = registry or load_registry()
+    registry[gpu]
+    df = launches(workload, progress)
+    df["latency_us"] = np.nan
+    models = []
+    for family in [f for f in KERNEL_FAMILIES if f in set(df["family"])]:
+        sel = df["family"] == family
+        cols = [c for c in df.columns if c not in ("iteration", "phase", "batch_size_it", "op", "family", "count",
+                                                  "latency_us", "size_bytes", "workers") and df.loc[sel, c].notna().any()]
+        uniq = df.loc[sel, cols].drop_duplicates().reset_index(drop=True)
+        uniq = uniq.astype({c: "int64" for c in cols if c not in ("dtype", "moe_stage")})
+        launch_table(family, uniq, gpu, registry)  # schema check of what the predictor gets
+        out = predict_fn(family, uniq, gpu, models_dir=models_dir, registry=registry)
+        pred = np.asarray(out["predicted_latency_us"], dtype="float64")
+        if len(pred) != len(uniq) or not np.all(pred > 0):
+            raise InputError(f"predictor for {family!r}: expected {len(uniq)} positive latencies, got {len(pred)} "
+                             f"(min {np.nanmin(pred) if len(pred) else 'n/a'})")
+        merged = df.loc[sel, cols].astype(uniq.dtypes.to_dict()).merge(uniq.assign(_lat=pred), on=cols, how="left")
+        df.loc[sel, "latency_us"] = merged["_lat"].to_numpy()
+        models.append({"family": family, "model": model_dir_used(family, models_dir, out),
+                       "path": attention_path(gpu, registry) if family.startswith("attention") else ""})
+    for op in [c for c in COLLECTIVES if c in set(df["family"])]:
+        if collectives is None:
+            raise InputError(f"the workload has {op} (tp={workload.model.tp}, pp={workload.model.pp}) but no "
+                             "collective model was given")
+        sel = df["family"] == op
+        for w, g in df.loc[sel].groupby("workers"):
+            df.loc[g.index, "latency_us"] = collectives.latency_us(op, g["size_bytes"].to_numpy(), int(w), gpu)
+            models.append({"family": op, "model": "collectives (pipeweave NCCL tables)",
+                           "path": collectives.describe(op, int(w), gpu)})
+    df["time_s"] = df["count"] * df["latency_us"] / 1e6
+    kern = df[df["family"].isin(KERNEL_FAMILIES)].groupby("iteration")["time_s"].sum()
+    comm = df[df["family"].isin(COLLECTIVES)].groupby("iteration")["time_s"].sum()
+    its = pd.DataFrame([{"iteration": it.index, "phase": it.phase, "batch_size": it.batch_size,
+                         "num_tokens": it.num_tokens} for it in workload.iterations])
+    its["kernel_s"] = its["iteration"].map(kern).fillna(0.0)
+    its["comm_s"] = its["iteration"].map(comm).fillna(0.0)
+    its["overhead_s"] = 0.0
+    its["latency_s"] = its["kernel_s"] + its["comm_s"]
+    res = E2EResult(gpu, its, df, pd.DataFrame(models, columns=["family", "model", "path"]))
+    return res.with_overhead(overhead)
