@@ -1,0 +1,121 @@
+"""``synperf`` command line. ``synperf e2e``: predicted end-to-end latency of serving a trace.
+
+Example::
+
+    synperf e2e --model config/Qwen3-32B.json --trace arxiv_12.csv --gpu h200_sxm --tp 2
+
+prints the prefill latency, the median decode step and the total (seconds), and each kernel family's share of
+the time. Exit status 2 with a one-line message on bad input (unknown GPU, unmodelled architecture, no trained
+model, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ._deps import InputError, load_registry
+from .collectives import CollectiveModel
+from .compose import Overhead, attention_path, compose
+from .model_config import load_model_config
+from .workload import POLICIES, generate, read_trace
+
+_REPO = Path(__file__).resolve().parents[2]
+DEFAULT_COLLECTIVES = ("resources/public-data/pipeweave/dataset/collective",
+                       "../shared/public-data/pipeweave/dataset/collective")
+
+
+def _progress():
+    """A progress callback: tqdm when installed, else a carriage-return line on stderr every 5%."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        tqdm = None
+    state: dict = {}
+
+    def cb(done: int, total: int) -> None:
+        if total < 200:
+            return
+        if tqdm is not None:
+            bar = state.setdefault("bar", tqdm(total=total, desc="building launches", file=sys.stderr))
+            bar.update(done - bar.n)
+            if done == total:
+                bar.close()
+        elif done == total or done % max(1, total // 20) == 0:
+            print(f"\rbuilding launches: {done}/{total} iterations", end="\n" if done == total else "",
+                  file=sys.stderr, flush=True)
+    return cb
+
+
+def _collectives(arg: str | None, registry) -> CollectiveModel | None:
+    cands = [Path(arg)] if arg else [Path(p) if Path(p).is_absolute() else _REPO / p for p in DEFAULT_COLLECTIVES]
+    for c in cands:
+        if c.is_dir():
+            return CollectiveModel.from_dir(c, registry)
+    if arg:
+        raise InputError(f"--collectives {arg}: not a folder")
+    return None
+
+
+def e2e(args: argparse.Namespace) -> int:
+    registry = load_registry(args.registry) if args.registry else load_registry()
+    spec = registry[args.gpu]
+    model = load_model_config(args.model)
+    reqs = read_trace(args.trace)
+    wl = generate(model, reqs, tp=args.tp, pp=args.pp, max_batch=args.batch, policy=args.policy,
+                  prefill_impl=attention_path(args.gpu, registry))
+    coll = _collectives(args.collectives, registry) if (args.tp > 1 or args.pp > 1) else None
+    if (args.tp > 1 or args.pp > 1) and coll is None:
+        raise InputError("TP/PP > 1 needs the collective tables: pass --collectives "
+                         "PUBLIC_DATA/pipeweave/dataset/collective")
+    overhead = Overhead.from_json(args.overhead) if args.overhead else Overhead()
+    res = compose(wl, args.gpu, models_dir=args.models_dir, registry=registry, collectives=coll,
+                  overhead=overhead, progress=_progress())
+    print(f"{model.name} on {args.tp * args.pp} x {spec.name} ({args.gpu}), tp={args.tp} pp={args.pp}, "
+          f"{len(reqs)} requests, batch {wl.max_batch}, {len(wl.iterations)} iterations")
+    print(f"prefill latency      {res.prefill_s:10.4f} s")
+    print(f"median decode step   {res.decode_step_s * 1e3:10.3f} ms")
+    print(f"total latency        {res.total_s:10.4f} s")
+    if overhead == Overhead():
+        print("(no framework overhead: pass --overhead results/e2e/overhead.json for the fitted a + b*batch)")
+    print("share of time per family:")
+    for fam, share in res.family_shares().items():
+        print(f"  {fam:20s} {share * 100:6.1f} %")
+    print("models used:")
+    for r in res.models.itertuples(index=False):
+        print(f"  {r.family:20s} {r.model}" + (f"  [{r.path}]" if r.path else ""))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="synperf", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    e = sub.add_parser("e2e", help="predict end-to-end serving latency of a request trace")
+    e.add_argument("--model", required=True, help="Hugging Face config.json")
+    e.add_argument("--trace", required=True, help="CSV with num_prefill_tokens, output_tokens per request")
+    e.add_argument("--gpu", required=True, help="registry id (config/gpus.yaml), e.g. h200_sxm")
+    e.add_argument("--tp", type=int, default=1)
+    e.add_argument("--pp", type=int, default=1)
+    e.add_argument("--batch", type=int, default=None, help="max batch (default: every request of the trace)")
+    e.add_argument("--policy", choices=POLICIES, default="static")
+    e.add_argument("--models-dir", default=None, help="trained models (default: models/ of this checkout)")
+    e.add_argument("--registry", default=None, help="GPU registry (default config/gpus.yaml)")
+    e.add_argument("--collectives", default=None, help="NCCL tables folder (pipeweave/dataset/collective)")
+    e.add_argument("--overhead", default=None, help="overhead.json with a_s, b_s (from the e2e evaluation)")
+    e.set_defaults(func=e2e)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``synperf`` script. Returns the exit status (2 on bad input)."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except InputError as e:
+        print(f"synperf: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+"""``synperf e2e`` command line (fake kernel predictor at the model edge; real predict for the no-model error)."""
+
+from __future__ import annotations
+
+import functools
+import re
+
+import pytest
+
+import synperf.e2e.cli as cli
+from synperf.e2e.compose import compose
+
+from test_e2e_compose import FakePredictor
+
+
+@pytest.fixture
+def fake_cli(monkeypatch):
+    monkeypatch.setattr(cli, "compose", functools.partial(compose, predict_fn=FakePredictor()))
+
+
+def test_cli_prints_latencies_and_shares(public_data, fake_cli, capsys):
+    pw = public_data / "pipeweave"
+    rc = cli.main(["e2e", "--model", str(pw / "config/Qwen3-32B.json"), "--trace", str(pw / "workload/arxiv_12.csv"),
+                   "--gpu", "b200", "--tp", "2", "--collectives", str(pw / "dataset/collective")])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "12 requests, batch 12, 182 iterations" in out
+    prefill = float(re.search(r"prefill latency\s+([\d.]+) s", out).group(1))
+    total = float(re.search(r"total latency\s+([\d.]+) s", out).group(1))
+    assert 0 < prefill < total
+    shares = [float(x) for x in re.findall(r"^  \S+\s+([\d.]+) %$", out, flags=re.M)]
+    assert sum(shares) == pytest.approx(100.0, abs=0.5) and "all_reduce" in out
+    assert "proxy h100_sxm, bandwidth part scaled by 900/1800" in out   # B200: no NCCL table
+
+
+def test_cli_errors(public_data, tmp_path, capsys):
+    pw = public_data / "pipeweave"
+    base = ["e2e", "--model", str(pw / "config/Qwen2.5-14B.json"), "--trace", str(pw / "workload/arxiv_8.csv")]
+    assert cli.main(base + ["--gpu", "no_such_gpu"]) == 2
+    assert "unknown GPU id" in capsys.readouterr().err
+    assert cli.main(base + ["--gpu", "h100_sxm", "--models-dir", str(tmp_path)]) == 2   # real predict, no models
+    assert "no trained model" in capsys.readouterr().err
+    mla = tmp_path / "mla.json"
+    mla.write_text('{"hidden_size": 7168, "num_attention_heads": 128, "num_hidden_layers": 61, "vocab_size": 1,'
+                   ' "intermediate_size": 18432, "kv_lora_rank": 512}')
+    assert cli.main(["e2e", "--model", str(mla), "--trace", str(pw / "workload/arxiv_8.csv"), "--gpu", "h100_sxm"]) == 2
+    assert "kv_lora_rank" in capsys.readouterr().err
