@@ -8,9 +8,9 @@ from snakemake.utils import min_version, validate
 min_version("9.20")
 
 sys.path.insert(0, workflow.basedir)
-from synperf.config import check_data_dir, check_references
-from synperf.download import load_manifest
-from synperf.hardware import load_registry
+from synperf.data.checks import check_data_dir, check_references
+from synperf.data.download import load_manifest
+from synperf.data.hardware import load_registry
 
 
 configfile: "config/config.yaml"

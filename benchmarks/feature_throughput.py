@@ -17,10 +17,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pandas as pd  # noqa: E402
 
-from synperf.features import build_features  # noqa: E402
-from synperf.hardware import load_registry  # noqa: E402
-from synperf.ingest import ADAPTERS  # noqa: E402
-from synperf.schema import reduce_duplicates  # noqa: E402
+from synperf.model.features import build_features  # noqa: E402
+from synperf.data.hardware import load_registry  # noqa: E402
+from synperf.data.ingest import ADAPTERS  # noqa: E402
+from synperf.data.schema import reduce_duplicates  # noqa: E402
 
 
 def main() -> int:

@@ -1,4 +1,4 @@
-from synperf.hardware import measured_files
+from synperf.data.hardware import measured_files
 
 
 rule features:
@@ -18,7 +18,7 @@ rule features:
 
 
 # The split contract, checked before any model trains on a feature table: no unseen-GPU row in training or in
-# the early-stopping validation rows, no held-out problem in training (synperf/leak_check.py). Fails the job
+# the early-stopping validation rows, no held-out problem in training (synperf/evaluation/leak_check.py). Fails the job
 # with a line naming experiment, check, GPU and count; the report shows each unseen GPU's twin share.
 rule check_leaks:
     input:

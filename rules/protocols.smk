@@ -1,5 +1,5 @@
-# Paper-style evaluation: our MLP and the baselines (synperf/baselines.py) under the configured split,
-# leave-one-GPU-out and leave-one-architecture-out (synperf/protocols.py). Part of the default target: the report
+# Paper-style evaluation: our MLP and the baselines (synperf/evaluation/baselines.py) under the configured split,
+# leave-one-GPU-out and leave-one-architecture-out (synperf/evaluation/protocols.py). Part of the default target: the report
 # reads these tables. `protocols.experiments` run every protocol, `protocols.configured_only` the configured split
 # only. On the configured split synperf_mlp is the experiment's primary model (no retraining).
 PROTOCOLS = config.get("protocols", {})

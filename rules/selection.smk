@@ -1,4 +1,4 @@
-# Model selection without the test GPUs (synperf/selection.py): each candidate feature set is scored by leave one
+# Model selection without the test GPUs (synperf/evaluation/selection.py): each candidate feature set is scored by leave one
 # seen GPU out inside every experiment's configured training rows; `choose_feature_set` writes the selection table
 # and whether the configured primary `feature_set` is the winner (the report shows both).
 SELECTION = config.get("selection") or {"candidates": [FEATURE_SET]}

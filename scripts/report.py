@@ -4,7 +4,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821  (this checkout's synperf first)
 
-from synperf.report import build_report
+from synperf.reporting.report import build_report
 
 sm = snakemake  # noqa: F821
 build_report(list(sm.input.mape), sm.input.merge, list(sm.input.model_meta), list(sm.input.feature_meta),

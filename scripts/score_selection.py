@@ -6,7 +6,7 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821  (this c
 
 import contextlib
 
-from synperf.pipeline import score_selection
+from synperf.pipeline.selection import score_selection
 
 sm = snakemake  # noqa: F821
 with open(sm.log[0], "w") as log, contextlib.redirect_stdout(log):

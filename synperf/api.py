@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from .estimator import TrainedModel
-from .features import build_features
-from .hardware import Registry, load_registry
-from .io import InputError
-from .schema import KERNEL_PARAMS, LAUNCH_COLUMNS, conform
+from synperf.model.estimator import TrainedModel
+from synperf.model.features import build_features
+from synperf.data.hardware import Registry, load_registry
+from synperf.data.io import InputError
+from synperf.data.schema import KERNEL_PARAMS, LAUNCH_COLUMNS, conform
 
 DEFAULT_MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
 DEFAULT_IMPLEMENTATION = {
@@ -89,7 +89,7 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
     """Predict latency for many launches of one kernel family.
 
     Args:
-        kernel: family name (see :data:`synperf.schema.KERNELS`).
+        kernel: family name (see :data:`synperf.data.schema.KERNELS`).
         params: kernel parameters as canonical column names (``m``, ``n``, ``k``, ``dtype``, ...),
             scalars broadcast against lists; or a DataFrame with those columns.
         gpu: registry id (or one per row).

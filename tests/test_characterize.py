@@ -16,15 +16,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from synperf import hardware
-from synperf.characterize import arithmetic as ar
-from synperf.characterize import kernels as K
-from synperf.characterize.run import (BENCHMARKS, BenchmarkSkipped, CharacterizeSettings, ClockSampler, Prepared,
+from synperf.data import hardware
+from synperf.gpu.characterize import arithmetic as ar
+from synperf.gpu.characterize import kernels as K
+from synperf.gpu.characterize.run import (BENCHMARKS, BenchmarkSkipped, CharacterizeSettings, ClockSampler, Prepared,
                                       Timing, build_document, build_record, characterize, datasheet_reference,
                                       run_benchmarks, write_document)
-from synperf.hardware import MEASURED_FIELDS, load_registry
-from synperf.io import InputError
-from synperf.profiling import NoGPUError
+from synperf.data.hardware import MEASURED_FIELDS, load_registry
+from synperf.data.io import InputError
+from synperf.gpu.profiling import NoGPUError
 
 REPO = Path(__file__).resolve().parent.parent
 MIB = 1 << 20
@@ -498,7 +498,7 @@ class FakeTorch:
 
 
 def test_event_timer_protocol_on_a_fake_clock():
-    from synperf.characterize.run import EventTimer
+    from synperf.gpu.characterize.run import EventTimer
 
     launches = []
 
@@ -533,7 +533,7 @@ class FakeIdentity:
 
 
 class FakeGPU:
-    """synperf.characterize.run.GPU stand-in: the fake preparers of the tests above."""
+    """synperf.gpu.characterize.run.GPU stand-in: the fake preparers of the tests above."""
 
     def __init__(self, torch, settings):
         import torch as real_torch
@@ -569,8 +569,8 @@ def restore_logging():
 
 
 def patch_gpu_side(monkeypatch, tmp_path, identity=FakeIdentity):
-    import synperf.characterize.run as run
-    import synperf.profiling.nvml as nvml
+    import synperf.gpu.characterize.run as run
+    import synperf.gpu.profiling.nvml as nvml
 
     monkeypatch.setenv("SYNPERF_GPU_LOCK_DIR", str(tmp_path / "locks"))
     monkeypatch.setattr(nvml, "require_cuda", lambda: FakeTorch())
@@ -594,7 +594,7 @@ def test_characterize_end_to_end_with_a_fake_gpu(tmp_path, monkeypatch, restore_
     reg = load_registry(measured_dir=out)
     assert reg.measured_gpus == ["h100_sxm"] and reg["h100_sxm"].is_measured("l2_bw_gbps")
     # the rule's command line: same file, exit 0
-    from synperf.characterize.run import main
+    from synperf.gpu.characterize.run import main
 
     assert main(["--gpu", "h100_sxm", "--out", str(tmp_path / "rule" / "h100_sxm.json")]) == 0
     assert (tmp_path / "rule" / "h100_sxm.json").exists()
@@ -602,11 +602,11 @@ def test_characterize_end_to_end_with_a_fake_gpu(tmp_path, monkeypatch, restore_
 
 def test_characterize_refuses_another_gpu_than_asked(tmp_path, monkeypatch, restore_logging):
     patch_gpu_side(monkeypatch, tmp_path)
-    from synperf.profiling import ProfilingError
+    from synperf.gpu.profiling import ProfilingError
 
     with pytest.raises(ProfilingError, match="characterizes 'a100_sxm4_80gb' but the visible GPU is"):
         characterize(tmp_path, gpu="a100_sxm4_80gb")
-    from synperf.characterize.run import main
+    from synperf.gpu.characterize.run import main
 
     assert main(["--gpu", "a100_sxm4_80gb", "--out", str(tmp_path / "a100_sxm4_80gb.json")]) == 1
     assert main(["--gpu", "h100_sxm", "--out", str(tmp_path / "wrong_name.json")]) == 2
@@ -615,7 +615,7 @@ def test_characterize_refuses_another_gpu_than_asked(tmp_path, monkeypatch, rest
 
 def test_characterize_with_nothing_measured_fails(tmp_path, monkeypatch):
     patch_gpu_side(monkeypatch, tmp_path)
-    from synperf.profiling import ProfilingError
+    from synperf.gpu.profiling import ProfilingError
 
     with pytest.raises(ProfilingError, match="no benchmark produced a value"):
         characterize(tmp_path, settings={"benchmarks": ["gemm_fp8", "gemm_fp16"]})
@@ -654,7 +654,7 @@ def test_device_smoke_calls_characterize(tmp_path, monkeypatch):
         import device_smoke
     finally:
         sys.path.remove(str(REPO / "tools"))
-    import synperf.characterize as ch
+    import synperf.gpu.characterize as ch
 
     seen = []
     monkeypatch.setattr(ch, "characterize", lambda out_dir: seen.append(out_dir))

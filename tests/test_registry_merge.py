@@ -8,10 +8,10 @@ import math
 
 import pytest
 
-from synperf import hardware
-from synperf.hardware import (DATASHEET, MEASURABLE_FIELDS, MEASURED_FIELDS, load_registry, read_measured_file,
+from synperf.data import hardware
+from synperf.data.hardware import (DATASHEET, MEASURABLE_FIELDS, MEASURED_FIELDS, load_registry, read_measured_file,
                               registry_provenance, validate_measured_document)
-from synperf.io import InputError
+from synperf.data.io import InputError
 
 
 def measurement(value, unit, method="test method"):
@@ -182,7 +182,7 @@ def test_validate_document_accepts_a_valid_one():
 
 
 def test_hidden_temporary_and_other_files_are_ignored(tmp_path, datasheet):
-    write(tmp_path, ".h100_sxm.json.abc123.tmp", "{half a file")      # synperf.io.atomic_path's temporary file
+    write(tmp_path, ".h100_sxm.json.abc123.tmp", "{half a file")      # synperf.data.io.atomic_path's temporary file
     write(tmp_path, ".hidden.json", "{broken")
     write(tmp_path, "README.md", "# measured hardware")
     (tmp_path / "sub.json").mkdir()                                     # a folder, not a file
