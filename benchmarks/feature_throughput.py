@@ -27,8 +27,9 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default=str(Path(__file__).resolve().parent.parent.parent / "shared" / "public-data"))
     ap.add_argument("--feature-set", default="v2")
+    ap.add_argument("--registry", default=str(Path(__file__).resolve().parent.parent / "config" / "gpus.yaml"))
     args = ap.parse_args()
-    registry = load_registry()
+    registry = load_registry(args.registry)
     df = pd.concat([fn(Path(args.data), registry, {}).table for fn in ADAPTERS.values()], ignore_index=True)
     df, _ = reduce_duplicates(df)
     rows = []

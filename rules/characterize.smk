@@ -14,7 +14,6 @@ from snakemake.exceptions import WorkflowError
 
 from synperf.gpu.characterize.run import no_gpu_message
 
-HARDWARE_DIR = config.get("hardware_measurements_dir", "data/hardware")
 CHARACTERIZE = config.get("characterize") or {}
 
 

@@ -11,12 +11,14 @@ rule score_selection:
         meta="results/features/{feature_set}/{experiment}.json",
         leak_check="results/leak_check/{feature_set}/{experiment}.json",
         registry=config["gpu_registry"],
-        code=SYNPERF_CODE,
+        code=code_inputs("scripts/score_selection.py"),
+        hardware=MEASURED_FILES,
     output:
         table="results/selection/{experiment}/{feature_set}.csv",
     params:
         training={**config["training"], **SELECTION.get("training", {})},
         seed=config["seed"],
+        measured_dir=MEASURED_DIR,
     threads: 1
     log:
         "results/logs/selection/{experiment}_{feature_set}.log",
@@ -28,7 +30,7 @@ rule choose_feature_set:
     input:
         scores=expand("results/selection/{experiment}/{feature_set}.csv", experiment=SELECTION_EXPERIMENTS,
                       feature_set=SELECTION["candidates"]),
-        code=SYNPERF_CODE,
+        code=code_inputs("scripts/choose_feature_set.py"),
     output:
         table="results/tables/selection.csv",
         choice="results/selection/choice.json",

@@ -8,5 +8,5 @@ from synperf.pipeline.leaks import check_leaks
 
 sm = snakemake  # noqa: F821
 check_leaks(sm.input.table, sm.wildcards.experiment, dict(sm.params.exp), sm.input.registry,
-            dict(sm.params.training), int(sm.params.seed), sm.output.report)
+            dict(sm.params.training), int(sm.params.seed), sm.output.report, measured_dir=sm.params.measured_dir)
 Path(sm.log[0]).write_text(Path(sm.output.report).read_text() + "\n")

@@ -8,4 +8,5 @@ from synperf.pipeline.features import experiment_features
 
 sm = snakemake  # noqa: F821
 experiment_features(sm.input.measurements, sm.wildcards.experiment, dict(sm.params.exp), sm.input.registry,
-                    sm.wildcards.feature_set, int(sm.params.seed), sm.output.table, sm.output.meta)
+                    sm.wildcards.feature_set, int(sm.params.seed), sm.output.table, sm.output.meta,
+                    measured_dir=sm.params.measured_dir)

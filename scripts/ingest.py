@@ -8,4 +8,4 @@ from synperf.pipeline.ingest import ingest_source
 
 sm = snakemake  # noqa: F821
 ingest_source(sm.wildcards.source, sm.params.data_dir, sm.input.registry, dict(sm.params.cfg),
-              sm.output.table, sm.output.summary)
+              sm.output.table, sm.output.summary, measured_dir=sm.params.measured_dir)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+GPUS = Path(__file__).resolve().parent.parent / "config" / "gpus.yaml"  # the registry the tests read
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -51,7 +53,7 @@ def registry():
     from synperf.data.hardware import load_registry
 
     # datasheet values only: hand-computed expectations must not move when data/hardware/ gains a measurement
-    return load_registry(use_measured=False)
+    return load_registry(GPUS, use_measured=False)
 
 
 @pytest.fixture(scope="session")

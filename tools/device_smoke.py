@@ -47,8 +47,8 @@ SMOKE_ORDER = ("gemm", "gemm_fp8", "fused_moe", "rmsnorm", "silu_mul", "attentio
 SMOKE_TIMING = {"warmup_ms": 5.0, "budget_ms": 20.0, "min_reps": 5, "max_reps": 200}
 
 
-def run_characterization(out: Path) -> str:
-    """Run ``synperf.gpu.characterize.characterize(out / "hardware")`` if that module exists."""
+def run_characterization(out: Path, registry_path: str) -> str:
+    """Run ``synperf.gpu.characterize.characterize(out / "hardware", registry_path=...)`` if that module exists."""
     try:
         import synperf.gpu.characterize as ch  # noqa: F401
     except ModuleNotFoundError:
@@ -58,7 +58,7 @@ def run_characterization(out: Path) -> str:
         return "skipped (synperf.gpu.characterize has no characterize(out_dir))"
     t0 = time.monotonic()
     try:
-        fn(out / "hardware")
+        fn(out / "hardware", registry_path=registry_path)
     except Exception as exc:  # the smoke sweep goes on without it
         traceback.print_exc()
         return f"failed after {time.monotonic() - t0:.0f} s: {type(exc).__name__}: {exc}"
@@ -66,7 +66,7 @@ def run_characterization(out: Path) -> str:
 
 
 def run_smoke(out: Path, kernels: list[str], *, device: str = "cuda", budget_s: float = 420.0,
-              registry_path: str | None = None, use_flashinfer: bool = True,
+              registry_path: str = "config/gpus.yaml", use_flashinfer: bool = True,
               points: dict[str, list[dict]] | None = None, timing: dict | None = None) -> tuple[dict, list[dict]]:
     """Run the reduced sweeps; return (GPU facts, one summary dict per kernel).
 
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, type=Path, help="output folder (files go to OUT/<gpu>/)")
     ap.add_argument("--kernels", nargs="+", default=list(PROFILED_KERNELS), choices=PROFILED_KERNELS)
     ap.add_argument("--budget-s", type=float, default=420.0, help="no point starts after this (default 420 s)")
-    ap.add_argument("--registry", default=None, help="GPU registry (default config/gpus.yaml)")
+    ap.add_argument("--registry", default="config/gpus.yaml", help="GPU registry (default: %(default)s)")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     ap.add_argument("--no-flashinfer", action="store_true", help="do not use FlashInfer even if installed")
     ap.add_argument("--skip-characterization", action="store_true")
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
             print(exc, file=sys.stderr)
             return 2
     if not args.skip_characterization and args.device == "cuda":
-        print(f"characterization: {run_characterization(args.out)}", flush=True)
+        print(f"characterization: {run_characterization(args.out, args.registry)}", flush=True)
     facts, summary = run_smoke(args.out, args.kernels, device=args.device, budget_s=args.budget_s,
                                registry_path=args.registry, use_flashinfer=not args.no_flashinfer)
     text = format_summary(facts, summary)

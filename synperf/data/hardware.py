@@ -9,8 +9,8 @@ the key names: ``*_mhz``, ``*_gbps`` (1e9 B/s), ``*_tflops`` (1e12 FLOP/s, dense
 Measured values. ``data/hardware/<gpu>.json``, written by the hardware characterization
 (:mod:`synperf.gpu.characterize`, ``snakemake --cores all characterize_local``), holds this machine's measured
 DRAM, L2 and shared-memory bandwidth, dense GEMM throughput per dtype and FP32 FMA throughput.
-:func:`load_registry` merges those values over the datasheet ones (``use_measured=True``, the default;
-``use_measured=False`` gives the datasheet-only registry for comparison). Each :class:`GPUSpec` says where
+:func:`load_registry` merges those values over the datasheet ones (the caller passes the folder,
+``hardware_measurements_dir``; ``use_measured=False`` gives the datasheet-only registry for comparison). Each :class:`GPUSpec` says where
 every number came from (:meth:`GPUSpec.value_source`, :attr:`GPUSpec.sources_used`) and keeps the datasheet
 value (:meth:`GPUSpec.datasheet_value`); :func:`registry_provenance` tabulates it for reports. The file
 format is :data:`MEASURED_SCHEMA_PATH` (``workflow/schemas/hardware.schema.yaml``); which measurement feeds
@@ -31,13 +31,13 @@ import yaml
 
 from synperf.data.io import InputError
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-SCHEMA_PATH = REPO_ROOT / "workflow" / "schemas" / "gpus.schema.yaml"
-DEFAULT_REGISTRY = REPO_ROOT / "config" / "gpus.yaml"
-#: where ``characterize_local`` writes ``<gpu>.json`` and where :func:`load_registry` looks by default
-DEFAULT_MEASURED_DIR = REPO_ROOT / "data" / "hardware"
-#: JSON schema of a measured hardware file ``data/hardware/<gpu>.json``
-MEASURED_SCHEMA_PATH = REPO_ROOT / "workflow" / "schemas" / "hardware.schema.yaml"
+#: the JSON schemas shipped with the code (``workflow/schemas/`` beside the package): the registry's format and
+#: the format of a measured hardware file. Code assets, not configuration: the registry itself and the folder of
+#: measured files are always passed in by the caller (the Snakefile, a script, :func:`synperf.api.default_paths`).
+SCHEMA_DIR = Path(__file__).resolve().parents[2] / "workflow" / "schemas"
+SCHEMA_PATH = SCHEMA_DIR / "gpus.schema.yaml"
+#: JSON schema of a measured hardware file ``<hardware_measurements_dir>/<gpu>.json``
+MEASURED_SCHEMA_PATH = SCHEMA_DIR / "hardware.schema.yaml"
 
 #: measurement key of ``data/hardware/<gpu>.json`` -> (registry field it replaces, unit of both).
 #: The unit is enforced by the schema, so a file cannot feed GB/s into a TFLOP/s field.
@@ -263,17 +263,18 @@ class Registry:
         return gid
 
 
-def load_registry(path: str | os.PathLike | None = None, measured_dir: str | os.PathLike | None = None,
+def load_registry(path: str | os.PathLike, measured_dir: str | os.PathLike | None = None,
                   use_measured: bool = True) -> Registry:
     """Load and validate the GPU registry, with measured values merged over datasheet ones.
 
     Args:
-        path: the registry YAML; default ``config/gpus.yaml`` of this checkout.
-        measured_dir: folder of measured files ``<gpu>.json`` (:func:`read_measured_file`); default
-            ``data/hardware`` of this checkout (:data:`DEFAULT_MEASURED_DIR`). A folder that does not exist
-            holds no measurements (a fresh checkout): the registry is then the datasheet one.
+        path: the registry YAML (the pipeline's ``gpu_registry``, e.g. ``config/gpus.yaml``).
+        measured_dir: folder of measured files ``<gpu>.json`` (:func:`read_measured_file`), the pipeline's
+            ``hardware_measurements_dir``; None: no measured files (the datasheet registry). A folder that does
+            not exist holds no measurements (a fresh checkout): the registry is then the datasheet one.
         use_measured: False ignores measured files entirely (datasheet-only registry, for the
-            datasheet-vs-measured comparison); the folder is then not even read.
+            datasheet-vs-measured comparison; the config's ``characterize.use_measured``); the folder is then
+            not even read.
 
     Every field of :data:`MEASURED_FIELDS` present in a GPU's file replaces the datasheet value; the
     others stay datasheet values (partial files are fine). See :meth:`GPUSpec.value_source`.
@@ -283,7 +284,7 @@ def load_registry(path: str | os.PathLike | None = None, measured_dir: str | os.
             the file and the offending key); or a measured file is malformed, fails its schema,
             or is named after a GPU id the registry does not have (the message names that file).
     """
-    path = Path(path) if path is not None else DEFAULT_REGISTRY
+    path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: GPU registry not found")
     try:
@@ -324,9 +325,9 @@ def load_registry(path: str | os.PathLike | None = None, measured_dir: str | os.
             device_names=tuple(e.get("device_names") or ()),
             raw=e,
         )
-    if not use_measured:
+    if not use_measured or measured_dir is None:
         return Registry(gpus, path)
-    mdir = Path(measured_dir) if measured_dir is not None else DEFAULT_MEASURED_DIR
+    mdir = Path(measured_dir)
     files = {}
     for mf in read_measured_dir(mdir, known_ids=gpus, registry_path=path):
         gpus[mf.gpu] = apply_measured(gpus[mf.gpu], mf)
@@ -364,10 +365,11 @@ class MeasuredFile:
 
 
 def display_path(path: str | os.PathLike) -> str:
-    """``path`` relative to this checkout when inside it (``data/hardware/h100_sxm.json``), else as given."""
+    """``path`` relative to the working directory (the pipeline's: the checkout) when inside it
+    (``data/hardware/h100_sxm.json``), else as given."""
     p = Path(path)
     try:
-        return p.resolve().relative_to(REPO_ROOT).as_posix()
+        return p.resolve().relative_to(Path.cwd().resolve()).as_posix()
     except ValueError:
         return str(path)
 
@@ -420,7 +422,7 @@ def read_measured_file(path: str | os.PathLike, known_ids: Iterable[str] | None 
     if known_ids is not None and gid not in set(known_ids):
         raise InputError(
             f"{path}: unknown GPU id {gid!r} (the file name must be a registry id of "
-            f"{registry_path or DEFAULT_REGISTRY}); rename it to <id>.json or add the GPU to the registry "
+            f"{registry_path or 'the GPU registry'}); rename it to <id>.json or add the GPU to the registry "
             "(README, 'Adding a GPU')")
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
@@ -443,10 +445,12 @@ def read_measured_file(path: str | os.PathLike, known_ids: Iterable[str] | None 
                         doc=doc)
 
 
-def measured_files(measured_dir: str | os.PathLike | None = None) -> list[Path]:
+def measured_files(measured_dir: str | os.PathLike | None) -> list[Path]:
     """The measured files of a folder (``<id>.json``; hidden and temporary files skipped), sorted; [] when the
-    folder does not exist. Usable as a Snakemake input function: ``lambda wc: measured_files(dir)``."""
-    d = Path(measured_dir) if measured_dir is not None else DEFAULT_MEASURED_DIR
+    folder does not exist or is None. Usable as a Snakemake input function: ``lambda wc: measured_files(dir)``."""
+    if measured_dir is None:
+        return []
+    d = Path(measured_dir)
     if not d.is_dir():
         return []
     return sorted(p for p in d.glob("*.json") if not p.name.startswith(".") and p.is_file())

@@ -12,4 +12,8 @@ code it runs: editing the report does not retrain a model.
 ``selection``   score_selection, choose_feature_set
 ``protocols``   evaluate_protocols (every method under the evaluation protocols)
 ``common``      row selection shared by the stages
+
+Configuration is passed in, never read from the checkout: ``registry_path`` (the config's ``gpu_registry``) and
+``measured_dir`` (``hardware_measurements_dir``, or None when ``characterize.use_measured`` is false: the
+datasheet registry) name the GPU registry every stage that needs one loads.
 """

@@ -15,9 +15,9 @@ from synperf.pipeline.common import as_predict_sees, select_rows
 
 
 def experiment_features(measurements: str, exp_name: str, exp: dict, registry_path: str, feature_set: str,
-                        seed: int, out_table: str, out_meta: str) -> None:
+                        seed: int, out_table: str, out_meta: str, *, measured_dir: str | None = None) -> None:
     """Features, split label and target for one experiment's rows (seen and unseen GPUs only)."""
-    registry = load_registry(registry_path)
+    registry = load_registry(registry_path, measured_dir)
     df = select_rows(read_table(measurements), exp)
     split = experiment_split(df, exp, seed)
     df = df[split != "unused"]

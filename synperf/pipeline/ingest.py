@@ -16,9 +16,9 @@ from synperf.data.schema import conform, reduce_duplicates, validate
 
 
 def ingest_source(source: str, data_dir: str, registry_path: str, source_cfg: dict | None,
-                  out_table: str, out_summary: str) -> None:
+                  out_table: str, out_summary: str, *, measured_dir: str | None = None) -> None:
     """Run one ingest adapter; write its canonical table and a summary (rows, dropped by reason)."""
-    registry = load_registry(registry_path)
+    registry = load_registry(registry_path, measured_dir)
     t0 = time.time()
     res = ADAPTERS[source](Path(data_dir), registry, source_cfg or {})
     write_parquet(res.table, out_table)
@@ -27,13 +27,13 @@ def ingest_source(source: str, data_dir: str, registry_path: str, source_cfg: di
 
 
 def merge_measurements(tables: list[str], summaries: list[str], own_measurements: list[str], registry_path: str,
-                       out_table: str, out_summary: str) -> None:
+                       out_table: str, out_summary: str, *, measured_dir: str | None = None) -> None:
     """Concatenate source tables and our own measurements, reduce duplicate keys to their median.
 
     Raises:
         InputError: a table (e.g. a profiled Parquet under data/measurements) is unreadable or not canonical.
     """
-    registry = load_registry(registry_path)
+    registry = load_registry(registry_path, measured_dir)
     frames = []
     for path in list(tables) + list(own_measurements):
         df = read_table(path)

@@ -7,7 +7,7 @@ from synperf.data.io import read_table, write_json
 
 
 def check_leaks(features: str, exp_name: str, exp: dict, registry_path: str, training: dict, seed: int,
-                out_report: str) -> None:
+                out_report: str, *, measured_dir: str | None = None) -> None:
     """Check one experiment's feature table against the split contract (:func:`synperf.evaluation.leak_check.check_split`)
     and write its report (leak counts, all zero, and the twin share per unseen GPU) as JSON.
 
@@ -16,5 +16,6 @@ def check_leaks(features: str, exp_name: str, exp: dict, registry_path: str, tra
     """
     from synperf.evaluation.leak_check import check_split
 
-    report = check_split(read_table(features), exp_name, exp, load_registry(registry_path), training, seed)
+    registry = load_registry(registry_path, measured_dir)
+    report = check_split(read_table(features), exp_name, exp, registry, training, seed)
     write_json(report, out_report)

@@ -14,7 +14,8 @@ from synperf.pipeline.common import as_predict_sees, select_rows
 
 def evaluate_protocols(measurements: str, exp_name: str, exp: dict, registry_path: str, feature_set: str,
                        seed: int, training: dict, protocols: list[str], methods: list[str] | None, threads: int,
-                       out_table: str, out_cdf: str | None = None, model_dir: str | None = None) -> None:
+                       out_table: str, out_cdf: str | None = None, model_dir: str | None = None, *,
+                       measured_dir: str | None = None) -> None:
     """All methods (our MLP and every baseline) under the evaluation protocols, for one experiment.
 
     ``protocols`` from ``configured``, ``logo`` (leave one GPU out), ``loao`` (leave one architecture out); every
@@ -30,7 +31,7 @@ def evaluate_protocols(measurements: str, exp_name: str, exp: dict, registry_pat
     """
     from synperf.evaluation.protocols import error_cdf, feature_table, make_folds, predict_protocol, summarize_predictions
 
-    registry = load_registry(registry_path)
+    registry = load_registry(registry_path, measured_dir)
     rows = select_rows(read_table(measurements), exp)
     gpus = list(exp["seen"]) + list(exp.get("unseen", []))
     rows = rows[rows["gpu"].isin(gpus)].reset_index(drop=True)

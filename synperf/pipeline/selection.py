@@ -13,7 +13,7 @@ from synperf.model.estimator import TrainConfig
 
 
 def score_selection(features: str, features_meta: str, exp_name: str, registry_path: str, seed: int,
-                    training: dict, threads: int, out_table: str) -> None:
+                    training: dict, threads: int, out_table: str, *, measured_dir: str | None = None) -> None:
     """Leave-one-seen-GPU-out score of one experiment's feature set (:func:`synperf.evaluation.selection.score_feature_set`)
     on its configured training rows; one row per fold (empty table for a single seen GPU)."""
     from synperf.data.io import write_csv
@@ -21,7 +21,8 @@ def score_selection(features: str, features_meta: str, exp_name: str, registry_p
 
     meta = json.loads(Path(features_meta).read_text())
     cfg = TrainConfig.from_dict({**training, "seed": seed, "threads": threads})
-    scores = score_feature_set(read_table(features), meta, exp_name, load_registry(registry_path), cfg, seed,
+    registry = load_registry(registry_path, measured_dir)
+    scores = score_feature_set(read_table(features), meta, exp_name, registry, cfg, seed,
                                log=lambda line: print(line, flush=True))
     write_csv(scores, out_table)
 

@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from synperf.data.io import atomic_path  # noqa: E402
+from synperf.reporting.tables import md_table, save_figure  # noqa: E402
 
 #: display names of the methods, in display order
 METHOD_LABELS = {
@@ -179,9 +179,7 @@ _COLORS = {"synperf_mlp": "#d62728", "nearest_gpu_roofline": "#1f77b4", "nearest
 
 def _save(fig, path: str) -> None:
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=100, format="png")
-    plt.close(fig)
+    save_figure(fig, path, dpi=100)
 
 
 def methods_figure(t: pd.DataFrame, experiments: list[str], path: str) -> None:
@@ -298,12 +296,6 @@ def scatter_figure(predictions: pd.DataFrame, path: str, max_points: int = 3000,
 # the report section
 
 
-def _md(df: pd.DataFrame) -> str:
-    from synperf.reporting.report import _md_table
-
-    return _md_table(df)
-
-
 def methods_section(tables: pd.DataFrame, cdf: pd.DataFrame, predictions: pd.DataFrame, experiments: list[str],
                     out_summary: str, out_per_gpu: str, out_methods_fig: str, out_cdf_fig: str,
                     out_scatter_fig: str, figure_prefix: str = "figures/") -> list[str]:
@@ -337,7 +329,7 @@ def methods_section(tables: pd.DataFrame, cdf: pd.DataFrame, predictions: pd.Dat
           "*NeuSight-style* tiles and waves with an MLP utilisation; *ridge* on our features; *roofline* the "
           "spec-sheet bound (`synperf/evaluation/baselines.py`).", "",
           f"### Mean MAPE (%) over the {len(experiments)} core families and their folds", "",
-          _md(means_matrix(means)), ""]
+          md_table(means_matrix(means)), ""]
     if "budget" in tables.columns:
         b = (tables[tables["budget"].notna() & (tables["budget"] != "")]
              .groupby(["method", "protocol"])["budget"].agg(lambda v: "; ".join(sorted(set(map(str, v)))))
@@ -347,7 +339,7 @@ def methods_section(tables: pd.DataFrame, cdf: pd.DataFrame, predictions: pd.Dat
             b.index = [METHOD_LABELS.get(m, m) for m in b.index]
             md += ["Training budget of each method per protocol (every fitted method of a fold gets the same row "
                    "cap as that fold's MLP; on the configured split that is the primary model's):", "",
-                   _md(b.reset_index(names="method")), ""]
+                   md_table(b.reset_index(names="method")), ""]
     un = means[means["split"] == "unseen"]
     if len(un):
         rows = []
@@ -359,14 +351,14 @@ def methods_section(tables: pd.DataFrame, cdf: pd.DataFrame, predictions: pd.Dat
                                                  f"{r['median_ape_pct'].iloc[0]:.1f} / {r['p90_ape_pct'].iloc[0]:.1f}")
             rows.append(row)
         md += ["Unseen GPUs, median and p90 of the absolute percentage error (%, means over families and folds):", "",
-               _md(pd.DataFrame(rows)), ""]
+               md_table(pd.DataFrame(rows)), ""]
     nv = nearest_vs_mlp(tables, experiments)
     if len(nv):
         md += ["### synperf MLP against nearest-GPU transfer (b), on the rows (b) covers", "",
                "Unseen-GPU MAPE (%) of both methods on exactly the rows nearest-GPU transfer can predict (a paired "
                "comparison; folds averaged). Nearest-GPU transfer needs the same shape measured on a seen GPU; the "
                "MLP also predicts the rest.", "",
-               _md(nv.assign(protocol=nv["protocol"].map(PROTOCOL_LABELS))), ""]
+               md_table(nv.assign(protocol=nv["protocol"].map(PROTOCOL_LABELS))), ""]
         for p in [p for p in PROTOCOL_LABELS if p in set(nv["protocol"])]:
             lost = nv[(nv["protocol"] == p) & (nv["winner"] != "synperf MLP")]["experiment"].tolist()
             md += [f"- {PROTOCOL_LABELS[p]}: nearest-GPU (b) beats the MLP on "
@@ -383,24 +375,24 @@ def methods_section(tables: pd.DataFrame, cdf: pd.DataFrame, predictions: pd.Dat
     if len(fp8):
         md += ["### FP8 GEMM on the paper's split (seen H20, H800; unseen H100, H200)", "",
                "Pipeweave's scaled-mm measurements, the SynPerf authors' own data; MAPE %. The paper reports 4.2% "
-               "(H100) and 5.2% (H200) for its model.", "", _md(fp8), ""]
+               "(H100) and 5.2% (H200) for its model.", "", md_table(fp8), ""]
     if "gemm_fp32_neusight" in set(tables["experiment"]):
         ns = per_gpu_matrix(per_gpu(tables, "configured", ["gemm_fp32_neusight"], ("test_seen", "unseen")),
                             seen_label="seen, NeuSight test files")
         md += ["### NeuSight's own FP32 GEMM data on its own split", "",
                "Trained on NeuSight's `dataset/train` files of its training GPUs (P4, P100, V100, T4, A100 PCIe 40 GB); "
                "seen = its `dataset/test` files on those GPUs (larger shapes than training), unseen = its test-only "
-               "GPUs. Cells: MAPE / median / p90 APE (%).", "", _md(ns), ""]
+               "GPUs. Cells: MAPE / median / p90 APE (%).", "", md_table(ns), ""]
     for p in [p for p in PROTOCOL_LABELS if p in set(tables["protocol"])]:
         splits = ("test_seen", "unseen") if p == "configured" else ("unseen",)
         mat = per_gpu_matrix(per_gpu(tables, p, experiments, splits))
         md += [f"### Per family and GPU, {PROTOCOL_LABELS[p]}", "",
                "Cells: MAPE / median / p90 of the APE (%); [share of rows covered] where below 100%.", "",
-               _md(mat), ""]
+               md_table(mat), ""]
     others = [e for e in sorted(tables["experiment"].unique()) if e not in experiments and e != "gemm_fp32_neusight"]
     if others:
         md += ["### Other data sources, configured split", "", "Cells as above.", "",
-               _md(per_gpu_matrix(per_gpu(tables, "configured", others, ("test_seen", "unseen")))), ""]
+               md_table(per_gpu_matrix(per_gpu(tables, "configured", others, ("test_seen", "unseen")))), ""]
     md += [f"![Predicted vs measured on unseen GPUs]({figure_prefix}{_name(out_scatter_fig)})", ""]
     return md
 

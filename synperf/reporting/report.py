@@ -14,7 +14,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from synperf.data.io import atomic_path, write_csv, write_text  # noqa: E402
+from synperf.data.io import write_csv, write_text  # noqa: E402
+from synperf.reporting.tables import md_table, save_figure  # noqa: E402
 
 PAPER = {"seen_mape_pct": 6.0, "unseen_mape_pct": 11.5, "neusight_seen": 42.6, "neusight_unseen": 45.1}
 
@@ -24,18 +25,6 @@ _SUMMARY_HEADERS = {
     "train_mape_pct": "training rows: MAPE %", "seen_heldout_rows": "held-out rows", "unseen_rows": "unseen rows",
 }
 _GPU_HEADERS = {"n_rows": "rows", "mape_pct": "MAPE %", "median_ape_pct": "median APE %", "p90_ape_pct": "p90 APE %"}
-
-
-def _fmt(x) -> str:
-    return "–" if pd.isna(x) else f"{x:.1f}"
-
-
-def _md_table(df: pd.DataFrame) -> str:
-    cols = list(df.columns)
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for row in df.itertuples(index=False):
-        lines.append("| " + " | ".join(_fmt(v) if isinstance(v, float) else str(v) for v in row) + " |")
-    return "\n".join(lines)
 
 
 def summary_table(mape: pd.DataFrame) -> pd.DataFrame:
@@ -85,19 +74,26 @@ def ablation_table(primary: pd.DataFrame, ablation: pd.DataFrame) -> pd.DataFram
     return out.reset_index(names="experiment")
 
 
-def _hardware_section() -> list[str]:
-    """Which GPU numbers the features used: datasheet, or measured (data/hardware/<gpu>.json)."""
-    from synperf.data.hardware import load_registry, registry_provenance
+def _hardware_section(registry_path: str, measured_dir: str | None) -> list[str]:
+    """Which GPU numbers the features used: the run's registry (``registry_path``) with, where
+    ``measured_dir`` is given (``hardware_measurements_dir``; None when ``characterize.use_measured`` is
+    false), the measured files of that folder merged over its datasheet values."""
+    from synperf.data.hardware import display_path, load_registry, registry_provenance
 
-    reg = load_registry()
+    reg = load_registry(registry_path, measured_dir)
     lines = ["## Hardware values", ""]
+    where = f"`{display_path(registry_path)}`"
+    if measured_dir is None:
+        return lines + [f"Every GPU number in the features comes from the datasheet registry ({where}); measured "
+                        "hardware files are not used (`characterize.use_measured: false`).", ""]
+    mdir = display_path(measured_dir).rstrip("/")
     if not reg.measured_gpus:
-        return lines + ["Every GPU number in the features comes from the datasheet registry (`config/gpus.yaml`); "
-                        "no measured file under `data/hardware/` (see docs/profiling.md, hardware "
+        return lines + [f"Every GPU number in the features comes from the datasheet registry ({where}); "
+                        f"no measured file under `{mdir}/` (see docs/profiling.md, hardware "
                         "characterization).", ""]
     prov = registry_provenance(reg, measured_only=True)
-    return lines + ["Measured values (`data/hardware/`) replace datasheet ones for these GPUs and fields:", "",
-                    _md_table(prov), ""]
+    return lines + [f"Measured values (`{mdir}/`) replace datasheet ones of the registry ({where}) for these GPUs "
+                    "and fields:", "", md_table(prov), ""]
 
 
 def figure(mape: pd.DataFrame, path: str) -> None:
@@ -134,9 +130,7 @@ def figure(mape: pd.DataFrame, path: str) -> None:
                        plt.Line2D([], [], color="grey", linestyle="--", label="SynPerf paper, unseen (11.5%)")],
               loc="upper left", fontsize=8, ncol=3)
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=110, format="png")
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def evaluation_section(leaks: list[dict], selection_table: str | None, selection_choice: str | None) -> list[str]:
@@ -162,7 +156,7 @@ def evaluation_section(leaks: list[dict], selection_table: str | None, selection
                              for u in r["unseen"]) or "–"})
         md += ["### Leak checks", "", "*Twin*: a seen GPU whose registry spec vector equals the unseen GPU's; "
                "the share is of the unseen GPU's rows whose problem a twin trained on (its measurement is then "
-               "nearly the answer).", "", _md_table(pd.DataFrame(rows)), ""]
+               "nearly the answer).", "", md_table(pd.DataFrame(rows)), ""]
     if selection_table and selection_choice:
         choice = json.loads(Path(selection_choice).read_text())
         table = pd.read_csv(selection_table)
@@ -174,7 +168,7 @@ def evaluation_section(leaks: list[dict], selection_table: str | None, selection
                "Held-out problems and unseen GPUs never inform the choice. Validation MAPE (%), mean over folds; "
                f"the last row is the mean over experiments. Chosen: `{choice['chosen']}`; {verdict}. Hyper-parameters "
                "and budgets are fixed in `config/config.yaml`, not chosen by comparing numbers.", "",
-               _md_table(table), ""]
+               md_table(table), ""]
     return md
 
 
@@ -183,7 +177,8 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
                  out_figure: str, experiments: dict | None = None,
                  compare_tables: list[str] | None = None, ablation_tables: list[str] | None = None,
                  out_compare: str | None = None, out_ablation: str | None = None,
-                 protocols: dict | None = None, evaluation: dict | None = None) -> None:
+                 protocols: dict | None = None, evaluation: dict | None = None,
+                 registry_path: str | None = None, measured_dir: str | None = None) -> None:
     """Assemble the Markdown report and its CSV tables and figure (all written atomically).
 
     ``mape_tables`` are the primary models' tables; ``compare_tables`` the same experiments with other
@@ -194,6 +189,9 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
     ``out_per_gpu``, ``out_methods_fig``, ``out_cdf_fig``, ``out_scatter_fig``.
     ``evaluation`` (optional) adds the evaluation contract (:func:`evaluation_section`): ``leak_checks`` (the
     primary feature set's leak-check JSONs), ``selection_table`` (CSV) and ``selection_choice`` (JSON).
+    ``registry_path`` and ``measured_dir`` name the GPU registry the run used (the config's ``gpu_registry`` and
+    ``hardware_measurements_dir``, None when measured files are not used); with ``registry_path`` the report
+    gets a "Hardware values" section describing it.
     """
     mape = pd.concat([pd.read_csv(p) for p in mape_tables], ignore_index=True)
     compare = pd.concat([pd.read_csv(p) for p in compare_tables], ignore_index=True) if compare_tables else None
@@ -233,7 +231,7 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
            f"`{metas[0].get('feature_set', '?') if metas else '?'}`). *Seen* = held-out problems on the GPUs the "
            "model trained on; *unseen* = every row of GPUs it never saw. Generated by `snakemake`; "
            "machine-readable tables beside this file in `tables/`.", ""]
-    md += ["## MAPE per experiment", "", _md_table(summ.rename(columns=_SUMMARY_HEADERS)), ""]
+    md += ["## MAPE per experiment", "", md_table(summ.rename(columns=_SUMMARY_HEADERS)), ""]
     if len(core):
         md += [f"Mean over the {len(core)} core kernel families: seen {core['seen_heldout_mape_pct'].mean():.1f}% / "
                f"unseen {core['unseen_mape_pct'].mean():.1f}% (SynPerf paper: {PAPER['seen_mape_pct']}% / "
@@ -260,24 +258,25 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
     if cmp_table is not None:
         md += ["## Feature sets compared (same split, same rows)", "",
                "Seen = held-out problems on seen GPUs; unseen = unseen GPUs; MAPE in %. "
-               f"The primary feature set is `{primary}`.", "", _md_table(cmp_table), ""]
+               f"The primary feature set is `{primary}`.", "", md_table(cmp_table), ""]
     if abl_table is not None:
         md += ["## Ablation: feature groups (cf. the paper's Figure 4)", "",
                "The primary feature set restricted to its math features (Tensor, FMA, XU demands and cycles) or its "
                "memory features (DRAM, L2, shared-memory bytes and cycles); launch features (tasks, waves, "
-               "occupancy) stay in both. MAPE in %.", "", _md_table(abl_table), ""]
+               "occupancy) stay in both. MAPE in %.", "", md_table(abl_table), ""]
     rate = [(m.get("rows", 0), m.get("feature_seconds", 0)) for m in fmetas.values()]
     n_rows, secs = sum(r for r, _ in rate), sum(t for _, t in rate)
     if secs > 0:
         md += [f"Feature extraction (`{primary}`): {n_rows:,} rows in {secs:.1f} s, {n_rows / secs:,.0f} rows/s "
                "(all experiments, one core each).", ""]
-    md += _hardware_section()
+    if registry_path is not None:
+        md += _hardware_section(registry_path, measured_dir)
     md += ["## MAPE per GPU", "", "APE: absolute percentage error of the predicted latency, per row. On unseen "
            "GPUs, *twin share*: rows whose problem was trained on a seen GPU with an identical registry spec; "
            "*problem share*: rows whose problem was trained on any seen GPU.", "",
-           _md_table(per_gpu.rename(columns={**_GPU_HEADERS, "twin_share_pct": "twin share %",
+           md_table(per_gpu.rename(columns={**_GPU_HEADERS, "twin_share_pct": "twin share %",
                                              "problem_share_pct": "problem share %"})), ""]
-    md += ["## Training", "", _md_table(pd.DataFrame([{
+    md += ["## Training", "", md_table(pd.DataFrame([{
         "experiment": m["experiment"], "train GPUs": ", ".join(m["train_gpus"]), "train rows": m["n_train_rows"],
         "validation rows": m["n_val_rows"], "epochs": m["epochs_run"],
         "best validation MRE": f"{m['best_val_loss']:.4f}", "targets clipped": m["n_target_clipped"],
@@ -297,9 +296,9 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
            f"Rows read: {merge['rows_in']:,}. Duplicate keys (the same kernel, parameters and GPU measured more "
            f"than once): {merge['duplicate_keys']:,} keys, reduced to their median, which removed "
            f"{merge['duplicate_rows_merged']:,} rows; {merge['rows_out']:,} rows remain.", "",
-           "### Rows per source, kernel and GPU", "", _md_table(counts_view), "",
+           "### Rows per source, kernel and GPU", "", md_table(counts_view), "",
            "### Rows dropped, by reason", "",
            "`known_bad:*` are the rows the public data's README lists as wrong; `unsupported_*` are kernels no "
            "family here models; `nested_subset_copy` are exact copies across pipeweave's nested sweep files.", "",
-           _md_table(dropped), ""]
+           md_table(dropped), ""]
     write_text("\n".join(md), out_md)

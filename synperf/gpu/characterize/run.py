@@ -654,7 +654,7 @@ def no_gpu_message(detection_message: str) -> str:
             "characterizes and needs no GPU; without data/hardware/<gpu>.json the registry uses datasheet values.")
 
 
-def characterize(out_dir: str | Path, *, gpu: str | None = None, registry_path: str | Path | None = None,
+def characterize(out_dir: str | Path, *, registry_path: str | Path, gpu: str | None = None,
                  settings: CharacterizeSettings | Mapping[str, Any] | None = None,
                  allow_unknown: bool = False) -> Path:
     """Measure the local GPU (torch device 0, after ``CUDA_VISIBLE_DEVICES``) and write ``<out_dir>/<gpu>.json``.
@@ -663,7 +663,7 @@ def characterize(out_dir: str | Path, *, gpu: str | None = None, registry_path: 
         out_dir: output folder (``data/hardware`` for the registry; the device smoke script uses
             ``OUT/hardware``).
         gpu: the registry id the visible GPU must have (the rule's wildcard); None: whatever it is.
-        registry_path: GPU registry (default ``config/gpus.yaml``); read datasheet-only.
+        registry_path: GPU registry (the config's ``gpu_registry``); read datasheet-only.
         settings: :class:`CharacterizeSettings` or a dict of its fields.
         allow_unknown: a GPU missing from the registry is measured under a slug id (no datasheet comparison).
 
@@ -733,7 +733,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("--out", required=True, type=Path, help="output file <dir>/<gpu>.json")
     ap.add_argument("--gpu", default=None, help="registry id the visible GPU must have")
-    ap.add_argument("--registry", default=None)
+    ap.add_argument("--registry", default="config/gpus.yaml", help="GPU registry (default: %(default)s)")
     ap.add_argument("--settings", default="{}", help="CharacterizeSettings fields as JSON")
     ap.add_argument("--log", default=None, type=Path)
     args = ap.parse_args(argv)

@@ -370,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     from synperf.data.hardware import load_registry
 
     ap = argparse.ArgumentParser(description=main.__doc__)
-    ap.add_argument("--registry", default=None)
+    ap.add_argument("--registry", default="config/gpus.yaml", help="GPU registry (default: %(default)s)")
     ap.add_argument("--device", type=int, default=0, help="torch CUDA device index (after CUDA_VISIBLE_DEVICES)")
     args = ap.parse_args(argv)
     try:

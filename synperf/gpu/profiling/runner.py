@@ -567,7 +567,7 @@ def sweep_kernel(kernel: str, points: list[dict], out_parquet: str | Path, *, gp
 
 
 def profile_kernel(kernel: str, gpu: str, sweep: str | Path, out_parquet: str | Path, *,
-                   registry_path: str | Path | None = None, profiling: dict | None = None) -> SweepStats:
+                   registry_path: str | Path, profiling: dict | None = None) -> SweepStats:
     """Profile one kernel family on the local GPU (the body of the ``profile_kernel`` rule).
 
     Checks that the visible GPU (torch device 0, after ``CUDA_VISIBLE_DEVICES``) is the registry GPU

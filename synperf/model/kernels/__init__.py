@@ -11,6 +11,8 @@ family, with float64 columns:
   for how well the launch fills the SMs (decomposition v1; the analytical core
   replaces it with real tasks).
 
+Bytes per element of each dtype: :mod:`synperf.model.kernels.dtypes`.
+
 These are the inputs of feature set v1 (:mod:`synperf.model.features.v1`).
 """
 
@@ -29,22 +31,6 @@ WORK = {
     "silu_mul": norm_act.work_silu_mul,
     "fused_moe": fused_moe.work,
 }
-
-DTYPE_BYTES = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0, "fp8": 1.0, "fp8_block": 1.0}
-
-
-def dtype_bytes(dtype: pd.Series) -> pd.Series:
-    """Bytes per element for a compute/storage dtype column.
-
-    Raises:
-        KeyError: a dtype not in :data:`DTYPE_BYTES`.
-    """
-    out = dtype.astype(str).map(DTYPE_BYTES)
-    if out.isna().any():
-        bad = dtype[out.isna()].iloc[0]
-        raise KeyError(f"unknown dtype {bad!r}; expected one of {sorted(DTYPE_BYTES)}")
-    return out.astype(float)
-
 
 def work(df: pd.DataFrame) -> pd.DataFrame:
     """Work columns for a canonical table mixing any families (row order kept)."""

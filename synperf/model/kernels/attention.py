@@ -27,7 +27,7 @@ def causal_pairs(seq_len: pd.Series, window: pd.Series) -> pd.Series:
 
 
 def _kv_bytes(df: pd.DataFrame) -> pd.Series:
-    from synperf.model.kernels import dtype_bytes
+    from synperf.model.kernels.dtypes import dtype_bytes
 
     return dtype_bytes(df["kv_cache_dtype"])
 
@@ -35,7 +35,7 @@ def _kv_bytes(df: pd.DataFrame) -> pd.Series:
 def work_prefill(df: pd.DataFrame) -> pd.DataFrame:
     """FLOPs = 4·B·H·pairs·D (QKᵀ and PV); XU ops = B·H·pairs (one exp per score);
     DRAM bytes = Q + O (2 B) + K + V (KV dtype) read once."""
-    from synperf.model.kernels import dtype_bytes
+    from synperf.model.kernels.dtypes import dtype_bytes
 
     B, S, H, Hkv, D = (df[c].astype("float64") for c in ("batch_size", "seq_len", "num_heads", "num_kv_heads",
                                                           "head_dim"))
@@ -52,7 +52,7 @@ def work_prefill(df: pd.DataFrame) -> pd.DataFrame:
 def work_decode(df: pd.DataFrame) -> pd.DataFrame:
     """One query per sequence: FLOPs = 4·B·H·L·D, XU = B·H·L, DRAM bytes dominated by
     the KV cache B·L·2·Hkv·D·kv_bytes, with L = min(kv_len, window) (window 0 = full)."""
-    from synperf.model.kernels import dtype_bytes
+    from synperf.model.kernels.dtypes import dtype_bytes
 
     B, H, Hkv, D = (df[c].astype("float64") for c in ("batch_size", "num_heads", "num_kv_heads", "head_dim"))
     L = df["kv_len"].astype("float64").clip(lower=1.0)
@@ -111,7 +111,7 @@ def attention_path(implementation: str, spec) -> str:
 
 
 def _kv_elem_bytes(dtype: str) -> float:
-    from synperf.model.kernels import DTYPE_BYTES
+    from synperf.model.kernels.dtypes import DTYPE_BYTES
 
     return DTYPE_BYTES.get(str(dtype), 2.0)
 

@@ -33,7 +33,7 @@ def expected_active_experts(pairs: pd.Series, num_experts: pd.Series, experts_lo
 def work(df: pd.DataFrame) -> pd.DataFrame:
     """FLOPs = 2·pairs·H·(2·I_l) [w13] + 2·pairs·I_l·H [w2]; DRAM bytes = weights of the
     experts hit (weight dtype) + routed activations in and out (2 B); XU = 2·pairs·I_l (SiLU)."""
-    from synperf.model.kernels import dtype_bytes
+    from synperf.model.kernels.dtypes import dtype_bytes
 
     T = df["num_tokens"].astype("float64")
     H = df["hidden_size"].astype("float64")
@@ -119,7 +119,7 @@ def expert_loads(num_tokens: int, topk: int, num_experts: int, ep: int, distribu
 
 def tasks(row: dict, spec) -> TaskSet:
     """Task set of one fused-MoE row (both GEMMs and the SiLU&Mul between them for ``moe_stage`` full)."""
-    from synperf.model.kernels import DTYPE_BYTES
+    from synperf.model.kernels.dtypes import DTYPE_BYTES
     from synperf.model.schedule import ctas_per_sm
 
     T, H = int(row["num_tokens"]), int(row["hidden_size"])

@@ -15,7 +15,7 @@ def work(df: pd.DataFrame) -> pd.DataFrame:
     Output bytes: fp8 GEMMs write bf16 (2 B), the others write their input dtype.
     ``parallel_units`` = batch·ceil(m/128)·ceil(n/128) output tiles.
     """
-    from synperf.model.kernels import dtype_bytes
+    from synperf.model.kernels.dtypes import dtype_bytes
 
     m, n, k = (df[c].astype("float64") for c in ("m", "n", "k"))
     b = df["batch"].astype("float64").fillna(1.0)
@@ -87,7 +87,7 @@ def tile_config(m: int, n: int, k: int, dtype: str, spec, kernel_name: str | Non
 
 def tasks(row: dict, spec) -> TaskSet:
     """Explicit task set of one GEMM row (canonical parameter names) on ``spec``."""
-    from synperf.model.kernels import DTYPE_BYTES
+    from synperf.model.kernels.dtypes import DTYPE_BYTES
     from synperf.model.schedule import ctas_per_sm
 
     m, n, k, b = int(row["m"]), int(row["n"]), int(row["k"]), int(row.get("batch") or 1)
@@ -111,7 +111,7 @@ def tasks(row: dict, spec) -> TaskSet:
 
 def decompose(df: pd.DataFrame, registry) -> pd.DataFrame:
     """Vectorised :func:`tasks` + scheduling summary for many GEMM rows (one task class per launch)."""
-    from synperf.model.kernels import DTYPE_BYTES
+    from synperf.model.kernels.dtypes import DTYPE_BYTES
 
     out = []
     for gpu, g in df.groupby("gpu", sort=False):

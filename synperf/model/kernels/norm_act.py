@@ -15,7 +15,7 @@ import pandas as pd
 def work_rmsnorm(df: pd.DataFrame) -> pd.DataFrame:
     """[T, E] -> [T, E]: FLOPs = 2·T·E (square-accumulate) + 2·T·E (two scalings);
     XU = T (one rsqrt per row); DRAM bytes = 2·T·E·b + E·b (weight)."""
-    from synperf.model.kernels import dtype_bytes
+    from synperf.model.kernels.dtypes import dtype_bytes
 
     T, E = df["num_tokens"].astype("float64"), df["hidden_size"].astype("float64")
     b = dtype_bytes(df["dtype"])
@@ -29,7 +29,7 @@ def work_rmsnorm(df: pd.DataFrame) -> pd.DataFrame:
 
 def work_silu_mul(df: pd.DataFrame) -> pd.DataFrame:
     """[T, 2F] -> [T, F] with F = hidden_size: FLOPs = 3·T·F, XU = 2·T·F, DRAM bytes = 3·T·F·b."""
-    from synperf.model.kernels import dtype_bytes
+    from synperf.model.kernels.dtypes import dtype_bytes
 
     T, F = df["num_tokens"].astype("float64"), df["hidden_size"].astype("float64")
     b = dtype_bytes(df["dtype"])
@@ -58,7 +58,7 @@ SILU_FMA_PER_ELEM, SILU_XU_PER_ELEM = 3.0, 2.0
 
 
 def _row_kernel(df: pd.DataFrame, registry, kernel: str) -> pd.DataFrame:
-    from synperf.model.kernels import DTYPE_BYTES
+    from synperf.model.kernels.dtypes import DTYPE_BYTES
 
     out = []
     for gpu, g in df.groupby("gpu", sort=False):
@@ -95,7 +95,7 @@ def decompose_silu_mul(df: pd.DataFrame, registry) -> pd.DataFrame:
 
 def tasks(row: dict, spec) -> TaskSet:
     """Explicit task set of one RMSNorm or SiLU&Mul row: ``num_tokens`` identical row tasks."""
-    from synperf.model.kernels import DTYPE_BYTES
+    from synperf.model.kernels.dtypes import DTYPE_BYTES
     from synperf.model.schedule import ctas_per_sm
 
     T, E, b = int(row["num_tokens"]), float(row["hidden_size"]), DTYPE_BYTES[str(row["dtype"])]
