@@ -39,7 +39,7 @@ import yaml
 from synperf.data.io import InputError
 from synperf.gpu.profiling import PROFILED_KERNELS
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]  # the checkout (synperf/gpu/profiling/grids.py)
 SCHEMA_PATH = REPO / "workflow" / "schemas" / "sweep.schema.yaml"
 SWEEPS_DIR = REPO / "config" / "sweeps"
 MODELS_FILE = "models.yaml"

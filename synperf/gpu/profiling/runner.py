@@ -468,7 +468,7 @@ def _version(module: str) -> str | None:
 
 def git_commit(repo: Path | None = None) -> str | None:
     """``git rev-parse HEAD`` of the synperf checkout (None outside a git checkout)."""
-    repo = repo or Path(__file__).resolve().parents[2]
+    repo = repo or Path(__file__).resolve().parents[3]
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, timeout=10)
     except Exception:
