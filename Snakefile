@@ -8,9 +8,10 @@ from snakemake.utils import min_version, validate
 min_version("9.20")
 
 sys.path.insert(0, workflow.basedir)
-from synperf.config import check_data_dir, check_references
-from synperf.download import load_manifest
-from synperf.hardware import load_registry
+from synperf.data.checks import check_data_dir, check_references
+from synperf.data.download import load_manifest
+from synperf.data.hardware import load_registry
+from synperf.imports import code_closure
 
 
 configfile: "config/config.yaml"
@@ -20,15 +21,22 @@ report: "workflow/report/workflow.rst"
 
 
 validate(config, "workflow/schemas/config.schema.yaml")
-REGISTRY = load_registry(config["gpu_registry"])
+# measured GPU values (rules/characterize.smk) merged over the registry's datasheet ones, unless
+# characterize.use_measured is false; every rule that loads the registry gets the same two paths
+HARDWARE_DIR = config.get("hardware_measurements_dir", "data/hardware")
+MEASURED_DIR = HARDWARE_DIR if (config.get("characterize") or {}).get("use_measured", True) else None
+REGISTRY = load_registry(config["gpu_registry"], MEASURED_DIR)
 check_references(config, REGISTRY)
 MANIFEST = load_manifest(config["public_data_manifest"])
 check_data_dir(config)
 EXPERIMENTS = sorted(config["experiments"])
-# the package's code is an input of every step, so editing e.g. a feature set reruns what depends on it
-# (the profiler's and the characterization's code are left out: editing them must not retrain every model)
-SYNPERF_CODE = sorted(str(p) for p in Path(workflow.basedir, "synperf").rglob("*.py")
-                      if not {"profiling", "characterize"} & set(p.parts))
+
+
+def code_inputs(script):
+    """The synperf modules a rule script imports, transitively (read with ast, synperf/imports.py): the rule's
+    code inputs, so editing e.g. a feature set reruns what depends on it and editing the report reruns only
+    the report (the profiler's and the characterization's code are imported by no pipeline rule)."""
+    return code_closure(Path(workflow.basedir, script))
 
 
 FEATURE_SET = config["feature_set"]

@@ -17,18 +17,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pandas as pd  # noqa: E402
 
-from synperf.features import build_features  # noqa: E402
-from synperf.hardware import load_registry  # noqa: E402
-from synperf.ingest import ADAPTERS  # noqa: E402
-from synperf.schema import reduce_duplicates  # noqa: E402
+from synperf.model.features import build_features  # noqa: E402
+from synperf.data.hardware import load_registry  # noqa: E402
+from synperf.data.ingest import ADAPTERS  # noqa: E402
+from synperf.data.schema import reduce_duplicates  # noqa: E402
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default=str(Path(__file__).resolve().parent.parent.parent / "shared" / "public-data"))
     ap.add_argument("--feature-set", default="v2")
+    ap.add_argument("--registry", default=str(Path(__file__).resolve().parent.parent / "config" / "gpus.yaml"))
     args = ap.parse_args()
-    registry = load_registry()
+    registry = load_registry(args.registry)
     df = pd.concat([fn(Path(args.data), registry, {}).table for fn in ADAPTERS.values()], ignore_index=True)
     df, _ = reduce_duplicates(df)
     rows = []

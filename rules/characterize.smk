@@ -1,7 +1,7 @@
-# Hardware characterization (docs/profiling.md, "Hardware characterization"; synperf/characterize). Not part of
+# Hardware characterization (docs/profiling.md, "Hardware characterization"; synperf/gpu/characterize). Not part of
 # `rule all`: it needs an NVIDIA GPU and is asked for explicitly. It measures the local GPU's achievable DRAM, L2
 # and shared-memory bandwidth, GEMM throughput per dtype and FP32 FMA throughput, with the SM clock NVML observed
-# during each, and writes <hardware_measurements_dir>/<gpu>.json; synperf.hardware.load_registry merges those
+# during each, and writes <hardware_measurements_dir>/<gpu>.json; synperf.data.hardware.load_registry merges those
 # values over the datasheet ones of config/gpus.yaml.
 #   snakemake --cores all characterize_local        this machine's GPU (id detected as for profile_local)
 #   snakemake --cores all data/hardware/h100_sxm.json   the same, checking the visible GPU is that one
@@ -12,9 +12,8 @@ import sys
 
 from snakemake.exceptions import WorkflowError
 
-from synperf.characterize.run import no_gpu_message
+from synperf.gpu.characterize.run import no_gpu_message
 
-HARDWARE_DIR = config.get("hardware_measurements_dir", "data/hardware")
 CHARACTERIZE = config.get("characterize") or {}
 
 

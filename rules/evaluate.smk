@@ -4,7 +4,7 @@ rule evaluate:
         meta="results/features/{feature_set}/{experiment}.json",
         model="models/{experiment}/{feature_set}-{group}/model.pt",
         model_meta="models/{experiment}/{feature_set}-{group}/meta.json",
-        code=SYNPERF_CODE,
+        code=code_inputs("scripts/evaluate.py"),
     output:
         predictions="results/predictions/{experiment}/{feature_set}-{group}.parquet",
         mape="results/tables/mape/{experiment}/{feature_set}-{group}.csv",

@@ -15,13 +15,14 @@ rule ingest_source:
     input:
         files=source_files,
         registry=config["gpu_registry"],
-        code=SYNPERF_CODE,
+        code=code_inputs("scripts/ingest.py"),
     output:
         table="results/measurements/sources/{source}.parquet",
         summary="results/measurements/sources/{source}.json",
     params:
         data_dir=config["public_data_dir"],
         cfg=lambda wc: config["ingest"].get(wc.source, {}),
+        measured_dir=MEASURED_DIR,
     script:
         "../scripts/ingest.py"
 
@@ -31,10 +32,12 @@ rule merge_measurements:
         tables=expand("results/measurements/sources/{source}.parquet", source=config["ingest"]["sources"]),
         summaries=expand("results/measurements/sources/{source}.json", source=config["ingest"]["sources"]),
         own=OWN_MEASUREMENTS,
-        code=SYNPERF_CODE,
+        code=code_inputs("scripts/merge_measurements.py"),
         registry=config["gpu_registry"],
     output:
         table="results/measurements/all.parquet",
         summary="results/measurements/summary.json",
+    params:
+        measured_dir=MEASURED_DIR,
     script:
         "../scripts/merge_measurements.py"

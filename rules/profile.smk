@@ -11,7 +11,7 @@ import sys
 
 from snakemake.exceptions import WorkflowError
 
-from synperf.profiling import PROFILED_KERNELS, parse_capability, supports_kernel
+from synperf.gpu.profiling import PROFILED_KERNELS, parse_capability, supports_kernel
 
 PROFILING = config.get("profiling") or {}
 PROFILE_KERNELS = list(PROFILING.get("kernels") or PROFILED_KERNELS)
@@ -25,7 +25,7 @@ def local_gpu_id():
     if "gpu" not in _LOCAL_GPU:
         path = os.pathsep.join(p for p in (workflow.basedir, os.environ.get("PYTHONPATH")) if p)
         proc = subprocess.run(
-            [sys.executable, "-m", "synperf.profiling.nvml", "--registry", config["gpu_registry"]],
+            [sys.executable, "-m", "synperf.gpu.profiling.nvml", "--registry", config["gpu_registry"]],
             capture_output=True, text=True, env={**os.environ, "PYTHONPATH": path})
         if proc.returncode != 0:
             raise WorkflowError(proc.stderr.strip() or f"GPU detection failed (exit {proc.returncode})")

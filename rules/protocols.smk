@@ -1,5 +1,5 @@
-# Paper-style evaluation: our MLP and the baselines (synperf/baselines.py) under the configured split,
-# leave-one-GPU-out and leave-one-architecture-out (synperf/protocols.py). Part of the default target: the report
+# Paper-style evaluation: our MLP and the baselines (synperf/evaluation/baselines.py) under the configured split,
+# leave-one-GPU-out and leave-one-architecture-out (synperf/evaluation/protocols.py). Part of the default target: the report
 # reads these tables. `protocols.experiments` run every protocol, `protocols.configured_only` the configured split
 # only. On the configured split synperf_mlp is the experiment's primary model (no retraining).
 PROTOCOLS = config.get("protocols", {})
@@ -21,7 +21,8 @@ rule evaluate_protocols:
         registry=config["gpu_registry"],
         model=f"models/{{experiment}}/{FEATURE_SET}-all/model.pt",
         model_meta=f"models/{{experiment}}/{FEATURE_SET}-all/meta.json",
-        code=SYNPERF_CODE,
+        code=code_inputs("scripts/evaluate_protocols.py"),
+        hardware=MEASURED_FILES,
     output:
         table="results/protocols/{experiment}.csv",
         cdf="results/protocols/{experiment}_cdf.csv",
@@ -32,6 +33,7 @@ rule evaluate_protocols:
         methods=PROTOCOLS.get("methods"),
         feature_set=FEATURE_SET,
         seed=config["seed"],
+        measured_dir=MEASURED_DIR,
     log:
         "results/logs/evaluate_protocols/{experiment}.log",
     threads: 2

@@ -19,10 +19,13 @@ rule report:
         leak_checks=[f"results/leak_check/{FEATURE_SET}/{e}.json" for e in EXPERIMENTS],
         selection_table="results/tables/selection.csv",
         selection_choice="results/selection/choice.json",
-        code=SYNPERF_CODE,
+        code=code_inputs("scripts/report.py"),
+        registry=config["gpu_registry"],
+        hardware=MEASURED_FILES,
     params:
         experiments=config["experiments"],
         protocol_experiments=[e for e in PROTOCOLS.get("experiments", EXPERIMENTS)],
+        measured_dir=MEASURED_DIR,
     output:
         md=report("results/report.md", caption="../workflow/report/report_md.rst", category="1. Report"),
         mape=report("results/tables/mape.csv", caption="../workflow/report/mape.rst", category="2. MAPE tables"),

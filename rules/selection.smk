@@ -1,4 +1,4 @@
-# Model selection without the test GPUs (synperf/selection.py): each candidate feature set is scored by leave one
+# Model selection without the test GPUs (synperf/evaluation/selection.py): each candidate feature set is scored by leave one
 # seen GPU out inside every experiment's configured training rows; `choose_feature_set` writes the selection table
 # and whether the configured primary `feature_set` is the winner (the report shows both).
 SELECTION = config.get("selection") or {"candidates": [FEATURE_SET]}
@@ -11,12 +11,14 @@ rule score_selection:
         meta="results/features/{feature_set}/{experiment}.json",
         leak_check="results/leak_check/{feature_set}/{experiment}.json",
         registry=config["gpu_registry"],
-        code=SYNPERF_CODE,
+        code=code_inputs("scripts/score_selection.py"),
+        hardware=MEASURED_FILES,
     output:
         table="results/selection/{experiment}/{feature_set}.csv",
     params:
         training={**config["training"], **SELECTION.get("training", {})},
         seed=config["seed"],
+        measured_dir=MEASURED_DIR,
     threads: 1
     log:
         "results/logs/selection/{experiment}_{feature_set}.log",
@@ -28,7 +30,7 @@ rule choose_feature_set:
     input:
         scores=expand("results/selection/{experiment}/{feature_set}.csv", experiment=SELECTION_EXPERIMENTS,
                       feature_set=SELECTION["candidates"]),
-        code=SYNPERF_CODE,
+        code=code_inputs("scripts/choose_feature_set.py"),
     output:
         table="results/tables/selection.csv",
         choice="results/selection/choice.json",

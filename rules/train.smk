@@ -5,7 +5,7 @@ rule train:
         table="results/features/{feature_set}/{experiment}.parquet",
         meta="results/features/{feature_set}/{experiment}.json",
         leak_check="results/leak_check/{feature_set}/{experiment}.json",
-        code=SYNPERF_CODE,
+        code=code_inputs("scripts/train.py"),
     output:
         model="models/{experiment}/{feature_set}-{group}/model.pt",
         meta="models/{experiment}/{feature_set}-{group}/meta.json",

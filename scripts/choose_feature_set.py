@@ -4,7 +4,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821  (this checkout's synperf first)
 
-from synperf.pipeline import choose_feature_set
+from synperf.pipeline.selection import choose_feature_set
 
 sm = snakemake  # noqa: F821
 choose_feature_set(list(sm.input.scores), sm.params.configured, dict(sm.params.training), sm.output.table,

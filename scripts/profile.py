@@ -5,7 +5,7 @@
 
 A `shell:` command rather than `script:` on purpose: Snakemake reruns a `script:` job whose script file is newer
 than its output, which would make a GPU-less `snakemake --cores all` try to re-profile committed measurements.
-All logic is in synperf.profiling.runner.profile_kernel.
+All logic is in synperf.gpu.profiling.runner.profile_kernel.
 """
 import argparse
 import json
@@ -15,16 +15,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's synperf first
 
-from synperf.io import InputError  # noqa: E402
-from synperf.profiling import ProfilingError  # noqa: E402
-from synperf.profiling.runner import profile_kernel  # noqa: E402
+from synperf.data.io import InputError  # noqa: E402
+from synperf.gpu.profiling import ProfilingError  # noqa: E402
+from synperf.gpu.profiling.runner import profile_kernel  # noqa: E402
 
 ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 ap.add_argument("--kernel", required=True)
 ap.add_argument("--gpu", required=True, help="registry id the visible GPU must have")
 ap.add_argument("--sweep", required=True, type=Path)
 ap.add_argument("--out", required=True, type=Path)
-ap.add_argument("--registry", default=None)
+ap.add_argument("--registry", default="config/gpus.yaml")
 ap.add_argument("--profiling", default="{}", help="the config block `profiling` as JSON")
 ap.add_argument("--log", default=None, type=Path)
 args = ap.parse_args()

@@ -4,7 +4,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821  (this checkout's synperf first)
 
-from synperf.report import build_report
+from synperf.reporting.report import build_report
 
 sm = snakemake  # noqa: F821
 build_report(list(sm.input.mape), sm.input.merge, list(sm.input.model_meta), list(sm.input.feature_meta),
@@ -19,4 +19,5 @@ build_report(list(sm.input.mape), sm.input.merge, list(sm.input.model_meta), lis
                         "out_methods_fig": sm.output.methods_fig, "out_cdf_fig": sm.output.cdf_fig,
                         "out_scatter_fig": sm.output.scatter_fig},
              evaluation={"leak_checks": list(sm.input.leak_checks), "selection_table": sm.input.selection_table,
-                         "selection_choice": sm.input.selection_choice})
+                         "selection_choice": sm.input.selection_choice},
+             registry_path=sm.input.registry, measured_dir=sm.params.measured_dir)

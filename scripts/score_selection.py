@@ -6,9 +6,9 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821  (this c
 
 import contextlib
 
-from synperf.pipeline import score_selection
+from synperf.pipeline.selection import score_selection
 
 sm = snakemake  # noqa: F821
 with open(sm.log[0], "w") as log, contextlib.redirect_stdout(log):
     score_selection(sm.input.table, sm.input.meta, sm.wildcards.experiment, sm.input.registry, int(sm.params.seed),
-                    dict(sm.params.training), sm.threads, sm.output.table)
+                    dict(sm.params.training), sm.threads, sm.output.table, measured_dir=sm.params.measured_dir)

@@ -6,7 +6,7 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821  (this c
 
 import contextlib
 
-from synperf.pipeline import train_experiment
+from synperf.pipeline.train import train_experiment
 
 sm = snakemake  # noqa: F821
 with open(sm.log[0], "w") as log, contextlib.redirect_stdout(log):

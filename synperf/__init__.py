@@ -5,18 +5,20 @@ launch into tasks, place them on SMs, derive per-pipeline demands and a
 theoretical time, and let one small MLP per kernel family predict the
 efficiency ``theoretical_time / measured_latency``.
 
-Modules
--------
-``schema``     the canonical measurement table (one place documents every column)
-``hardware``   GPU spec registry (``config/gpus.yaml``)
-``ingest``     one adapter per public data format
-``kernels``    one module per kernel family (parameters, FLOPs, bytes)
-``features``   feature sets (v1: FLOPs / bytes / roofline)
-``estimator``  per-family efficiency MLP
-``split``      seen / unseen GPU and held-out-shape assignment
-``evaluate``   predictions and MAPE tables
-``report``     Markdown report and figures
-``api``        ``predict(kernel, params, gpu)`` for bulk callers
+Subpackages (by concern)
+------------------------
+``data``        the canonical measurement table (``schema``), ``io``, ``ingest`` (one adapter per public data
+                format), ``download``, ``hardware`` (GPU registry), ``checks`` (config cross-checks)
+``model``       ``kernels`` (one module per family), ``schedule``, ``features`` (feature sets), ``estimator``
+``evaluation``  ``split``, ``leak_check``, ``selection``, ``protocols``, ``baselines``, ``metrics``
+``reporting``   ``report``, ``methods_report``, ``tables``
+``pipeline``    one module per pipeline stage, called by the rule scripts
+``gpu``         GPU-only code (``profiling``, ``characterize``); never imported by the others
+``api``         ``predict(kernel, params, gpu)`` for bulk callers
+``imports``     the synperf modules a file imports (each rule's code inputs)
+
+Configuration (registry, measured-hardware folder, models folder) is passed in by the caller; only
+:func:`synperf.api.default_paths` resolves checkout paths, for the user entry point.
 """
 
 __version__ = "0.1.0"

@@ -18,13 +18,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from .estimator import TrainedModel
-from .features import build_features
-from .hardware import Registry, load_registry
-from .io import InputError
-from .schema import KERNEL_PARAMS, LAUNCH_COLUMNS, conform
+from synperf.model.estimator import TrainedModel
+from synperf.model.features import build_features
+from synperf.data.hardware import Registry, load_registry
+from synperf.data.io import InputError
+from synperf.data.schema import KERNEL_PARAMS, LAUNCH_COLUMNS, conform
 
-DEFAULT_MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
 DEFAULT_IMPLEMENTATION = {
     "gemm": "cublas", "gemm_fp8": "torch_scaled_mm", "attention_prefill": "vllm_flash_attn",
     "attention_decode": "vllm_flash_attn", "rmsnorm": "vllm_rms_norm", "silu_mul": "vllm_silu_and_mul",
@@ -39,13 +38,24 @@ def _load(model_dir: str) -> TrainedModel:
     return TrainedModel.load(model_dir)
 
 
-def _primary_feature_set() -> str | None:
-    """The ``feature_set`` of this checkout's ``config/config.yaml`` (None when absent or unreadable)."""
+def default_paths() -> dict[str, Path]:
+    """Where :func:`predict` looks when not told: this checkout's ``models/``, ``config/gpus.yaml``,
+    ``data/hardware/`` (measured GPU values) and ``config/config.yaml`` (the primary ``feature_set``).
+
+    The one place the package resolves checkout-relative paths, for the user entry point; every library
+    function takes these as arguments, and the pipeline passes the configured ones.
+    """
+    root = Path(__file__).resolve().parent.parent
+    return {"models_dir": root / "models", "registry": root / "config" / "gpus.yaml",
+            "measured_dir": root / "data" / "hardware", "config": root / "config" / "config.yaml"}
+
+
+def _primary_feature_set(config_path: Path) -> str | None:
+    """The ``feature_set`` of ``config_path`` (None when absent or unreadable)."""
     import yaml
 
-    path = Path(__file__).resolve().parent.parent / "config" / "config.yaml"
     try:
-        return yaml.safe_load(path.read_text()).get("feature_set")
+        return yaml.safe_load(Path(config_path).read_text()).get("feature_set")
     except (OSError, AttributeError, yaml.YAMLError):
         return None
 
@@ -89,14 +99,16 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
     """Predict latency for many launches of one kernel family.
 
     Args:
-        kernel: family name (see :data:`synperf.schema.KERNELS`).
+        kernel: family name (see :data:`synperf.data.schema.KERNELS`).
         params: kernel parameters as canonical column names (``m``, ``n``, ``k``, ``dtype``, ...),
             scalars broadcast against lists; or a DataFrame with those columns.
         gpu: registry id (or one per row).
         experiment: model to use (default: the one named like ``kernel``).
-        models_dir: where trained models live (default ``models/`` of this checkout).
+        models_dir: where trained models live (default: ``models_dir`` of :func:`default_paths`).
+        registry: the GPU registry (default: :func:`synperf.data.hardware.load_registry` of the ``registry``
+            and ``measured_dir`` of :func:`default_paths`).
         feature_set: which model of the experiment (``models/<experiment>/<feature_set>-all``); default the
-            primary ``feature_set`` of this checkout's ``config/config.yaml``, else the first of v2_paper, v2, v1
+            primary ``feature_set`` of the ``config`` of :func:`default_paths`, else the first of v2_paper, v2, v1
             that was trained.
 
     Returns:
@@ -106,10 +118,12 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
     Raises:
         InputError: unknown kernel or GPU, a missing parameter, or no trained model.
     """
-    registry = registry or load_registry()
+    defaults = default_paths()
+    registry = registry or load_registry(defaults["registry"], defaults["measured_dir"])
     table = launch_table(kernel, params, gpu, registry)
-    exp_dir = Path(models_dir or DEFAULT_MODELS_DIR) / (experiment or kernel)
-    order = (feature_set, _primary_feature_set(), "v2_paper", "v2", "v1")
+    exp_dir = Path(models_dir or defaults["models_dir"]) / (experiment or kernel)
+    primary = _primary_feature_set(defaults["config"])
+    order = (feature_set, primary, "v2_paper", "v2", "v1")
     candidates = [exp_dir / f"{fs}-all" for fs in dict.fromkeys(order) if fs] + [exp_dir]
     model_dir = next((d for d in candidates if (d / "meta.json").exists()), None)
     if model_dir is None:

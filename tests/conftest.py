@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+GPUS = Path(__file__).resolve().parent.parent / "config" / "gpus.yaml"  # the registry the tests read
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -48,10 +50,10 @@ def reference() -> Path:
 
 @pytest.fixture(scope="session")
 def registry():
-    from synperf.hardware import load_registry
+    from synperf.data.hardware import load_registry
 
     # datasheet values only: hand-computed expectations must not move when data/hardware/ gains a measurement
-    return load_registry(use_measured=False)
+    return load_registry(GPUS, use_measured=False)
 
 
 @pytest.fixture(scope="session")
@@ -61,11 +63,11 @@ def vidur_gemm(public_data, registry, tmp_path_factory):
 
     import numpy as np
 
-    from synperf.ingest import vidur
-    from synperf.io import read_table, write_parquet
-    from synperf.pipeline import experiment_features
-    from synperf.schema import reduce_duplicates
-    from synperf.split import shape_key
+    from synperf.data.ingest import vidur
+    from synperf.data.io import read_table, write_parquet
+    from synperf.pipeline.features import experiment_features
+    from synperf.data.schema import reduce_duplicates
+    from synperf.evaluation.split import shape_key
 
     d = tmp_path_factory.mktemp("vidur_gemm")
     t = vidur.ingest(public_data, registry).table

@@ -16,15 +16,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from synperf import hardware
-from synperf.characterize import arithmetic as ar
-from synperf.characterize import kernels as K
-from synperf.characterize.run import (BENCHMARKS, BenchmarkSkipped, CharacterizeSettings, ClockSampler, Prepared,
+from synperf.data import hardware
+from synperf.gpu.characterize import arithmetic as ar
+from synperf.gpu.characterize import kernels as K
+from synperf.gpu.characterize.run import (BENCHMARKS, BenchmarkSkipped, CharacterizeSettings, ClockSampler, Prepared,
                                       Timing, build_document, build_record, characterize, datasheet_reference,
                                       run_benchmarks, write_document)
-from synperf.hardware import MEASURED_FIELDS, load_registry
-from synperf.io import InputError
-from synperf.profiling import NoGPUError
+from synperf.data.hardware import MEASURED_FIELDS, load_registry
+from synperf.data.io import InputError
+from synperf.gpu.profiling import NoGPUError
+
+GPUS = Path(__file__).resolve().parent.parent / "config" / "gpus.yaml"  # the registry the tests read
 
 REPO = Path(__file__).resolve().parent.parent
 MIB = 1 << 20
@@ -41,7 +43,7 @@ def has_gpu():
 
 @pytest.fixture(scope="module")
 def datasheet():
-    return load_registry(use_measured=False)
+    return load_registry(GPUS, use_measured=False)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -399,7 +401,7 @@ def test_document_is_valid_written_atomically_and_merged_by_the_registry(tmp_pat
     for key, rec in back["measurements"].items():                        # every value has its unit, method, clocks
         assert rec["value"] > 0 and rec["unit"] == BENCHMARKS[key].unit and rec["method"]
         assert "sm_clock_mhz" in rec["clocks"]
-    reg = load_registry(measured_dir=tmp_path)
+    reg = load_registry(GPUS, measured_dir=tmp_path)
     h = reg["h100_sxm"]
     assert h.dram_bw_gbps == pytest.approx(m["dram_bw"]["value"])
     assert h.smem_bw_bytes_per_clk_per_sm == pytest.approx(125.0)
@@ -449,7 +451,7 @@ def test_settings():
         CharacterizeSettings(benchmarks=("dram",))
     with pytest.raises(InputError, match="l2_fraction"):
         CharacterizeSettings(l2_fraction=1.5)
-    m, skipped, calls, _ = run_fake(load_registry(use_measured=False), CharacterizeSettings(
+    m, skipped, calls, _ = run_fake(load_registry(GPUS, use_measured=False), CharacterizeSettings(
         benchmarks=("gemm_bf16", "dram_bw"), clock_period_ms=1.0))
     assert calls == ["gemm_bf16", "dram_bw"] and set(m) == {"gemm_bf16", "dram_bw"} and skipped == {}
 
@@ -498,7 +500,7 @@ class FakeTorch:
 
 
 def test_event_timer_protocol_on_a_fake_clock():
-    from synperf.characterize.run import EventTimer
+    from synperf.gpu.characterize.run import EventTimer
 
     launches = []
 
@@ -533,7 +535,7 @@ class FakeIdentity:
 
 
 class FakeGPU:
-    """synperf.characterize.run.GPU stand-in: the fake preparers of the tests above."""
+    """synperf.gpu.characterize.run.GPU stand-in: the fake preparers of the tests above."""
 
     def __init__(self, torch, settings):
         import torch as real_torch
@@ -569,8 +571,8 @@ def restore_logging():
 
 
 def patch_gpu_side(monkeypatch, tmp_path, identity=FakeIdentity):
-    import synperf.characterize.run as run
-    import synperf.profiling.nvml as nvml
+    import synperf.gpu.characterize.run as run
+    import synperf.gpu.profiling.nvml as nvml
 
     monkeypatch.setenv("SYNPERF_GPU_LOCK_DIR", str(tmp_path / "locks"))
     monkeypatch.setattr(nvml, "require_cuda", lambda: FakeTorch())
@@ -582,7 +584,7 @@ def patch_gpu_side(monkeypatch, tmp_path, identity=FakeIdentity):
 def test_characterize_end_to_end_with_a_fake_gpu(tmp_path, monkeypatch, restore_logging):
     patch_gpu_side(monkeypatch, tmp_path)
     out = tmp_path / "hardware"
-    path = characterize(out, gpu="h100_sxm", settings={"clock_period_ms": 1.0})
+    path = characterize(out, registry_path=GPUS, gpu="h100_sxm", settings={"clock_period_ms": 1.0})
     assert path == out / "h100_sxm.json"
     doc = json.loads(path.read_text())
     assert doc["gpu"] == "h100_sxm" and doc["device_name"] == "NVIDIA H100 80GB HBM3" and doc["sm_count"] == 132
@@ -591,34 +593,34 @@ def test_characterize_end_to_end_with_a_fake_gpu(tmp_path, monkeypatch, restore_
     assert set(doc["measurements"]) == {"dram_bw", "l2_bw", "smem_bw", "fp32_fma", "gemm_bf16", "gemm_tf32"}
     assert doc["measurements"]["dram_bw"]["clocks"]["sm_clock_mhz"] == 1755
     assert list((tmp_path / "locks").iterdir())                           # the per-UUID GPU lock was taken
-    reg = load_registry(measured_dir=out)
+    reg = load_registry(GPUS, measured_dir=out)
     assert reg.measured_gpus == ["h100_sxm"] and reg["h100_sxm"].is_measured("l2_bw_gbps")
     # the rule's command line: same file, exit 0
-    from synperf.characterize.run import main
+    from synperf.gpu.characterize.run import main
 
-    assert main(["--gpu", "h100_sxm", "--out", str(tmp_path / "rule" / "h100_sxm.json")]) == 0
+    assert main(["--registry", str(GPUS), "--gpu", "h100_sxm", "--out", str(tmp_path / "rule" / "h100_sxm.json")]) == 0
     assert (tmp_path / "rule" / "h100_sxm.json").exists()
 
 
 def test_characterize_refuses_another_gpu_than_asked(tmp_path, monkeypatch, restore_logging):
     patch_gpu_side(monkeypatch, tmp_path)
-    from synperf.profiling import ProfilingError
+    from synperf.gpu.profiling import ProfilingError
 
     with pytest.raises(ProfilingError, match="characterizes 'a100_sxm4_80gb' but the visible GPU is"):
-        characterize(tmp_path, gpu="a100_sxm4_80gb")
-    from synperf.characterize.run import main
+        characterize(tmp_path, registry_path=GPUS, gpu="a100_sxm4_80gb")
+    from synperf.gpu.characterize.run import main
 
-    assert main(["--gpu", "a100_sxm4_80gb", "--out", str(tmp_path / "a100_sxm4_80gb.json")]) == 1
-    assert main(["--gpu", "h100_sxm", "--out", str(tmp_path / "wrong_name.json")]) == 2
+    assert main(["--registry", str(GPUS), "--gpu", "a100_sxm4_80gb", "--out", str(tmp_path / "a100_sxm4_80gb.json")]) == 1
+    assert main(["--registry", str(GPUS), "--gpu", "h100_sxm", "--out", str(tmp_path / "wrong_name.json")]) == 2
     assert list(tmp_path.glob("*.json")) == []
 
 
 def test_characterize_with_nothing_measured_fails(tmp_path, monkeypatch):
     patch_gpu_side(monkeypatch, tmp_path)
-    from synperf.profiling import ProfilingError
+    from synperf.gpu.profiling import ProfilingError
 
     with pytest.raises(ProfilingError, match="no benchmark produced a value"):
-        characterize(tmp_path, settings={"benchmarks": ["gemm_fp8", "gemm_fp16"]})
+        characterize(tmp_path, registry_path=GPUS, settings={"benchmarks": ["gemm_fp8", "gemm_fp16"]})
     assert list(tmp_path.glob("*.json")) == []
 
 
@@ -629,7 +631,7 @@ def test_characterize_with_nothing_measured_fails(tmp_path, monkeypatch):
 @pytest.mark.skipif(has_gpu(), reason="this machine has a GPU")
 def test_characterize_without_gpu_fails_with_the_reason(tmp_path):
     with pytest.raises(NoGPUError) as err:
-        characterize(tmp_path)
+        characterize(tmp_path, registry_path=GPUS)
     msg = str(err.value)
     assert msg.startswith("no NVIDIA GPU visible (") and "hardware characterization needs one" in msg
     assert "characterize_local" in msg and "needs no GPU" in msg
@@ -654,12 +656,12 @@ def test_device_smoke_calls_characterize(tmp_path, monkeypatch):
         import device_smoke
     finally:
         sys.path.remove(str(REPO / "tools"))
-    import synperf.characterize as ch
+    import synperf.gpu.characterize as ch
 
     seen = []
-    monkeypatch.setattr(ch, "characterize", lambda out_dir: seen.append(out_dir))
-    assert device_smoke.run_characterization(tmp_path).startswith("done in")
-    assert seen == [tmp_path / "hardware"]
+    monkeypatch.setattr(ch, "characterize", lambda out_dir, registry_path: seen.append((out_dir, registry_path)))
+    assert device_smoke.run_characterization(tmp_path, str(GPUS)).startswith("done in")
+    assert seen == [(tmp_path / "hardware", str(GPUS))]
 
 
 def snakemake(*args):

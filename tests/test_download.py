@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from synperf.download import fetch, load_manifest, upstream_url
-from synperf.io import InputError
+from synperf.data.download import fetch, load_manifest, upstream_url
+from synperf.data.io import InputError
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -77,7 +77,7 @@ def test_shipped_manifest_pins_commits():
 
 
 def test_shipped_manifest_matches_the_local_copy(public_data):
-    from synperf.download import sha256_file
+    from synperf.data.download import sha256_file
 
     man = load_manifest(REPO / "config/public_data_manifest.yaml")
     for rel, entry in list(man.items())[::9]:

@@ -1,9 +1,13 @@
+from pathlib import Path
+
 import pandas as pd
 import pytest
 import yaml
 
-from synperf.hardware import load_registry
-from synperf.io import InputError
+from synperf.data.hardware import load_registry
+from synperf.data.io import InputError
+
+GPUS = Path(__file__).resolve().parent.parent / "config" / "gpus.yaml"  # the registry the tests read
 
 
 def test_registry_covers_every_reference_gpu(registry, reference):
@@ -53,9 +57,7 @@ def test_unknown_id_says_how_to_add_it(registry):
     (lambda g: g["h100_sxm"].__setitem__("dram_bw_gbps", "fast"), "gpus/h100_sxm/dram_bw_gbps"),
 ])
 def test_bad_registry_names_the_key(tmp_path, edit, key):
-    from synperf.hardware import DEFAULT_REGISTRY
-
-    doc = yaml.safe_load(DEFAULT_REGISTRY.read_text())
+    doc = yaml.safe_load(GPUS.read_text())
     edit(doc["gpus"])
     path = tmp_path / "gpus.yaml"
     path.write_text(yaml.safe_dump(doc))

@@ -5,8 +5,8 @@ import shutil
 import pandas as pd
 import pytest
 
-from synperf.ingest import aiconfigurator, neusight, pipeweave, vidur
-from synperf.io import InputError
+from synperf.data.ingest import aiconfigurator, neusight, pipeweave, vidur
+from synperf.data.io import InputError
 
 
 @pytest.fixture(scope="module")

@@ -3,9 +3,9 @@
 import pandas as pd
 import pytest
 
-from synperf.features import build_features
-from synperf.kernels import attention, fused_moe, work
-from synperf.schema import conform
+from synperf.model.features import build_features
+from synperf.model.kernels import attention, fused_moe, work
+from synperf.data.schema import conform
 
 
 def rows(kernel, **params):
@@ -101,7 +101,7 @@ def test_every_family_on_every_registry_gpu_with_its_dtype(registry):
 
 
 def test_v2_launch_adds_the_launch_floor_to_the_paper_target_only(registry):
-    from synperf.features.v2 import LAUNCH_FLOOR_US
+    from synperf.model.features.v2 import LAUNCH_FLOOR_US
 
     df = pd.concat([rows("gemm", dtype="bfloat16", m=[1, 4096], n=4096, k=4096, batch=1),
                     rows("rmsnorm", dtype="float16", num_tokens=[1, 8192], hidden_size=4096)],

@@ -9,9 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from synperf.io import read_table, write_parquet
-from synperf.leak_check import LeakError, check_model_meta, check_split, fold_leaks, spec_vector
-from synperf.pipeline import check_leaks, experiment_features
+from synperf.data.io import read_table, write_parquet
+from synperf.evaluation.leak_check import LeakError, check_model_meta, check_split, fold_leaks, spec_vector
+from synperf.pipeline.leaks import check_leaks
+from synperf.pipeline.features import experiment_features
 
 FP8 = {"kernel": "gemm_fp8", "sources": ["pipeweave"], "seen": ["h20", "h800_sxm"],
        "unseen": ["h100_sxm", "h200_sxm"], "heldout_source_files": "gemm_fp8_test"}
@@ -21,8 +22,8 @@ TRAINING = {"max_train_rows": 20000, "validation_frac": 0.2}
 @pytest.fixture(scope="module")
 def fp8_features(public_data, registry, tmp_path_factory):
     """Feature table (v2_launch) of pipeweave's FP8 GEMMs under the experiment's file split."""
-    from synperf.ingest import pipeweave
-    from synperf.schema import reduce_duplicates
+    from synperf.data.ingest import pipeweave
+    from synperf.data.schema import reduce_duplicates
 
     d = tmp_path_factory.mktemp("fp8")
     t = pipeweave.ingest(public_data, registry, {}).table
@@ -92,7 +93,7 @@ def test_model_meta_with_an_unseen_training_gpu_is_refused():
 
 
 def test_trained_model_lists_only_seen_gpus(fp8_features, tmp_path):
-    from synperf.pipeline import train_experiment
+    from synperf.pipeline.train import train_experiment
 
     d, _ = fp8_features
     train_experiment(str(d / "f.parquet"), str(d / "f.json"), "gemm_fp8", FP8,
@@ -118,9 +119,9 @@ def test_spec_vector_ignores_names_but_not_bandwidth(registry):
 def test_unseen_rows_have_the_features_predict_builds(public_data, registry, tmp_path):
     """NeuSight rows record the launched kernel's name and grid; on unseen GPUs they must not reach the features."""
     from synperf.api import launch_table
-    from synperf.features import build_features
-    from synperf.ingest import neusight
-    from synperf.schema import PARAM_COLUMNS, reduce_duplicates
+    from synperf.model.features import build_features
+    from synperf.data.ingest import neusight
+    from synperf.data.schema import PARAM_COLUMNS, reduce_duplicates
 
     t = neusight.ingest(public_data, registry, {}).table
     t, _ = reduce_duplicates(t)

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from synperf import methods_report as R
+from synperf.reporting import methods_report as R
 
 
 def table():

@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from synperf.features.pipeweave_compat import PIPEWEAVE_COLUMNS, compare
+from synperf.model.features.pipeweave_compat import PIPEWEAVE_COLUMNS, compare
 
 
 def test_fp8_features_match_the_authors(public_data):

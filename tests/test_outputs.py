@@ -40,7 +40,7 @@ def test_no_model_trained_on_an_unseen_gpu(experiment):
 
 @pytest.mark.parametrize("experiment", sorted(CONFIG["experiments"]))
 def test_no_heldout_problem_in_training_and_leak_check_clean(experiment):
-    from synperf.io import read_table
+    from synperf.data.io import read_table
 
     rep = json.loads(_need(REPO / "results" / "leak_check" / PRIMARY / f"{experiment}.json").read_text())
     assert rep["ok"] and not any(rep["leaks"].values())

@@ -6,12 +6,12 @@ import pandas as pd
 import pytest
 import yaml
 
-from synperf.io import InputError
-from synperf.profiling import PROFILED_KERNELS
-from synperf.profiling.grids import (REQUEST_FIELDS, SWEEPS_DIR, estimate_seconds, expand, load_grid, load_models,
+from synperf.data.io import InputError
+from synperf.gpu.profiling import PROFILED_KERNELS
+from synperf.gpu.profiling.grids import (REQUEST_FIELDS, SWEEPS_DIR, estimate_seconds, expand, load_grid, load_models,
                                      point_key, sweep_path)
-from synperf.profiling.timing import TimingSettings
-from synperf.schema import conform, validate
+from synperf.gpu.profiling.timing import TimingSettings
+from synperf.data.schema import conform, validate
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from synperf.profiling import ProfilingError
-from synperf.profiling.nvml import (Nvml, clock_drop, decode_clock_event_reasons, is_throttled, resolve_gpu,
+from synperf.gpu.profiling import ProfilingError
+from synperf.gpu.profiling.nvml import (Nvml, clock_drop, decode_clock_event_reasons, is_throttled, resolve_gpu,
                                     uuid_hex)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -165,7 +165,7 @@ def test_without_nvml_the_torch_name_is_used_and_noted(registry):
 
 
 def test_detect_cli_without_gpu_exits_with_the_message():
-    proc = subprocess.run([sys.executable, "-m", "synperf.profiling.nvml"], cwd=REPO, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "synperf.gpu.profiling.nvml"], cwd=REPO, capture_output=True,
                           text=True, timeout=120)
     try:
         import torch

@@ -21,7 +21,7 @@ def gen(seed=0):
 @pytest.mark.parametrize("shape,dtype", [((5, 100), torch.bfloat16), ((3, 4096), torch.float16),
                                          ((2, 9000), torch.float32)])
 def test_rmsnorm_matches_torch(shape, dtype):
-    from synperf.profiling.triton_kernels.rmsnorm import launch_config, rmsnorm
+    from synperf.gpu.profiling.triton_kernels.rmsnorm import launch_config, rmsnorm
 
     g = gen()
     x = torch.randn(*shape, generator=g).to(dtype)
@@ -39,7 +39,7 @@ def test_rmsnorm_matches_torch(shape, dtype):
 
 @pytest.mark.parametrize("rows,h,dtype", [(4, 300, torch.bfloat16), (3, 1536, torch.float16)])
 def test_silu_mul_matches_torch(rows, h, dtype):
-    from synperf.profiling.triton_kernels.silu_mul import silu_mul
+    from synperf.gpu.profiling.triton_kernels.silu_mul import silu_mul
 
     x = torch.randn(rows, 2 * h, generator=gen(1)).to(dtype)
     y = silu_mul(x)
@@ -48,7 +48,7 @@ def test_silu_mul_matches_torch(rows, h, dtype):
 
 
 def test_routing_distributions():
-    from synperf.profiling.triton_kernels.fused_moe import route
+    from synperf.gpu.profiling.triton_kernels.fused_moe import route
 
     ids, w = route(64, 8, 2, "balanced", gen())
     assert torch.bincount(ids.flatten().long(), minlength=8).tolist() == [16] * 8
@@ -64,7 +64,7 @@ def test_routing_distributions():
 
 
 def test_align_sorts_and_pads_per_expert():
-    from synperf.profiling.triton_kernels.fused_moe import moe_align_block_size
+    from synperf.gpu.profiling.triton_kernels.fused_moe import moe_align_block_size
 
     topk_ids = torch.tensor([[0, 3], [3, 1], [5, 0], [3, 4]], dtype=torch.int32)   # 8 pairs, experts 0..5
     sorted_ids, expert_ids, em = moe_align_block_size(topk_ids, 4, num_local_experts=4, expert_offset=0)
@@ -76,7 +76,7 @@ def test_align_sorts_and_pads_per_expert():
 
 
 def test_default_config_heuristic():
-    from synperf.profiling.triton_kernels.fused_moe import check_config, default_config
+    from synperf.gpu.profiling.triton_kernels.fused_moe import check_config, default_config
 
     assert default_config(8, 64) == {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1,
                                      "num_warps": 4, "num_stages": 3}
@@ -93,7 +93,7 @@ def test_default_config_heuristic():
                          "num_warps": 2, "num_stages": 2}),
 ])
 def test_fused_moe_matches_torch(stage, tokens, ep_offset, dist, cfg):
-    from synperf.profiling.triton_kernels import fused_moe as fm
+    from synperf.gpu.profiling.triton_kernels import fused_moe as fm
 
     g = gen(4)
     h, inter, experts, topk = 64, 48, 6, 2

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from synperf.schema import conform
+from synperf.data.schema import conform
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -5,11 +5,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from synperf import protocols as P
-from synperf.baselines import BASELINES, BaselineConfig
-from synperf.estimator import TrainConfig
-from synperf.schema import conform
-from synperf.split import SHAPE_COLUMNS, assign_split, shape_key
+from synperf.evaluation import protocols as P
+from synperf.evaluation.baselines import BASELINES, BaselineConfig
+from synperf.model.estimator import TrainConfig
+from synperf.data.schema import conform
+from synperf.evaluation.split import SHAPE_COLUMNS, assign_split, shape_key
 
 GPUS = ["a100_sxm4_80gb", "a40", "h100_sxm", "h200_sxm", "b200", "l40s"]
 
@@ -167,8 +167,8 @@ def test_error_cdf_matches_the_row_errors(configured_run):
 
 def test_a_pretrained_model_replaces_training_on_its_fold(vidur_gemm, registry):
     """The pipeline passes the primary model for the configured fold: its predictions are used as they are."""
-    from synperf.estimator import train
-    from synperf.features import FeatureFrame
+    from synperf.model.estimator import train
+    from synperf.model.features import FeatureFrame
 
     table, meta = vidur_gemm
     fold = P.configured(table)
@@ -185,8 +185,8 @@ def test_every_fitted_method_of_a_fold_gets_the_row_cap_of_its_mlp(vidur_gemm, r
     """On the configured fold the baselines get the primary model's row cap, not the leave-one-out budget."""
     from dataclasses import replace
 
-    from synperf.estimator import train
-    from synperf.features import FeatureFrame
+    from synperf.model.estimator import train
+    from synperf.model.features import FeatureFrame
 
     table, meta = vidur_gemm
     fold = P.configured(table)

@@ -3,15 +3,18 @@ overrides, partial files, provenance, use_measured=False, and clear errors for b
 
 from __future__ import annotations
 
+from pathlib import Path
 import json
 import math
 
 import pytest
 
-from synperf import hardware
-from synperf.hardware import (DATASHEET, MEASURABLE_FIELDS, MEASURED_FIELDS, load_registry, read_measured_file,
+from synperf.data import hardware
+from synperf.data.hardware import (DATASHEET, MEASURABLE_FIELDS, MEASURED_FIELDS, load_registry, read_measured_file,
                               registry_provenance, validate_measured_document)
-from synperf.io import InputError
+from synperf.data.io import InputError
+
+GPUS = Path(__file__).resolve().parent.parent / "config" / "gpus.yaml"  # the registry the tests read
 
 
 def measurement(value, unit, method="test method"):
@@ -38,12 +41,11 @@ def write(dirpath, name, doc):
 
 @pytest.fixture(scope="module")
 def datasheet():
-    return load_registry(use_measured=False)
+    return load_registry(GPUS, use_measured=False)
 
 
-def test_default_load_without_measured_files_is_the_datasheet(tmp_path, datasheet, monkeypatch):
-    monkeypatch.setattr(hardware, "DEFAULT_MEASURED_DIR", tmp_path / "does-not-exist")
-    reg = load_registry()
+def test_load_without_measured_files_is_the_datasheet(tmp_path, datasheet):
+    reg = load_registry(GPUS, tmp_path / "does-not-exist")
     assert reg.use_measured and reg.measured_gpus == [] and reg.measured_files == {}
     assert reg.ids == datasheet.ids
     for gid in reg.ids:
@@ -51,23 +53,24 @@ def test_default_load_without_measured_files_is_the_datasheet(tmp_path, datashee
         assert reg[gid].sources_used == {}
     h100 = reg["h100_sxm"]
     assert h100.value_source("dram_bw_gbps") == DATASHEET and not h100.is_measured("dram_bw_gbps")
-    assert load_registry(hardware.DEFAULT_REGISTRY, tmp_path)["h100_sxm"] == h100   # positional, empty folder
+    assert load_registry(GPUS, tmp_path)["h100_sxm"] == h100   # positional, empty folder
 
 
-def test_default_folder_is_data_hardware_of_the_checkout(tmp_path, monkeypatch):
-    assert hardware.DEFAULT_MEASURED_DIR == hardware.REPO_ROOT / "data" / "hardware"
+def test_measured_folder_is_passed_in_never_defaulted(tmp_path):
     write(tmp_path, "h100_sxm.json", doc_for("h100_sxm", dram_bw=3000.0))
-    monkeypatch.setattr(hardware, "DEFAULT_MEASURED_DIR", tmp_path)
-    reg = load_registry()
+    reg = load_registry(GPUS, tmp_path)
     assert reg["h100_sxm"].dram_bw_gbps == 3000.0 and reg.measured_dir == tmp_path
-    assert load_registry(use_measured=False)["h100_sxm"].dram_bw_gbps == 3350.0
+    assert load_registry(GPUS)["h100_sxm"].dram_bw_gbps == 3350.0                     # no folder: datasheet
+    assert not load_registry(GPUS).use_measured
+    assert load_registry(GPUS, tmp_path, use_measured=False)["h100_sxm"].dram_bw_gbps == 3350.0
+    assert not hasattr(hardware, "DEFAULT_MEASURED_DIR") and not hasattr(hardware, "DEFAULT_REGISTRY")
 
 
 def test_measured_values_override_datasheet_and_say_where_from(tmp_path, datasheet):
     write(tmp_path, "h100_sxm.json", doc_for("h100_sxm", dram_bw=3012.5, l2_bw=9100.0, smem_bw=121.0,
                                              gemm_bf16=712.0, gemm_fp16=705.0, gemm_fp8=1290.0, gemm_tf32=370.0,
                                              fp32_fma=58.0, gemm_fp32=41.0))
-    reg = load_registry(measured_dir=tmp_path)
+    reg = load_registry(GPUS, measured_dir=tmp_path)
     h = reg["h100_sxm"]
     ds = datasheet["h100_sxm"]
     assert (h.dram_bw_gbps, h.l2_bw_gbps, h.smem_bw_bytes_per_clk_per_sm) == (3012.5, 9100.0, 121.0)
@@ -94,7 +97,7 @@ def test_measured_values_override_datasheet_and_say_where_from(tmp_path, datashe
 def test_partial_file_replaces_only_what_it_has(tmp_path, datasheet):
     write(tmp_path, "h100_sxm.json", doc_for("h100_sxm", gemm_bf16=600.0))
     write(tmp_path, "a100_sxm4_80gb.json", doc_for("a100_sxm4_80gb", smem_bw=126.0, gemm_fp32=18.0))
-    reg = load_registry(measured_dir=tmp_path)
+    reg = load_registry(GPUS, measured_dir=tmp_path)
     h, a = reg["h100_sxm"], reg["a100_sxm4_80gb"]
     assert h.dense_bf16_tflops == 600.0 and h.is_measured("dense_bf16_tflops")
     for f in set(MEASURABLE_FIELDS) - {"dense_bf16_tflops"}:
@@ -108,7 +111,7 @@ def test_partial_file_replaces_only_what_it_has(tmp_path, datasheet):
 def test_architectural_tensor_rate_stays_the_datasheet_power_of_two(tmp_path, datasheet):
     # 600 / 989.4 TFLOPS = 0.61 of peak: rounding the measured rate would give 2048 FLOP/clk/SM, not 4096
     write(tmp_path, "h100_sxm.json", doc_for("h100_sxm", gemm_bf16=600.0, gemm_fp8=1100.0))
-    h = load_registry(measured_dir=tmp_path)["h100_sxm"]
+    h = load_registry(GPUS, measured_dir=tmp_path)["h100_sxm"]
     ds = datasheet["h100_sxm"]
     assert h.tensor_ops_per_clk_per_sm("bfloat16") == ds.tensor_ops_per_clk_per_sm("bfloat16") == 4096
     assert h.tensor_ops_per_clk_per_sm("fp8") == ds.tensor_ops_per_clk_per_sm("fp8") == 8192
@@ -117,7 +120,7 @@ def test_architectural_tensor_rate_stays_the_datasheet_power_of_two(tmp_path, da
 def test_use_measured_false_ignores_the_folder_even_broken_files(tmp_path, datasheet):
     write(tmp_path, "h100_sxm.json", doc_for("h100_sxm", dram_bw=1.0))
     write(tmp_path, "not_a_gpu.json", "{broken")
-    reg = load_registry(measured_dir=tmp_path, use_measured=False)
+    reg = load_registry(GPUS, measured_dir=tmp_path, use_measured=False)
     assert reg["h100_sxm"] == datasheet["h100_sxm"] and reg["h100_sxm"].sources_used == {}
     assert not reg.use_measured and reg.measured_dir is None and reg.measured_gpus == []
 
@@ -125,7 +128,7 @@ def test_use_measured_false_ignores_the_folder_even_broken_files(tmp_path, datas
 def test_unknown_gpu_id_in_file_name_is_a_clear_error(tmp_path):
     path = write(tmp_path, "h900_sxm.json", doc_for("h900_sxm", dram_bw=3000.0))
     with pytest.raises(InputError) as err:
-        load_registry(measured_dir=tmp_path)
+        load_registry(GPUS, measured_dir=tmp_path)
     msg = str(err.value)
     assert str(path) in msg and "unknown GPU id 'h900_sxm'" in msg and "registry" in msg
 
@@ -133,14 +136,14 @@ def test_unknown_gpu_id_in_file_name_is_a_clear_error(tmp_path):
 def test_gpu_key_must_match_the_file_name(tmp_path):
     path = write(tmp_path, "h100_sxm.json", doc_for("h200_sxm", dram_bw=3000.0))
     with pytest.raises(InputError, match=r"h100_sxm\.json: at key 'gpu'.*'h200_sxm'.*'h100_sxm'"):
-        load_registry(measured_dir=tmp_path)
+        load_registry(GPUS, measured_dir=tmp_path)
     assert path.exists()
 
 
 def test_malformed_json_names_the_file_and_position(tmp_path):
     path = write(tmp_path, "h100_sxm.json", '{"version": 1, "gpu": "h100_sxm",\n  "measurements": {,}}')
     with pytest.raises(InputError) as err:
-        load_registry(measured_dir=tmp_path)
+        load_registry(GPUS, measured_dir=tmp_path)
     assert str(path) in str(err.value) and "not valid JSON" in str(err.value) and "line 2" in str(err.value)
 
 
@@ -171,7 +174,7 @@ def test_schema_failures_name_the_file_and_the_key(tmp_path, edit, key, words):
     edit(doc)
     path = write(tmp_path, "h100_sxm.json", doc)
     with pytest.raises(InputError) as err:
-        load_registry(measured_dir=tmp_path)
+        load_registry(GPUS, measured_dir=tmp_path)
     msg = str(err.value)
     assert msg.startswith(f"{path}: at key {key!r}: "), msg
     assert words in msg, msg
@@ -182,12 +185,12 @@ def test_validate_document_accepts_a_valid_one():
 
 
 def test_hidden_temporary_and_other_files_are_ignored(tmp_path, datasheet):
-    write(tmp_path, ".h100_sxm.json.abc123.tmp", "{half a file")      # synperf.io.atomic_path's temporary file
+    write(tmp_path, ".h100_sxm.json.abc123.tmp", "{half a file")      # synperf.data.io.atomic_path's temporary file
     write(tmp_path, ".hidden.json", "{broken")
     write(tmp_path, "README.md", "# measured hardware")
     (tmp_path / "sub.json").mkdir()                                     # a folder, not a file
     write(tmp_path, "l40s.json", doc_for("l40s", dram_bw=800.0))
-    reg = load_registry(measured_dir=tmp_path)
+    reg = load_registry(GPUS, measured_dir=tmp_path)
     assert reg.measured_gpus == ["l40s"]
     assert hardware.measured_files(tmp_path) == [tmp_path / "l40s.json"]
     assert hardware.measured_files(tmp_path / "nope") == []
@@ -204,13 +207,15 @@ def test_read_measured_file_directly(tmp_path):
         read_measured_file(tmp_path / "missing.json")
 
 
-def test_source_paths_inside_the_checkout_are_relative():
-    assert hardware.display_path(hardware.DEFAULT_MEASURED_DIR / "h100_sxm.json") == "data/hardware/h100_sxm.json"
+def test_source_paths_inside_the_working_directory_are_relative(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert hardware.display_path(tmp_path / "data" / "hardware" / "h100_sxm.json") == "data/hardware/h100_sxm.json"
+    assert hardware.display_path("/elsewhere/h100_sxm.json") == "/elsewhere/h100_sxm.json"
 
 
 def test_provenance_table_lists_each_source(tmp_path, datasheet):
     write(tmp_path, "h100_sxm.json", doc_for("h100_sxm", dram_bw=3000.0, smem_bw=120.0))
-    reg = load_registry(measured_dir=tmp_path)
+    reg = load_registry(GPUS, measured_dir=tmp_path)
     df = registry_provenance(reg)
     assert list(df.columns) == ["gpu", "field", "value", "unit", "source", "datasheet_value",
                                 "measured_over_datasheet"]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from types import SimpleNamespace
 
-from synperf.schedule import busiest_sm, ctas_per_sm, min_heap, round_robin
+from synperf.model.schedule import busiest_sm, ctas_per_sm, min_heap, round_robin
 
 
 @pytest.mark.parametrize("seed", range(20))

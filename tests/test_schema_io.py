@@ -2,8 +2,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from synperf.io import InputError, read_table, write_parquet, atomic_path
-from synperf.schema import COLUMNS, conform, reduce_duplicates, validate
+from synperf.data.io import InputError, read_table, write_parquet, atomic_path
+from synperf.data.schema import COLUMNS, conform, reduce_duplicates, validate
 
 
 def gemm_rows(lat=(10.0, 12.0, 11.0), gpu="h100_sxm"):

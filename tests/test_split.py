@@ -1,7 +1,7 @@
 import pandas as pd
 import pytest
 
-from synperf.split import assign_split
+from synperf.evaluation.split import assign_split
 
 
 def table():
@@ -36,7 +36,7 @@ def test_gpu_in_both_lists_is_rejected():
 
 
 def test_source_files_decide_the_heldout_rows_when_configured():
-    from synperf.split import experiment_split
+    from synperf.evaluation.split import experiment_split
 
     df = table()
     df["source_file"] = ["neusight/dataset/test/linear.csv" if m % 4 == 0 else
@@ -57,7 +57,7 @@ def test_source_files_decide_the_heldout_rows_when_configured():
 
 def test_every_variant_of_a_heldout_problem_is_held_out_together():
     """Two implementations and two KV-cache dtypes of one attention problem share its problem key."""
-    from synperf.split import problem_key, shape_key
+    from synperf.evaluation.split import problem_key, shape_key
 
     base = pd.DataFrame({"batch_size": range(1, 401), "seq_len": 1, "kv_len": 4096, "num_heads": 32,
                          "num_kv_heads": 8, "head_dim": 128, "window_size": 0})
@@ -73,8 +73,8 @@ def test_every_variant_of_a_heldout_problem_is_held_out_together():
 
 
 def test_problem_key_refuses_a_table_it_cannot_key():
-    from synperf.io import InputError
-    from synperf.split import problem_key
+    from synperf.data.io import InputError
+    from synperf.evaluation.split import problem_key
 
     with pytest.raises(InputError, match="kernel"):
         problem_key(pd.DataFrame({"m": [1]}))
@@ -85,7 +85,7 @@ def test_problem_key_refuses_a_table_it_cannot_key():
 
 
 def test_source_file_split_drops_training_rows_of_heldout_problems():
-    from synperf.split import experiment_split
+    from synperf.evaluation.split import experiment_split
 
     df = table()
     # the same problem (m = 8) in both files on GPU a: the training copy must not train

@@ -9,9 +9,13 @@ import pandas as pd
 import pytest
 import yaml
 
-from synperf import pipeline
+from synperf.pipeline.evaluate import evaluate_experiment
+from synperf.pipeline.features import experiment_features
+from synperf.pipeline.ingest import ingest_source, merge_measurements
+from synperf.pipeline.protocols import evaluate_protocols
+from synperf.pipeline.train import train_experiment
 from synperf.api import predict
-from synperf.report import build_report
+from synperf.reporting.report import build_report
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -52,18 +56,18 @@ def test_every_step_on_real_vidur_rows(public_data, tmp_path):
     cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
     exp = cfg["experiments"]["rmsnorm"]
     src, summ = tmp_path / "vidur.parquet", tmp_path / "vidur.json"
-    pipeline.ingest_source("vidur", str(public_data), reg, cfg["ingest"]["vidur"], str(src), str(summ))
+    ingest_source("vidur", str(public_data), reg, cfg["ingest"]["vidur"], str(src), str(summ))
     allp, alls = tmp_path / "all.parquet", tmp_path / "summary.json"
-    pipeline.merge_measurements([str(src)], [str(summ)], [], reg, str(allp), str(alls))
+    merge_measurements([str(src)], [str(summ)], [], reg, str(allp), str(alls))
     merged = json.loads(alls.read_text())
     assert merged["duplicate_rows_merged"] > 0   # Vidur repeats token counts 2048 and 4096 (README)
     feat, fmeta = tmp_path / "f.parquet", tmp_path / "f.json"
-    pipeline.experiment_features(str(allp), "rmsnorm", exp, reg, "v2", 0, str(feat), str(fmeta))
+    experiment_features(str(allp), "rmsnorm", exp, reg, "v2", 0, str(feat), str(fmeta))
     training = {**cfg["training"], "max_epochs": 15, "early_stopping_patience": 5}
     mdir = tmp_path / "models" / "rmsnorm" / "v2-all"
-    pipeline.train_experiment(str(feat), str(fmeta), "rmsnorm", exp, training, 0, 1, str(mdir))
+    train_experiment(str(feat), str(fmeta), "rmsnorm", exp, training, 0, 1, str(mdir))
     preds, mape = tmp_path / "p.parquet", tmp_path / "mape.csv"
-    pipeline.evaluate_experiment(str(feat), str(fmeta), str(mdir), "rmsnorm", str(preds), str(mape))
+    evaluate_experiment(str(feat), str(fmeta), str(mdir), "rmsnorm", str(preds), str(mape))
     table = pd.read_csv(mape)
     unseen = table[(table.gpu == "a40") & (table.split == "unseen")]
     assert len(unseen) == 1 and unseen["n_rows"].iloc[0] > 100
@@ -81,9 +85,9 @@ def test_every_step_on_real_vidur_rows(public_data, tmp_path):
 
     # an ablation model on the memory features only
     adir = tmp_path / "models" / "rmsnorm" / "v2-memory"
-    pipeline.train_experiment(str(feat), str(fmeta), "rmsnorm", exp, training, 0, 1, str(adir), group="memory")
+    train_experiment(str(feat), str(fmeta), "rmsnorm", exp, training, 0, 1, str(adir), group="memory")
     amape = tmp_path / "amape.csv"
-    pipeline.evaluate_experiment(str(feat), str(fmeta), str(adir), "rmsnorm", str(tmp_path / "ap.parquet"),
+    evaluate_experiment(str(feat), str(fmeta), str(adir), "rmsnorm", str(tmp_path / "ap.parquet"),
                                  str(amape))
     ameta = json.loads((adir / "meta.json").read_text())
     assert "fma_all_cycle" not in ameta["encoder"]["numeric"] and "dram_cycle" in ameta["encoder"]["numeric"]
@@ -113,11 +117,11 @@ def test_protocols_are_in_the_default_target_and_run_on_real_rows(public_data, t
     reg = str(REPO / "config/gpus.yaml")
     cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
     src, summ = tmp_path / "vidur.parquet", tmp_path / "vidur.json"
-    pipeline.ingest_source("vidur", str(public_data), reg, cfg["ingest"]["vidur"], str(src), str(summ))
+    ingest_source("vidur", str(public_data), reg, cfg["ingest"]["vidur"], str(src), str(summ))
     allp, alls = tmp_path / "all.parquet", tmp_path / "summary.json"
-    pipeline.merge_measurements([str(src)], [str(summ)], [], reg, str(allp), str(alls))
+    merge_measurements([str(src)], [str(summ)], [], reg, str(allp), str(alls))
     out, cdf = tmp_path / "proto.csv", tmp_path / "cdf.csv"
-    pipeline.evaluate_protocols(str(allp), "rmsnorm", cfg["experiments"]["rmsnorm"], reg, "v2_paper", 0,
+    evaluate_protocols(str(allp), "rmsnorm", cfg["experiments"]["rmsnorm"], reg, "v2_paper", 0,
                                 {**cfg["training"], "max_epochs": 5}, ["loao"], ["roofline", "nearest_gpu_roofline"],
                                 1, str(out), out_cdf=str(cdf))
     t = pd.read_csv(out)
@@ -135,10 +139,10 @@ def test_neusight_experiment_keeps_the_upstream_train_and_test_files(public_data
     cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
     exp = cfg["experiments"]["gemm_fp32_neusight"]
     src, summ = tmp_path / "n.parquet", tmp_path / "n.json"
-    pipeline.ingest_source("neusight", str(public_data), reg, cfg["ingest"].get("neusight"), str(src), str(summ))
+    ingest_source("neusight", str(public_data), reg, cfg["ingest"].get("neusight"), str(src), str(summ))
     rows = pd.read_parquet(src)
     rows = rows[rows.kernel == "gemm"]
-    from synperf.split import experiment_split
+    from synperf.evaluation.split import experiment_split
     s = experiment_split(rows, exp)
     seen = rows.gpu.isin(exp["seen"])
     in_test = rows["source_file"].str.contains("dataset/test/")

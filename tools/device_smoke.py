@@ -7,7 +7,7 @@ Needs torch with CUDA; FlashInfer, Triton and nvidia-ml-py are used when install
 RMSNorm/SiLU&Mul points fall back to FlashInfer or are skipped, fused MoE is skipped; without FlashInfer
 attention runs on torch SDPA). Steps:
 
-1. the hardware characterization hook, if this checkout has one (``synperf.characterize.characterize(out_dir)``,
+1. the hardware characterization hook, if this checkout has one (``synperf.gpu.characterize.characterize(out_dir)``,
    writing under ``OUT/hardware/``); skipped when absent;
 2. the GPU's registry id (torch device 0 -> UUID -> NVML name -> ``config/gpus.yaml``); a GPU missing from
    the registry still runs, under a slug id, with a warning;
@@ -38,27 +38,27 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from synperf.profiling import PROFILED_KERNELS, ProfilingError, supports_kernel  # noqa: E402
-from synperf.profiling.grids import load_grid, sweep_path  # noqa: E402
-from synperf.profiling.timing import TimingSettings  # noqa: E402
+from synperf.gpu.profiling import PROFILED_KERNELS, ProfilingError, supports_kernel  # noqa: E402
+from synperf.gpu.profiling.grids import load_grid, sweep_path  # noqa: E402
+from synperf.gpu.profiling.timing import TimingSettings  # noqa: E402
 
 #: order of the smoke run: FlashInfer-JIT-heavy kernels last, so a slow first compile cannot starve the rest
 SMOKE_ORDER = ("gemm", "gemm_fp8", "fused_moe", "rmsnorm", "silu_mul", "attention_decode", "attention_prefill")
 SMOKE_TIMING = {"warmup_ms": 5.0, "budget_ms": 20.0, "min_reps": 5, "max_reps": 200}
 
 
-def run_characterization(out: Path) -> str:
-    """Run ``synperf.characterize.characterize(out / "hardware")`` if that module exists."""
+def run_characterization(out: Path, registry_path: str) -> str:
+    """Run ``synperf.gpu.characterize.characterize(out / "hardware", registry_path=...)`` if that module exists."""
     try:
-        import synperf.characterize as ch  # noqa: F401
+        import synperf.gpu.characterize as ch  # noqa: F401
     except ModuleNotFoundError:
-        return "skipped (synperf.characterize is not in this checkout)"
+        return "skipped (synperf.gpu.characterize is not in this checkout)"
     fn = getattr(ch, "characterize", None)
     if fn is None:
-        return "skipped (synperf.characterize has no characterize(out_dir))"
+        return "skipped (synperf.gpu.characterize has no characterize(out_dir))"
     t0 = time.monotonic()
     try:
-        fn(out / "hardware")
+        fn(out / "hardware", registry_path=registry_path)
     except Exception as exc:  # the smoke sweep goes on without it
         traceback.print_exc()
         return f"failed after {time.monotonic() - t0:.0f} s: {type(exc).__name__}: {exc}"
@@ -66,7 +66,7 @@ def run_characterization(out: Path) -> str:
 
 
 def run_smoke(out: Path, kernels: list[str], *, device: str = "cuda", budget_s: float = 420.0,
-              registry_path: str | None = None, use_flashinfer: bool = True,
+              registry_path: str = "config/gpus.yaml", use_flashinfer: bool = True,
               points: dict[str, list[dict]] | None = None, timing: dict | None = None) -> tuple[dict, list[dict]]:
     """Run the reduced sweeps; return (GPU facts, one summary dict per kernel).
 
@@ -80,9 +80,9 @@ def run_smoke(out: Path, kernels: list[str], *, device: str = "cuda", budget_s: 
     """
     import torch
 
-    from synperf.hardware import load_registry
-    from synperf.profiling.nvml import local_gpu
-    from synperf.profiling.runner import environment, gpu_lock, make_context, sweep_kernel, timer_for
+    from synperf.data.hardware import load_registry
+    from synperf.gpu.profiling.nvml import local_gpu
+    from synperf.gpu.profiling.runner import environment, gpu_lock, make_context, sweep_kernel, timer_for
 
     start = time.monotonic()
     deadline = start + budget_s
@@ -129,7 +129,7 @@ def run_smoke(out: Path, kernels: list[str], *, device: str = "cuda", budget_s: 
                 row.update(_provenance_summary(out / gpu / f"{kernel}.provenance.json"))
             except Exception as exc:  # report and go on with the next kernel
                 row["note"] = f"{type(exc).__name__}: {str(exc)[:300]}"
-                logging.getLogger("synperf.profiling").error("%s failed: %s", kernel, exc)
+                logging.getLogger("synperf.gpu.profiling").error("%s failed: %s", kernel, exc)
             row["seconds"] = round(time.monotonic() - t0, 1)
             ctx.cache.clear()
             if ctx.is_cuda:
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, type=Path, help="output folder (files go to OUT/<gpu>/)")
     ap.add_argument("--kernels", nargs="+", default=list(PROFILED_KERNELS), choices=PROFILED_KERNELS)
     ap.add_argument("--budget-s", type=float, default=420.0, help="no point starts after this (default 420 s)")
-    ap.add_argument("--registry", default=None, help="GPU registry (default config/gpus.yaml)")
+    ap.add_argument("--registry", default="config/gpus.yaml", help="GPU registry (default: %(default)s)")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     ap.add_argument("--no-flashinfer", action="store_true", help="do not use FlashInfer even if installed")
     ap.add_argument("--skip-characterization", action="store_true")
@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     args.out.mkdir(parents=True, exist_ok=True)
     if args.device == "cuda":
-        from synperf.profiling.nvml import require_cuda
+        from synperf.gpu.profiling.nvml import require_cuda
 
         try:
             require_cuda()
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
             print(exc, file=sys.stderr)
             return 2
     if not args.skip_characterization and args.device == "cuda":
-        print(f"characterization: {run_characterization(args.out)}", flush=True)
+        print(f"characterization: {run_characterization(args.out, args.registry)}", flush=True)
     facts, summary = run_smoke(args.out, args.kernels, device=args.device, budget_s=args.budget_s,
                                registry_path=args.registry, use_flashinfer=not args.no_flashinfer)
     text = format_summary(facts, summary)

@@ -22,10 +22,10 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from synperf.estimator import TrainConfig, train  # noqa: E402
-from synperf.features import FeatureFrame  # noqa: E402
-from synperf.io import read_table, write_csv  # noqa: E402
-from synperf.metrics import ape  # noqa: E402
+from synperf.model.estimator import TrainConfig, train  # noqa: E402
+from synperf.model.features import FeatureFrame  # noqa: E402
+from synperf.data.io import read_table, write_csv  # noqa: E402
+from synperf.evaluation.metrics import ape  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -1,0 +1,455 @@
+"""Evaluation protocols and a runner that scores synperf's MLP and every baseline on them.
+
+A protocol turns a feature table (one kernel family's rows, as written by
+:func:`synperf.pipeline.features.experiment_features`, or built by :func:`feature_table`) into folds. A
+:class:`Fold` labels every row of the table ``train``, ``test_seen``, ``unseen`` or ``unused``:
+
+``configured`` (:func:`configured`)
+    the table's own ``split`` column: the experiment's seen GPUs (minus held-out problems) for training,
+    held-out problems on the seen GPUs (``test_seen``) and every row of the unseen GPUs (``unseen``).
+``logo`` (:func:`leave_one_gpu_out`)
+    each GPU of the table unseen in turn, all the others seen.
+``loao`` (:func:`leave_one_architecture_out`)
+    all GPUs of one registry ``architecture`` (Ampere, Ada, Hopper, Blackwell, ...) unseen, the GPUs of
+    the other architectures seen; one fold per architecture present; a fold that would leave no
+    training GPU is skipped.
+
+In ``logo`` and ``loao`` the seen GPUs' rows are split by :func:`synperf.evaluation.split.assign_split`: a shape is
+held out (``test_seen``) on every seen GPU at once by a seeded hash of the shape, so with the
+experiment's ``heldout_frac`` and seed the held-out problems are those of the configured split and a test
+shape never leaks into training. The same GPU-level folds are available without a table as
+``(name, seen_gpus, unseen_gpus)`` tuples (:func:`logo_gpu_sets`, :func:`loao_gpu_sets`).
+
+The runner (:func:`run_protocol`, :func:`predict_protocol`) fits, per fold, the efficiency MLP
+(``synperf_mlp``: :func:`synperf.model.estimator.train` on the fold's training rows) and every baseline of
+:data:`synperf.evaluation.baselines.BASELINES` on the same rows, predicts the fold's ``test_seen`` and ``unseen``
+rows and scores them with :mod:`synperf.evaluation.metrics`. Features are computed once per table; each fold only
+selects rows.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Iterator
+
+import numpy as np
+import pandas as pd
+
+from synperf.evaluation.baselines import BASELINES, BaselineConfig, add_baseline_columns, fit_predict
+from synperf.model.estimator import TrainConfig, train
+from synperf.model.features import FeatureFrame, build_features
+from synperf.evaluation.leak_check import LeakError, fold_leaks
+from synperf.evaluation.metrics import ape, summarize
+from synperf.data.schema import KEY_COLUMNS
+from synperf.evaluation.split import assign_split, problem_key
+
+#: the evaluated methods: our estimator, then every baseline
+MLP = "synperf_mlp"
+METHODS: tuple[str, ...] = (MLP,) + tuple(BASELINES)
+TEST_SPLITS = ("test_seen", "unseen")
+LABELS = ("train", "test_seen", "unseen", "unused")
+
+#: columns of :func:`run_protocol`'s result, in order
+SUMMARY_COLUMNS = ["protocol", "fold", "method", "gpu", "split", "n_rows", "n_total", "coverage", "mape_pct",
+                   "median_ape_pct", "p90_ape_pct", "fit_seconds", "budget"]
+
+
+def method_budget(method: str, max_train_rows: int, train_cfg: TrainConfig, baseline_cfg: BaselineConfig) -> str:
+    """The training budget of ``method`` on a fold, as the report states it: row cap and epochs/iterations
+    (``max_train_rows`` 0 = every training row); lookups and closed forms have no fitted budget."""
+    rows = f"<= {max_train_rows} rows" if max_train_rows else "all rows"
+    if method == MLP:
+        return f"{rows}, <= {train_cfg.max_epochs} epochs (early stopping)"
+    if method == "neusight":
+        return f"{rows}, {baseline_cfg.neusight_epochs} epochs"
+    if method == "gbt":
+        return f"{rows}, {baseline_cfg.gbt_max_iter} boosting iterations"
+    if method == "linear":
+        return f"{rows}, closed form"
+    if method.startswith("nearest_gpu"):
+        return "lookup over all training rows"
+    return "no training"
+
+
+@dataclass(frozen=True, eq=False)
+class Fold:
+    """One train/test assignment over the rows of a table.
+
+    Attributes:
+        protocol: ``configured``, ``logo`` or ``loao``.
+        name: unique fold name, e.g. ``configured``, ``logo:a40``, ``loao:Hopper``.
+        labels: one label per table row (positional, length = table rows): ``train``, ``test_seen``,
+            ``unseen`` or ``unused``.
+        seen_gpus, unseen_gpus: the GPU ids on each side (sorted).
+
+    Iterating a fold yields ``(name, train_mask, test_mask)``, so ``for name, tr, te in folds`` works.
+    """
+
+    protocol: str
+    name: str
+    labels: np.ndarray
+    seen_gpus: tuple[str, ...]
+    unseen_gpus: tuple[str, ...]
+
+    @property
+    def train_mask(self) -> np.ndarray:
+        """Boolean mask of the training rows (label ``train``)."""
+        return self.labels == "train"
+
+    @property
+    def test_mask(self) -> np.ndarray:
+        """Boolean mask of the evaluated rows (labels ``test_seen`` and ``unseen``)."""
+        return np.isin(self.labels, TEST_SPLITS)
+
+    def __iter__(self) -> Iterator:
+        return iter((self.name, self.train_mask, self.test_mask))
+
+
+# ------------------------------------------------------------------------------------------------
+# GPU-level folds
+
+
+def logo_gpu_sets(gpus) -> list[tuple[str, list[str], list[str]]]:
+    """Leave-one-GPU-out over ``gpus``: ``(f"logo:{g}", other GPUs, [g])`` for each GPU, sorted by id.
+
+    A single GPU gives no fold (nothing to train on).
+    """
+    gpus = sorted(set(map(str, gpus)))
+    if len(gpus) < 2:
+        return []
+    return [(f"logo:{g}", [o for o in gpus if o != g], [g]) for g in gpus]
+
+
+def loao_gpu_sets(gpus, registry) -> list[tuple[str, list[str], list[str]]]:
+    """Leave-one-architecture-out: ``(f"loao:{arch}", GPUs of other architectures, GPUs of arch)``.
+
+    Architectures from the registry (``GPUSpec.architecture``), one fold per architecture present in
+    ``gpus``, sorted by name; an architecture holding every GPU (no training GPU left) gives no fold.
+
+    Raises:
+        InputError: a GPU id not in the registry.
+    """
+    gpus = sorted(set(map(str, gpus)))
+    arch = {g: registry[g].architecture for g in gpus}
+    out = []
+    for a in sorted(set(arch.values())):
+        unseen = [g for g in gpus if arch[g] == a]
+        seen = [g for g in gpus if arch[g] != a]
+        if seen:
+            out.append((f"loao:{a}", seen, unseen))
+    return out
+
+
+def folds_from_gpu_sets(table: pd.DataFrame, gpu_sets, protocol: str, heldout_frac: float = 0.2,
+                        seed: int = 0) -> list[Fold]:
+    """Label the rows of ``table`` for each ``(name, seen, unseen)`` with :func:`synperf.evaluation.split.assign_split`.
+
+    ``table`` needs the canonical key columns. Folds without any ``train`` row or any test row are skipped.
+
+    Raises:
+        ValueError: as :func:`synperf.evaluation.split.assign_split` (a GPU on both sides, bad ``heldout_frac``).
+    """
+    folds = []
+    for name, seen, unseen in gpu_sets:
+        labels = assign_split(table, list(seen), list(unseen), heldout_frac, seed).to_numpy().astype(str)
+        if not (labels == "train").any() or not np.isin(labels, TEST_SPLITS).any():
+            continue
+        folds.append(Fold(protocol, name, labels, tuple(sorted(seen)), tuple(sorted(unseen))))
+    return folds
+
+
+# ------------------------------------------------------------------------------------------------
+# protocols over a table
+
+
+def configured(table: pd.DataFrame) -> list[Fold]:
+    """The table's configured split (its ``split`` column) as one fold named ``configured``.
+
+    Raises:
+        ValueError: no ``split`` column, or a label outside train/test_seen/unseen/unused.
+    """
+    if "split" not in table.columns:
+        raise ValueError("configured protocol: the table has no 'split' column (see synperf.pipeline.features.experiment_features)")
+    labels = table["split"].astype(str).to_numpy()
+    bad = sorted(set(labels) - set(LABELS))
+    if bad:
+        raise ValueError(f"configured protocol: unknown split label(s) {bad}; expected {list(LABELS)}")
+    gpu = table["gpu"].astype(str).to_numpy()
+    seen = tuple(sorted(set(gpu[np.isin(labels, ("train", "test_seen"))])))
+    unseen = tuple(sorted(set(gpu[labels == "unseen"])))
+    return [Fold("configured", "configured", labels, seen, unseen)]
+
+
+def _gpus(table: pd.DataFrame, gpus) -> list[str]:
+    present = sorted(table["gpu"].astype(str).unique())
+    if gpus is None:
+        return present
+    gpus = [str(g) for g in gpus]
+    missing = sorted(set(gpus) - set(present))
+    if missing:
+        raise ValueError(f"GPU(s) {missing} have no rows in the table (present: {present})")
+    return sorted(set(gpus))
+
+
+def leave_one_gpu_out(table: pd.DataFrame, gpus=None, *, heldout_frac: float = 0.2, seed: int = 0) -> list[Fold]:
+    """Leave-one-GPU-out folds: each GPU of ``gpus`` (default: every GPU of the table) unseen in turn.
+
+    Seen GPUs are the other GPUs of ``gpus``; their rows are ``train`` or ``test_seen`` by the held-out-shape
+    rule (:func:`synperf.evaluation.split.assign_split` with ``heldout_frac`` and ``seed``); rows of GPUs outside
+    ``gpus`` are ``unused``. Fold names ``logo:<gpu>``.
+
+    Raises:
+        ValueError: a GPU of ``gpus`` without rows in the table.
+    """
+    return folds_from_gpu_sets(table, logo_gpu_sets(_gpus(table, gpus)), "logo", heldout_frac, seed)
+
+
+def leave_one_architecture_out(table: pd.DataFrame, registry, gpus=None, *, heldout_frac: float = 0.2,
+                               seed: int = 0) -> list[Fold]:
+    """Leave-one-architecture-out folds: all GPUs of one architecture unseen, the others seen.
+
+    One fold per registry ``architecture`` among ``gpus`` (default: every GPU of the table), named
+    ``loao:<architecture>``; skipped when no GPU of another architecture is left to train on. Seen rows
+    are split as in :func:`leave_one_gpu_out`.
+
+    Raises:
+        ValueError: a GPU of ``gpus`` without rows in the table.
+        InputError: a GPU id not in the registry.
+    """
+    return folds_from_gpu_sets(table, loao_gpu_sets(_gpus(table, gpus), registry), "loao", heldout_frac, seed)
+
+
+PROTOCOLS = ("configured", "logo", "loao")
+
+
+def make_folds(protocol: str, table: pd.DataFrame, registry, *, gpus=None, heldout_frac: float = 0.2,
+               seed: int = 0) -> list[Fold]:
+    """Folds of ``protocol`` (``configured``, ``logo`` or ``loao``) over ``table`` (dispatcher for rules).
+
+    Raises:
+        KeyError: unknown protocol.
+    """
+    if protocol == "configured":
+        return configured(table)
+    if protocol == "logo":
+        return leave_one_gpu_out(table, gpus, heldout_frac=heldout_frac, seed=seed)
+    if protocol == "loao":
+        return leave_one_architecture_out(table, registry, gpus, heldout_frac=heldout_frac, seed=seed)
+    raise KeyError(f"unknown protocol {protocol!r}; known: {list(PROTOCOLS)}")
+
+
+# ------------------------------------------------------------------------------------------------
+# runner
+
+
+def feature_table(rows: pd.DataFrame, registry, feature_set: str = "v2", seed: int = 0) -> tuple[pd.DataFrame, dict]:
+    """Build a feature table from canonical rows once (all rows, no split): ``(table, meta)``.
+
+    The table has the layout of :func:`synperf.pipeline.features.experiment_features` without ``split``: the key
+    columns, ``latency_us``, ``source`` (when present), the feature columns, ``theoretical_time_us`` and
+    ``problem_key`` (seeded with ``seed``); ``meta`` holds ``feature_set``, ``numeric``, ``linear`` and
+    ``categorical``. Use it for the ``logo``/``loao`` protocols over every GPU of a family.
+
+    Raises:
+        KeyError: as :func:`synperf.model.features.build_features`.
+    """
+    ff = build_features(rows, registry, feature_set)
+    keep = list(KEY_COLUMNS) + ["latency_us"] + (["source"] if "source" in rows.columns else [])
+    out = pd.concat([rows[keep].reset_index(drop=True),
+                     ff.frame.drop(columns=[c for c in ff.frame.columns if c in keep]).reset_index(drop=True)], axis=1)
+    out["problem_key"] = problem_key(rows, seed).to_numpy()
+    return out, {"feature_set": feature_set, "numeric": ff.numeric, "linear": ff.linear,
+                 "categorical": ff.categorical}
+
+
+def _prepare(table, registry, features, seed, methods) -> tuple[pd.DataFrame, dict]:
+    if isinstance(features, str):
+        table, meta = feature_table(table, registry, features, seed)
+    else:
+        meta = dict(features)
+        for k in ("numeric", "linear", "categorical"):
+            if k not in meta:
+                raise ValueError(f"feature meta lacks {k!r} (pass the feature table's sidecar JSON)")
+        cols = list(meta["numeric"]) + list(meta["linear"]) + list(meta["categorical"]) + ["theoretical_time_us"]
+        missing = [c for c in cols if c not in table.columns]
+        if missing:
+            raise ValueError(f"the table lacks feature column(s) {missing} named in the feature meta")
+        table = table.reset_index(drop=True)
+    if "problem_key" not in table.columns:
+        table = table.assign(problem_key=problem_key(table, seed).to_numpy())
+    return add_baseline_columns(table, registry, tiles="neusight" in methods), meta
+
+
+def _iter_fold_predictions(table, folds, methods, registry, train_cfg, features, max_train_rows, baseline_cfg, seed,
+                           log, pretrained=None):
+    methods = list(METHODS if methods is None else methods)
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise KeyError(f"unknown method(s) {unknown}; known: {list(METHODS)}")
+    table, meta = _prepare(table, registry, features, seed, methods)
+    cfg = train_cfg or TrainConfig()
+    bcfg = baseline_cfg or BaselineConfig(threads=cfg.threads)
+    if max_train_rows:
+        cap = lambda c: max_train_rows if not c else min(c, max_train_rows)  # noqa: E731
+        cfg = replace(cfg, max_train_rows=cap(cfg.max_train_rows))
+        bcfg = replace(bcfg, max_train_rows=cap(bcfg.max_train_rows))
+    for fold in folds:
+        if len(fold.labels) != len(table):
+            raise ValueError(f"fold {fold.name}: {len(fold.labels)} labels for a table of {len(table)} rows")
+        leaks = fold_leaks(fold.labels, table["gpu"].to_numpy(), table["problem_key"].to_numpy(), fold.seen_gpus,
+                           fold.unseen_gpus)
+        if any(leaks.values()):
+            raise LeakError(f"fold {fold.name}: " + ", ".join(f"{k}: {v}" for k, v in leaks.items() if v))
+        # every fitted method of a fold gets the row cap of the fold's MLP (the primary model's own on the
+        # configured fold), so the methods compare on the same training budget
+        fold_cfg = cfg
+        if fold.name in (pretrained or {}):
+            fold_cfg = TrainConfig.from_dict(pretrained[fold.name].meta["train_config"])
+        fold_bcfg = replace(bcfg, max_train_rows=fold_cfg.max_train_rows)
+        tr = table[fold.train_mask]
+        te_idx = np.flatnonzero(fold.test_mask)
+        te = table.iloc[te_idx]
+        base = pd.DataFrame({"protocol": fold.protocol, "fold": fold.name, "row": te_idx,
+                             "gpu": te["gpu"].astype(str).to_numpy(), "kernel": te["kernel"].astype(str).to_numpy(),
+                             "split": fold.labels[te_idx], "latency_us": te["latency_us"].to_numpy(dtype="float64")})
+        for method in methods:
+            t0 = time.time()
+            if method == MLP and fold.name in (pretrained or {}):
+                model = pretrained[fold.name]
+                pred = model.predict_latency_us(FeatureFrame(te, meta["numeric"], meta["linear"], meta["categorical"]))
+            elif method == MLP:
+                model = train(FeatureFrame(tr, meta["numeric"], meta["linear"], meta["categorical"]),
+                              tr["latency_us"], tr["problem_key"], cfg, log=lambda *_: None)
+                pred = model.predict_latency_us(FeatureFrame(te, meta["numeric"], meta["linear"], meta["categorical"]))
+            else:
+                pred = fit_predict(method, tr, te, registry, seed=seed, feature_meta=meta, cfg=fold_bcfg)
+            seconds = time.time() - t0
+            out = base.assign(method=method, predicted_latency_us=np.asarray(pred, dtype="float64"),
+                              budget=method_budget(method, fold_cfg.max_train_rows, fold_cfg, fold_bcfg))
+            out["ape_pct"] = ape(out["predicted_latency_us"], out["latency_us"])
+            out["fit_seconds"] = seconds
+            log(f"{fold.name} {method}: {len(tr)} train rows, {len(te)} test rows, {seconds:.1f} s")
+            yield out
+
+
+_PRED_COLUMNS = ["protocol", "fold", "method", "row", "gpu", "kernel", "split", "latency_us", "predicted_latency_us",
+                 "ape_pct", "fit_seconds", "budget"]
+
+
+def predict_protocol(table: pd.DataFrame, folds: list[Fold], methods, registry, train_cfg: TrainConfig | None,
+                     features, *, max_train_rows: int = 0, baseline_cfg: BaselineConfig | None = None, seed: int = 0,
+                     log=print, pretrained: dict | None = None) -> pd.DataFrame:
+    """Per-row predictions of every method on every fold's test rows (for error CDFs and scatter plots).
+
+    Arguments as :func:`run_protocol`; ``pretrained`` maps a fold name (e.g. ``configured``) to a
+    :class:`synperf.model.estimator.TrainedModel` used as ``synperf_mlp`` on that fold instead of training one (the
+    pipeline passes the experiment's primary model, trained on exactly the configured fold's training rows).
+
+    Returns:
+        Long table, one row per (fold, method, test row): ``protocol``, ``fold``, ``method``, ``row`` (position
+        in ``table``), ``gpu``, ``kernel``, ``split`` (``test_seen``/``unseen``), ``latency_us`` (measured),
+        ``predicted_latency_us`` (NaN where a nearest-GPU method has no source), ``ape_pct``, ``fit_seconds``
+        (wall time to fit that method on the fold and predict its test rows).
+    """
+    parts = list(_iter_fold_predictions(table, folds, methods, registry, train_cfg, features, max_train_rows,
+                                        baseline_cfg, seed, log, pretrained))
+    if not parts:
+        return pd.DataFrame(columns=_PRED_COLUMNS)
+    return pd.concat(parts, ignore_index=True)[_PRED_COLUMNS]
+
+
+def summarize_predictions(preds: pd.DataFrame, on_rows_covered_by: str | None = None) -> pd.DataFrame:
+    """Error summary per (fold, method, gpu, split), plus ``gpu = "ALL"`` per (fold, method, split).
+
+    Errors are over the covered rows (finite prediction); ``n_total`` counts every test row and
+    ``coverage = n_rows / n_total``. With ``on_rows_covered_by`` (e.g. ``"nearest_gpu_roofline"``) every
+    method is scored only on the rows that method covers, a paired comparison.
+
+    Returns:
+        Columns :data:`SUMMARY_COLUMNS` (``mape_pct``, ``median_ape_pct``, ``p90_ape_pct`` in percent, NaN
+        where no row is covered).
+
+    Raises:
+        ValueError: ``on_rows_covered_by`` is not a method of ``preds``.
+    """
+    p = preds
+    if on_rows_covered_by is not None:
+        if on_rows_covered_by not in set(p["method"]):
+            raise ValueError(f"method {on_rows_covered_by!r} not in the predictions")
+        ref = p[p["method"] == on_rows_covered_by]
+        ok = ref.loc[np.isfinite(ref["predicted_latency_us"]), ["fold", "row"]]
+        p = p.merge(ok, on=["fold", "row"], how="inner")
+    rows = []
+    keys = ["protocol", "fold", "method"]
+    for (proto, fold, method), g in p.groupby(keys, sort=False):
+        secs = float(g["fit_seconds"].iloc[0]) if len(g) else np.nan
+        budget = str(g["budget"].iloc[0]) if len(g) and "budget" in g.columns else ""
+        for gpu_key, sub in [(gpu, s) for (gpu, _), s in g.groupby(["gpu", "split"], sort=True)] + \
+                            [("ALL", s) for _, s in g.groupby("split", sort=True)]:
+            cov = np.isfinite(sub["predicted_latency_us"].to_numpy())
+            stats = summarize(sub["ape_pct"].to_numpy()[cov])
+            rows.append({"protocol": proto, "fold": fold, "method": method, "gpu": gpu_key,
+                         "split": sub["split"].iloc[0], **stats, "n_total": len(sub),
+                         "coverage": float(cov.mean()), "fit_seconds": round(secs, 2), "budget": budget})
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+#: quantiles (0..1) at which :func:`error_cdf` tabulates the absolute percentage error
+CDF_QUANTILES = tuple(np.round(np.linspace(0.0, 1.0, 101), 2))
+
+
+def error_cdf(preds: pd.DataFrame, quantiles=CDF_QUANTILES) -> pd.DataFrame:
+    """Empirical CDF of the absolute percentage error per (protocol, method, split), pooled over folds and GPUs.
+
+    Only covered rows (finite prediction) count. Returns columns ``protocol``, ``method``, ``split``,
+    ``quantile`` (share of rows, 0..1), ``ape_pct`` (that quantile of the APE, percent) and ``n_rows``;
+    plotting ``quantile`` against ``ape_pct`` gives the CDF.
+    """
+    rows = []
+    ok = preds[np.isfinite(preds["predicted_latency_us"].to_numpy(dtype="float64"))]
+    for (proto, method, split), g in ok.groupby(["protocol", "method", "split"], sort=True):
+        vals = np.quantile(g["ape_pct"].to_numpy(dtype="float64"), quantiles)
+        rows += [{"protocol": proto, "method": method, "split": split, "quantile": float(q), "ape_pct": float(v),
+                  "n_rows": len(g)} for q, v in zip(quantiles, vals)]
+    return pd.DataFrame(rows, columns=["protocol", "method", "split", "quantile", "ape_pct", "n_rows"])
+
+
+def run_protocol(table: pd.DataFrame, folds: list[Fold], methods, registry, train_cfg: TrainConfig | None,
+                 features, *, max_train_rows: int = 0, baseline_cfg: BaselineConfig | None = None, seed: int = 0,
+                 log=print) -> pd.DataFrame:
+    """Fit and score every method on every fold; one summary row per (fold, method, gpu, split).
+
+    Args:
+        table: a feature table (``features`` is its meta dict) or canonical measurement rows (``features`` is a
+            feature-set name; features are then built once, in row order). Folds index its rows positionally.
+        folds: from :func:`configured`, :func:`leave_one_gpu_out`, :func:`leave_one_architecture_out` or
+            :func:`make_folds`.
+        methods: names from :data:`METHODS` (``synperf_mlp`` and the baselines); ``None`` = all.
+        registry: GPU registry.
+        train_cfg: the MLP's hyper-parameters (:class:`synperf.model.estimator.TrainConfig`; small epoch budgets
+            keep CI fast); ``None`` = defaults.
+        features: the feature table's sidecar meta (``numeric``, ``linear``, ``categorical`` lists) or a
+            feature-set name (``v1``, ``v2``).
+        max_train_rows: when > 0, caps (seeded subsample) the training rows of the MLP and of the fitted
+            baselines (linear, neusight, gbt); nearest-GPU lookups always see every training row.
+        baseline_cfg: budgets of the baselines (:class:`synperf.evaluation.baselines.BaselineConfig`).
+        seed: seed of the baselines (the MLP uses ``train_cfg.seed``) and of ``problem_key`` when the table
+            lacks it.
+        log: progress callback, one line per fold and method.
+
+    Returns:
+        :data:`SUMMARY_COLUMNS`: ``protocol``, ``fold``, ``method``, ``gpu`` (or ``ALL``), ``split``,
+        ``n_rows`` (covered rows scored), ``n_total``, ``coverage``, ``mape_pct``, ``median_ape_pct``,
+        ``p90_ape_pct`` (percent, :func:`synperf.evaluation.metrics.summarize`), ``fit_seconds`` (fit + predict wall time
+        of the fold and method).
+
+    Raises:
+        KeyError: unknown method.
+        ValueError: fold length differs from the table, feature columns missing, too few training rows.
+    """
+    parts = [summarize_predictions(p) for p in _iter_fold_predictions(
+        table, folds, methods, registry, train_cfg, features, max_train_rows, baseline_cfg, seed, log)]
+    if not parts:
+        return pd.DataFrame(columns=SUMMARY_COLUMNS)
+    return pd.concat(parts, ignore_index=True)

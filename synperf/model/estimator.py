@@ -1,0 +1,329 @@
+"""Per-family efficiency MLP (SynPerf performance estimator, method.md section 4).
+
+Input: the feature set's numeric features as ``log1p(x)`` (``linear`` ones as they
+are), standardised with the training rows' mean and std, plus one-hot categorical
+features. Network: hidden layers (default 256, 128, 64), each Linear, ReLU,
+BatchNorm1d, Dropout; output Linear then ``efficiency_max · sigmoid``.
+
+Deliberate difference from the published layer order (Linear, ReLU, BatchNorm1d):
+we normalise before the ReLU. With ReLU first, a unit that fires only for rare rows
+(e.g. GEMMs with m <= 4) has a tiny batch variance, BatchNorm multiplies it by ~40,
+and the sigmoid saturates at ~1e-11 for those rows, where its gradient vanishes and
+they never recover (found by ``tests/test_estimator.py``). Standardised inputs are
+also clipped at +-8 sigma. Prediction:
+``latency_us = theoretical_time_us / efficiency``.
+
+Training (defaults follow the published recipe, with epoch budgets from config):
+AdamW, ReduceLROnPlateau, gradient clipping, early stopping on a validation split
+of the seen GPUs' training rows; loss ``mre`` (mean relative error of efficiency,
+the paper's) or ``pinball:<q>`` (quantile loss, e.g. 0.8 for a P80 ceiling).
+Everything is seeded; the model directory holds ``model.pt`` (state dict) and
+``meta.json`` (features, transforms, categorical levels, training GPUs, data hash,
+hyper-parameters, training curve).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from synperf.model.features import FeatureFrame
+from synperf.data.io import atomic_path, write_json
+
+
+@dataclass
+class TrainConfig:
+    """Hyper-parameters; see config/config.yaml ``training`` for the documented defaults."""
+
+    hidden_sizes: list[int] = field(default_factory=lambda: [256, 128, 64])
+    dropout: float = 0.1
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    batch_size: int = 1024
+    max_epochs: int = 300
+    early_stopping_patience: int = 30
+    lr_patience: int = 15
+    lr_factor: float = 0.6
+    min_lr: float = 1e-6
+    grad_clip: float = 1.0
+    validation_frac: float = 0.2
+    max_train_rows: int = 0
+    loss: str = "mre"
+    efficiency_max: float = 1.0
+    efficiency_min: float = 1e-4
+    seed: int = 0
+    threads: int = 1
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> "TrainConfig":
+        d = dict(d or {})
+        unknown = set(d) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise KeyError(f"training config: unknown key(s) {sorted(unknown)}")
+        return cls(**d)
+
+
+class EfficiencyMLP(nn.Module):
+    """MLP mapping a feature vector [batch, n_in] to an efficiency in (0, efficiency_max).
+
+    Hidden blocks are Linear, BatchNorm1d, ReLU, Dropout (see the module docstring for why
+    BatchNorm comes before the ReLU).
+    """
+
+    def __init__(self, n_in: int, hidden: list[int], dropout: float, efficiency_max: float = 1.0):
+        super().__init__()
+        layers: list[nn.Module] = []
+        prev = n_in
+        for h in hidden:
+            layers += [nn.Linear(prev, h), nn.BatchNorm1d(h), nn.ReLU(), nn.Dropout(dropout)]
+            prev = h
+        layers.append(nn.Linear(prev, 1))
+        self.body = nn.Sequential(*layers)
+        self.efficiency_max = efficiency_max
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.efficiency_max * torch.sigmoid(self.body(x)).squeeze(-1)
+
+
+def loss_fn(kind: str):
+    """Return ``f(pred, target) -> scalar`` for ``mre`` or ``pinball:<q>``.
+
+    Raises:
+        ValueError: unknown loss name or q outside (0, 1).
+    """
+    if kind == "mre":
+        return lambda p, t: (torch.abs(p - t) / t).mean()
+    if kind.startswith("pinball:"):
+        q = float(kind.split(":", 1)[1])
+        if not 0 < q < 1:
+            raise ValueError(f"pinball quantile must be in (0, 1), got {q}")
+
+        def pinball(p, t):
+            r = (t - p) / t
+            return torch.maximum(q * r, (q - 1) * r).mean()
+
+        return pinball
+    raise ValueError(f"unknown loss {kind!r}; expected 'mre' or 'pinball:<q>'")
+
+
+CLIP_SIGMA = 8.0
+
+
+class Encoder:
+    """Feature transform fitted on training rows: log1p, standardise, one-hot."""
+
+    def __init__(self, numeric: list[str], linear: list[str], categorical: list[str]):
+        self.numeric = [c for c in numeric if c not in linear]
+        self.linear = list(linear)
+        self.categorical = list(categorical)
+        self.mean: np.ndarray | None = None
+        self.std: np.ndarray | None = None
+        self.levels: dict[str, list[str]] = {}
+
+    def _dense(self, frame: pd.DataFrame) -> np.ndarray:
+        # parameters a row does not have (e.g. no recorded Triton config) are <NA>: encoded as 0
+        num = np.log1p(frame[self.numeric].astype("float64").fillna(0.0).to_numpy().clip(min=0.0))
+        lin = frame[self.linear].astype("float64").fillna(0.0).to_numpy()
+        return np.concatenate([num, lin], axis=1)
+
+    def fit(self, frame: pd.DataFrame) -> "Encoder":
+        x = self._dense(frame)
+        self.mean = x.mean(axis=0)
+        self.std = x.std(axis=0)
+        self.std[self.std < 1e-9] = 1.0
+        self.levels = {c: sorted(frame[c].astype(str).unique()) for c in self.categorical}
+        return self
+
+    def transform(self, frame: pd.DataFrame) -> np.ndarray:
+        # standardise; clip far tails so a row outside the training range cannot saturate the network
+        x = np.clip((self._dense(frame) - self.mean) / self.std, -CLIP_SIGMA, CLIP_SIGMA)
+        onehots = [
+            (frame[c].astype(str).to_numpy()[:, None] == np.array(lv)[None, :]).astype("float64")
+            for c, lv in self.levels.items()
+        ]
+        out = np.concatenate([x] + onehots, axis=1) if onehots else x
+        if not np.isfinite(out).all():
+            raise ValueError("non-finite feature value after transform; check the feature set for NaN/inf")
+        return out.astype("float32")
+
+    @property
+    def names(self) -> list[str]:
+        return self.numeric + self.linear + [f"{c}={v}" for c, lv in self.levels.items() for v in lv]
+
+    def to_dict(self) -> dict:
+        return {"numeric": self.numeric, "linear": self.linear, "categorical": self.categorical,
+                "mean": self.mean.tolist(), "std": self.std.tolist(), "levels": self.levels}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Encoder":
+        enc = cls(d["numeric"] + d["linear"], d["linear"], d["categorical"])
+        enc.numeric, enc.linear = d["numeric"], d["linear"]
+        enc.mean, enc.std = np.array(d["mean"]), np.array(d["std"])
+        enc.levels = {k: list(v) for k, v in d["levels"].items()}
+        return enc
+
+
+def data_hash(df: pd.DataFrame) -> str:
+    """sha256 over the row hashes of a table: identifies the training data."""
+    h = pd.util.hash_pandas_object(df.reset_index(drop=True), index=False).to_numpy()
+    return hashlib.sha256(h.tobytes()).hexdigest()
+
+
+@dataclass
+class TrainedModel:
+    """A fitted estimator: network, encoder and metadata."""
+
+    net: EfficiencyMLP
+    encoder: Encoder
+    meta: dict
+
+    def predict_efficiency(self, ff: FeatureFrame, batch: int = 65536) -> np.ndarray:
+        """Efficiency per row of ``ff.frame`` (float64, in (0, efficiency_max))."""
+        x = self.encoder.transform(ff.frame)
+        self.net.eval()
+        out = []
+        with torch.no_grad():
+            for i in range(0, len(x), batch):
+                out.append(self.net(torch.from_numpy(x[i:i + batch])).numpy())
+        return np.concatenate(out).astype("float64") if out else np.zeros(0)
+
+    def predict_latency_us(self, ff: FeatureFrame) -> np.ndarray:
+        """``theoretical_time_us / efficiency`` per row, microseconds (efficiency floored at
+        ``efficiency_min`` so an underflowing sigmoid never gives an infinite latency)."""
+        eff = np.maximum(self.predict_efficiency(ff), self.meta["train_config"]["efficiency_min"])
+        return ff.frame["theoretical_time_us"].to_numpy(dtype="float64") / eff
+
+    def save(self, directory: str | os.PathLike) -> None:
+        """Write ``model.pt`` and ``meta.json`` atomically into ``directory``."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        with atomic_path(directory / "model.pt") as tmp:
+            torch.save(self.net.state_dict(), tmp)
+        write_json({**self.meta, "encoder": self.encoder.to_dict()}, directory / "meta.json")
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike) -> "TrainedModel":
+        """Load a model written by :meth:`save`.
+
+        Raises:
+            FileNotFoundError: ``model.pt`` or ``meta.json`` missing.
+        """
+        directory = Path(directory)
+        meta = json.loads((directory / "meta.json").read_text())
+        enc = Encoder.from_dict(meta.pop("encoder"))
+        cfg = meta["train_config"]
+        net = EfficiencyMLP(len(enc.names), cfg["hidden_sizes"], cfg["dropout"], cfg["efficiency_max"])
+        net.load_state_dict(torch.load(directory / "model.pt", map_location="cpu", weights_only=True))
+        net.eval()
+        return cls(net, enc, meta)
+
+
+def training_rows(groups: pd.Series, cfg: TrainConfig, rng: np.random.Generator | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of the fitted and of the early-stopping validation rows among ``len(groups)`` training rows.
+
+    The rows are first capped at ``cfg.max_train_rows`` (seeded subsample), then ``validation_frac`` of the
+    distinct ``groups`` values (problem keys) go to validation whole, so validation never shares a problem with
+    the fitted rows. ``rng`` defaults to ``np.random.default_rng(cfg.seed)``; :func:`train` passes its own
+    generator in the same state, so calling this with the same ``groups`` and ``cfg`` gives :func:`train`'s
+    split.
+
+    Returns:
+        ``(fit, validation)``: sorted int arrays of row positions.
+    """
+    rng = rng if rng is not None else np.random.default_rng(cfg.seed)
+    idx = np.arange(len(groups))
+    if cfg.max_train_rows and len(idx) > cfg.max_train_rows:
+        idx = np.sort(rng.choice(idx, cfg.max_train_rows, replace=False))
+    g = pd.Series(np.asarray(groups)[idx])
+    uniq = g.unique()
+    val_groups = set(rng.choice(uniq, max(1, int(round(cfg.validation_frac * len(uniq)))), replace=False))
+    is_val = g.isin(val_groups).to_numpy()
+    return idx[~is_val], idx[is_val]
+
+
+def train(ff: FeatureFrame, latency_us: pd.Series, groups: pd.Series, cfg: TrainConfig,
+          extra_meta: dict | None = None, log=print) -> TrainedModel:
+    """Fit an efficiency MLP on the rows of ``ff.frame``.
+
+    Args:
+        ff: features of the training rows (seen GPUs, training shapes).
+        latency_us: measured latency per row, microseconds (> 0).
+        groups: a problem key per row (:func:`synperf.evaluation.split.problem_key`); the validation split holds out
+            whole groups (:func:`validation_mask`) so early stopping sees unseen problems.
+        cfg: hyper-parameters.
+        extra_meta: stored in ``meta.json`` (e.g. training GPUs, data hash).
+
+    Returns:
+        The model with the best validation loss.
+    """
+    torch.manual_seed(cfg.seed)
+    torch.set_num_threads(max(1, cfg.threads))
+    rng = np.random.default_rng(cfg.seed)
+    frame = ff.frame
+    eff = (frame["theoretical_time_us"] / latency_us).to_numpy(dtype="float64")
+    n_clipped = int(((eff > cfg.efficiency_max * 0.999) | (eff < cfg.efficiency_min)).sum())
+    eff = eff.clip(cfg.efficiency_min, cfg.efficiency_max * 0.999)
+    tr, va = training_rows(groups, cfg, rng)
+    if len(tr) == 0 or len(va) == 0:
+        raise ValueError(f"too few training rows ({len(idx)}) for a validation split")
+    enc = Encoder(ff.numeric, ff.linear, ff.categorical).fit(frame.iloc[tr])
+    x_tr = torch.from_numpy(enc.transform(frame.iloc[tr]))
+    x_va = torch.from_numpy(enc.transform(frame.iloc[va]))
+    y_tr = torch.from_numpy(eff[tr].astype("float32"))
+    y_va = torch.from_numpy(eff[va].astype("float32"))
+    net = EfficiencyMLP(x_tr.shape[1], cfg.hidden_sizes, cfg.dropout, cfg.efficiency_max)
+    opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, patience=cfg.lr_patience, factor=cfg.lr_factor,
+                                                       min_lr=cfg.min_lr)
+    lossf = loss_fn(cfg.loss)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    best, best_state, since, curve = float("inf"), None, 0, []
+    for epoch in range(cfg.max_epochs):
+        net.train()
+        perm = torch.randperm(len(x_tr), generator=gen)
+        total = 0.0
+        for i in range(0, len(perm), cfg.batch_size):
+            b = perm[i:i + cfg.batch_size]
+            if len(b) < 2:  # BatchNorm needs 2 rows
+                continue
+            opt.zero_grad()
+            loss = lossf(net(x_tr[b]), y_tr[b])
+            loss.backward()
+            nn.utils.clip_grad_norm_(net.parameters(), cfg.grad_clip)
+            opt.step()
+            total += float(loss.detach()) * len(b)
+        net.eval()
+        with torch.no_grad():
+            val = float(lossf(net(x_va), y_va))
+        sched.step(val)
+        curve.append((epoch, total / len(x_tr), val))
+        if val < best - 1e-6:
+            best, best_state, since = val, copy.deepcopy(net.state_dict()), 0
+        else:
+            since += 1
+            if since >= cfg.early_stopping_patience:
+                break
+    net.load_state_dict(best_state)
+    net.eval()
+    meta = {
+        "train_config": asdict(cfg),
+        "n_train_rows": int(len(tr)),
+        "n_val_rows": int(len(va)),
+        "n_target_clipped": n_clipped,
+        "best_val_loss": best,
+        "epochs_run": len(curve),
+        "curve": [[e, round(a, 6), round(b, 6)] for e, a, b in curve],
+        **(extra_meta or {}),
+    }
+    log(f"trained: {len(tr)} rows, {len(va)} validation rows, {len(curve)} epochs, best val loss {best:.4f}")
+    return TrainedModel(net, enc, meta)

@@ -1,0 +1,60 @@
+"""Feature sets: from canonical measurement rows and the GPU registry to model inputs.
+
+A feature set is a function ``build(df, registry) -> FeatureFrame``. The rest of the
+pipeline (training, evaluation, ``api.predict``) only sees its output, so the
+analytical core (decomposer, scheduler, per-pipeline analyzer) replaces v1 by
+registering another set here, with no change elsewhere.
+
+Every feature set returns, row-aligned with its input:
+
+* numeric model inputs (listed in ``FeatureFrame.numeric``; fed as ``log1p`` unless
+  listed in ``FeatureFrame.linear``),
+* categorical inputs (``FeatureFrame.categorical``, one-hot encoded by the estimator),
+* ``theoretical_time_us``: the time the efficiency is measured against,
+  ``latency_us = theoretical_time_us / efficiency``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from synperf.model.features import v1, v2
+
+
+@dataclass
+class FeatureFrame:
+    """Features for a set of rows.
+
+    Attributes:
+        frame: one row per input row (same index) with every feature column and
+            ``theoretical_time_us``.
+        numeric: numeric feature names, fed as log1p(x) (x >= 0).
+        linear: numeric feature names fed as they are (ratios around 1).
+        categorical: categorical feature names.
+    """
+
+    frame: pd.DataFrame
+    numeric: list[str]
+    linear: list[str]
+    categorical: list[str]
+
+
+FEATURE_SETS = {"v1": v1.build, "v2": v2.build, "v2_paper": v2.build_paper, "v2_launch": v2.build_launch}
+#: feature sets with ablation groups: name -> f(group) -> (numeric, linear) feature names
+FEATURE_GROUPS = {"v2": v2.feature_columns, "v2_paper": v2.feature_columns, "v2_launch": v2.feature_columns}
+
+
+def build_features(df: pd.DataFrame, registry, feature_set: str = "v1") -> FeatureFrame:
+    """Compute feature set ``feature_set`` for canonical rows ``df`` (one kernel family or several).
+
+    Raises:
+        KeyError: unknown feature set, or a row whose GPU lacks the dtype's peak.
+    """
+    try:
+        fn = FEATURE_SETS[feature_set]
+    except KeyError:
+        raise KeyError(f"unknown feature set {feature_set!r}; known: {sorted(FEATURE_SETS)}") from None
+    numeric, linear, categorical, frame = fn(df, registry)
+    return FeatureFrame(frame=frame, numeric=numeric, linear=linear, categorical=categorical)

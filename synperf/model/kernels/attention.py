@@ -1,0 +1,304 @@
+"""Attention prefill (causal, FlashAttention style) and decode over a paged KV cache.
+
+Shapes per row: ``batch_size`` sequences, ``num_heads`` query heads sharing
+``num_kv_heads`` KV heads (GQA), ``head_dim``; prefill attends causally over
+``seq_len = kv_len`` tokens, decode has one query per sequence over ``kv_len``
+cached tokens. ``window_size > 0`` limits each query to the last ``window_size`` keys.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+#: query tile of the v1 parallelism proxy (FlashAttention-2's 128-row Q tile)
+V1_TILE_Q = 128
+
+
+def causal_pairs(seq_len: pd.Series, window: pd.Series) -> pd.Series:
+    """(query, key) pairs per head and sequence under a causal mask with an optional window.
+
+    Full causal: S(S+1)/2. Window w < S: w(w+1)/2 + (S-w)·w. Exact integer counts.
+    """
+    s = seq_len.astype("float64")
+    w = window.astype("float64").fillna(0.0)
+    w = w.where((w > 0) & (w < s), s)
+    return w * (w + 1) / 2 + (s - w) * w
+
+
+def _kv_bytes(df: pd.DataFrame) -> pd.Series:
+    from synperf.model.kernels.dtypes import dtype_bytes
+
+    return dtype_bytes(df["kv_cache_dtype"])
+
+
+def work_prefill(df: pd.DataFrame) -> pd.DataFrame:
+    """FLOPs = 4·B·H·pairs·D (QKᵀ and PV); XU ops = B·H·pairs (one exp per score);
+    DRAM bytes = Q + O (2 B) + K + V (KV dtype) read once."""
+    from synperf.model.kernels.dtypes import dtype_bytes
+
+    B, S, H, Hkv, D = (df[c].astype("float64") for c in ("batch_size", "seq_len", "num_heads", "num_kv_heads",
+                                                          "head_dim"))
+    pairs = causal_pairs(df["seq_len"], df["window_size"])
+    act_b = dtype_bytes(df["dtype"])
+    return pd.DataFrame({
+        "flops": 4.0 * B * H * pairs * D,
+        "dram_bytes": B * S * (2.0 * H * D * act_b + 2.0 * Hkv * D * _kv_bytes(df)),
+        "xu_ops": B * H * pairs,
+        "parallel_units": B * H * np.ceil(S / V1_TILE_Q),
+    }, index=df.index)
+
+
+def work_decode(df: pd.DataFrame) -> pd.DataFrame:
+    """One query per sequence: FLOPs = 4·B·H·L·D, XU = B·H·L, DRAM bytes dominated by
+    the KV cache B·L·2·Hkv·D·kv_bytes, with L = min(kv_len, window) (window 0 = full)."""
+    from synperf.model.kernels.dtypes import dtype_bytes
+
+    B, H, Hkv, D = (df[c].astype("float64") for c in ("batch_size", "num_heads", "num_kv_heads", "head_dim"))
+    L = df["kv_len"].astype("float64").clip(lower=1.0)
+    w = df["window_size"].astype("float64").fillna(0.0)
+    L = L.where(~((w > 0) & (w < L)), w)
+    act_b = dtype_bytes(df["dtype"])
+    return pd.DataFrame({
+        "flops": 4.0 * B * H * L * D,
+        "dram_bytes": B * L * 2.0 * Hkv * D * _kv_bytes(df) + 2.0 * B * H * D * act_b,
+        "xu_ops": B * H * L,
+        "parallel_units": B * Hkv,
+    }, index=df.index)
+
+
+# --------------------------------------------------------------------------------------------------
+# Decomposition (analytical core)
+#
+# Paths, by implementation and compute capability (public-data README: vLLM's FlashAttention backend is
+# FA2 on A100/L40S and FA3 on Hopper; `vllm_flashinfer` is FlashInfer):
+#  * FA2 (flash-attention 2.x, csrc/flash_attn/src/flash_fwd_launch_template.h, sm80 traits): CTA tile
+#    128 query rows x 64 keys for head_dim 128 (128 x 128 for head_dim <= 64), 4 warps; one CTA per
+#    (q-tile, batch, query head), grid x = q-tile (fastest), hardware scheduler; no GQA packing.
+#  * FA3 (flash-attention 3, hopper/, tile_scheduler.hpp): persistent, one CTA per SM, 128 x 128 tiles,
+#    work packets taken longest-first (causal) -> software min-heap scheduler.
+#  * FlashInfer FA2-style (method.md): query heads of one KV head packed (GQA packing), CTA_TILE_Q =
+#    128 if the packed query length > 64 (head_dim < 256), 64 if > 16, else 16; a task is
+#    (request, q-tile, kv-chunk, kv-head); at most 2 CTAs per SM.
+#  * Decode (seq_len 1): split-KV planning. The KV sequence is split into chunks when the base grid
+#    (sequences x heads) does not fill the GPU: the number of splits maximises wave efficiency as
+#    FlashAttention's ``num_splits_heuristic`` does (the smallest split count within 85% of the best,
+#    at most 64 and at most one split per 64 keys); the query heads of one KV head are packed in one
+#    task (16-row MMA minimum): FA3 and FlashInfer by design, FA2 by swapping seqlen_q and the head
+#    groups when seqlen_q = 1.
+#  * Short prompts: a q-tile computes MMAs only for its valid rows rounded up to the 16-row MMA shape
+#    (the kernels skip fully masked row blocks); without this, prompts of 1-15 tokens would count
+#    8-128x the work they do.
+# Per task: Tensor FLOP = 4 x tile_q x kv x head_dim over whole MMA tiles (QK^T and PV); XU = one exp
+# per score plus one rescale exp per row and kv tile (online softmax); FMA = 2 per score (scale and
+# subtract the running max, accumulate the row sum); loads = the Q tile + the K and V it reads.
+# --------------------------------------------------------------------------------------------------
+import math  # noqa: E402
+from functools import lru_cache  # noqa: E402
+
+from synperf.model.kernels.tasks import TaskSet, uniform_summary  # noqa: E402
+
+MAX_SPLITS = 64
+MIN_KEYS_PER_SPLIT = 64
+
+
+def attention_path(implementation: str, spec) -> str:
+    """``fa2``, ``fa3`` or ``flashinfer`` for an implementation label on a GPU."""
+    major = int(str(spec.compute_capability).split(".")[0])
+    if implementation == "vllm_flashinfer" or "flashinfer" in str(implementation):
+        return "flashinfer"
+    return "fa3" if major == 9 else "fa2"
+
+
+def _kv_elem_bytes(dtype: str) -> float:
+    from synperf.model.kernels.dtypes import DTYPE_BYTES
+
+    return DTYPE_BYTES.get(str(dtype), 2.0)
+
+
+def _prefill_geometry(path: str, S: int, H: int, Hkv: int, D: int) -> tuple[int, int, float, int, float]:
+    """(tile_q, tile_kv, query positions per q-tile, rows to tile, units per q-tile) of a prefill path."""
+    group = max(1, H // max(1, Hkv))
+    if path == "flashinfer":
+        packed = S * group
+        tq = 128 if packed > 64 and D < 256 else (64 if packed > 16 else 16)
+        return tq, (64 if D >= 128 else 128), tq / group, packed, Hkv
+    tq, tkv = (128, 64 if D >= 128 else 128) if path == "fa2" else (128, 128)
+    return tq, tkv, float(tq), S, H
+
+
+def _q_tile_classes(rows_total: int, tq: int, tkv: int, q_per_tile: float, S: int, w: int):
+    """Per q-tile: kv tiles read (causal, optional sliding window) and valid query rows."""
+    n_q = math.ceil(rows_total / tq)
+    i = np.arange(n_q)
+    q_end = np.minimum((i + 1) * q_per_tile, S)
+    q_start = i * q_per_tile
+    kv_lo = np.floor(np.maximum(0.0, q_start - w + 1) / tkv) * tkv if w > 0 else np.zeros(n_q)
+    kv_tiles = np.ceil(np.maximum(np.ceil(q_end) - kv_lo, 1) / tkv)
+    valid = np.minimum(tq, rows_total - i * tq).astype("float64")
+    return kv_tiles, valid
+
+
+def _slots(path: str, spec, tq: int, tkv: int, D: int) -> int:
+    from synperf.model.schedule import ctas_per_sm
+
+    if path == "fa3":
+        return 1
+    n = ctas_per_sm(spec, 128, (tq + 2 * tkv) * D * 2)
+    return min(2, n) if path == "flashinfer" else n
+
+
+def prefill_tasks(row: dict, spec) -> TaskSet:
+    """Task set of one causal prefill launch (canonical parameter names); tasks are placed by their
+    KV-tile count (work is proportional to it)."""
+    B, S, H, Hkv, D = (int(row[c]) for c in ("batch_size", "seq_len", "num_heads", "num_kv_heads", "head_dim"))
+    w = int(row.get("window_size") or 0)
+    kvb = _kv_elem_bytes(row["kv_cache_dtype"])
+    path = attention_path(str(row["implementation"]), spec)
+    tq, tkv, qpt, rows_total, units_per_seq = _prefill_geometry(path, S, H, Hkv, D)
+    kvt, valid = _q_tile_classes(rows_total, tq, tkv, qpt, S, w)
+    kv = kvt * tkv
+    return TaskSet(
+        counts=np.full(len(kvt), B * units_per_seq),
+        tensor_ops=4.0 * np.minimum(tq, np.ceil(valid / 16.0) * 16.0) * kv * D,
+        fma_ops=2.0 * valid * kv,
+        xu_ops=valid * kv + valid * kvt,
+        load_bytes=tq * D * 2.0 + kv * D * 2.0 * kvb,
+        dram_bytes=B * S * (H * D * 2.0 + 2.0 * Hkv * D * kvb),
+        store_bytes=B * S * H * D * 2.0,
+        ctas_per_sm=_slots(path, spec, tq, tkv, D),
+        policy="persistent" if path == "fa3" else "hardware",
+        order="descending" if path == "fa3" else "interleaved",
+        dims=[{"path": path, "tile_q": tq, "tile_kv": tkv, "kv": float(k)} for k in kv],
+        sched_cost=kvt)
+
+
+@lru_cache(maxsize=None)
+def _prefill_signature(units: int, rows_total: int, tq: int, tkv: int, qpt: float, S: int, w: int, sms: int,
+                       slots: int, persistent: bool) -> tuple[float, ...]:
+    """Sums over one launch's q-tiles and over the busiest SM's tasks: (n_q, sum kvt, sum valid*kvt,
+    sum mma_rows*kvt, busiest tasks, busiest sum kvt, busiest sum valid*kvt, busiest sum mma_rows*kvt)."""
+    from synperf.model.schedule import busiest_sm
+
+    kvt, valid = _q_tile_classes(rows_total, tq, tkv, qpt, S, w)
+    mma = np.minimum(tq, np.ceil(valid / 16.0) * 16.0)
+    per_sm = busiest_sm(np.full(len(kvt), units), kvt, sms, slots, "persistent" if persistent else "hardware",
+                        "descending" if persistent else "interleaved")
+    return (float(len(kvt)), float(kvt.sum()), float((valid * kvt).sum()), float((mma * kvt).sum()),
+            float(per_sm.sum()), float((per_sm * kvt).sum()), float((per_sm * valid * kvt).sum()),
+            float((per_sm * mma * kvt).sum()))
+
+
+def decompose_prefill(df: pd.DataFrame, registry) -> pd.DataFrame:
+    """Vectorised :func:`prefill_tasks` + scheduling summary: the per-launch sums only depend on a small
+    signature (tiles, units, sequence, window, SMs, occupancy), which is simulated once and cached."""
+    out = []
+    for gpu, g in df.groupby("gpu", sort=False):
+        spec = registry[gpu]
+        recs = []
+        for r in g[["batch_size", "seq_len", "num_heads", "num_kv_heads", "head_dim", "window_size",
+                    "implementation"]].itertuples(index=False):
+            B, S, H, Hkv, D, w, impl = (int(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]),
+                                        int(r[5] if r[5] == r[5] else 0), str(r[6]))
+            path = attention_path(impl, spec)
+            tq, tkv, qpt, rows_total, ups = _prefill_geometry(path, S, H, Hkv, D)
+            slots = _slots(path, spec, tq, tkv, D)
+            sig = _prefill_signature(B * ups, rows_total, tq, tkv, qpt, S, w, spec.sm_count, slots, path == "fa3")
+            recs.append((B * ups, tq, tkv, slots, float(path == "fa3")) + sig)
+        a = pd.DataFrame(recs, index=g.index, columns=["units", "tq", "tkv", "slots", "persistent", "n_q", "kvt",
+                                                      "vkvt", "mkvt", "b_n", "b_kvt", "b_vkvt", "b_mkvt"])
+        D = g["head_dim"].astype("float64")
+        kvb = g["kv_cache_dtype"].astype(str).map(_kv_elem_bytes)
+        B, S, H, Hkv = (g[c].astype("float64") for c in ("batch_size", "seq_len", "num_heads", "num_kv_heads"))
+        s = pd.DataFrame(index=g.index)
+        s["num_tasks"] = a["units"] * a["n_q"]
+        s["ctas_per_sm"] = a["slots"]
+        s["persistent"] = a["persistent"]
+        s["tensor_all_ops"] = a["units"] * 4.0 * a["tkv"] * D * a["mkvt"]
+        s["fma_all_ops"] = a["units"] * 2.0 * a["tkv"] * a["vkvt"]
+        s["xu_all_ops"] = a["units"] * (a["tkv"] + 1.0) * a["vkvt"]
+        s["load_all_bytes"] = a["units"] * (a["n_q"] * a["tq"] * D * 2.0 + a["tkv"] * D * 2.0 * kvb * a["kvt"])
+        s["dram_bytes"] = B * S * (H * D * 2.0 + 2.0 * Hkv * D * kvb)
+        s["store_bytes"] = B * S * H * D * 2.0
+        s["sm_max_tensor_ops"] = 4.0 * a["tkv"] * D * a["b_mkvt"]
+        s["sm_max_fma_ops"] = 2.0 * a["tkv"] * a["b_vkvt"]
+        s["sm_max_xu_ops"] = (a["tkv"] + 1.0) * a["b_vkvt"]
+        s["sm_max_load_bytes"] = a["b_n"] * a["tq"] * D * 2.0 + a["tkv"] * D * 2.0 * kvb * a["b_kvt"]
+        s["sm_max_tasks"] = a["b_n"]
+        s["tile_q"], s["kv_splits"] = a["tq"], 1.0
+        out.append(s)
+    return pd.concat(out).loc[df.index]
+
+
+def num_splits(base_tasks, kv_tiles, num_sms: int):
+    """Split-KV count per launch (vectorised): FlashAttention's ``num_splits_heuristic`` rule.
+
+    Args:
+        base_tasks: tasks without splitting (sequences x heads), array.
+        kv_tiles: 64-key tiles of the KV sequence, array (bounds the splits).
+        num_sms: SMs.
+    """
+    base = np.asarray(base_tasks, dtype="float64")
+    kvt = np.asarray(kv_tiles, dtype="float64")
+    cand = np.arange(1, MAX_SPLITS + 1, dtype="float64")[None, :]
+    n = base[:, None] * cand
+    eff = n / (np.ceil(n / num_sms) * num_sms)
+    allowed = cand <= np.maximum(1.0, kvt[:, None])
+    eff = np.where(allowed, eff, -1.0)
+    best = eff.max(axis=1, keepdims=True)
+    ok = eff >= 0.85 * best
+    splits = np.argmax(ok, axis=1) + 1.0
+    return np.where(base >= 0.8 * num_sms, 1.0, splits)
+
+
+def decompose_decode(df: pd.DataFrame, registry) -> pd.DataFrame:
+    """Vectorised decode decomposition + scheduling summary (one task class per launch)."""
+    out = []
+    for gpu, g in df.groupby("gpu", sort=False):
+        spec = registry[gpu]
+        B, H, Hkv, D = (g[c].astype("float64") for c in ("batch_size", "num_heads", "num_kv_heads", "head_dim"))
+        L = g["kv_len"].astype("float64").clip(lower=1.0)
+        w = g["window_size"].astype("float64").fillna(0.0)
+        L = L.where(~((w > 0) & (w < L)), w)
+        kvb = g["kv_cache_dtype"].astype(str).map(_kv_elem_bytes)
+        paths = g["implementation"].astype(str).map(lambda x: attention_path(x, spec))
+        # every path packs the query heads of one KV head into one task for decode: FA3 and FlashInfer by
+        # design, FA2 through its seqlen_q / n_groups swap for seqlen_q = 1 (flash_api.cpp)
+        packed = pd.Series(True, index=g.index)
+        group = (H / Hkv).clip(lower=1.0)
+        rows = group.where(packed, 1.0)
+        tq = np.maximum(16.0, np.ceil(rows / 16.0) * 16.0)
+        units = (B * Hkv).where(packed, B * H)
+        kv_tiles = np.ceil(L / MIN_KEYS_PER_SPLIT)
+        splits = pd.Series(num_splits(units, kv_tiles, spec.sm_count), index=g.index)
+        kv_split = np.ceil(np.ceil(L / splits) / 16.0) * 16.0
+        per_task = {"tensor_ops": 4.0 * tq * kv_split * D, "fma_ops": 2.0 * rows * kv_split,
+                    "xu_ops": rows * kv_split + rows * np.ceil(kv_split / MIN_KEYS_PER_SPLIT),
+                    "load_bytes": rows * D * 2.0 + kv_split * D * 2.0 * kvb}
+        dram = B * L * 2.0 * Hkv * D * kvb + B * H * D * 2.0
+        store = B * H * D * 2.0 + (splits > 1) * B * H * splits * (D + 1) * 4.0
+        persistent = paths.eq("fa3")
+        slots = pd.Series(np.where(persistent, 1.0, 2.0), index=g.index)
+        s = uniform_summary(units * splits, pd.Series(float(spec.sm_count), index=g.index), per_task, dram, store,
+                            slots, persistent)
+        s["tile_q"], s["kv_splits"] = tq, splits
+        out.append(s)
+    return pd.concat(out).loc[df.index]
+
+
+def decode_tasks(row: dict, spec) -> TaskSet:
+    """Explicit task set of one decode launch (the single-row form of :func:`decompose_decode`)."""
+    df = pd.DataFrame([row])
+    df["gpu"] = spec.id
+
+    class _One:
+        def __getitem__(self, _):
+            return spec
+
+    s = decompose_decode(df, _One()).iloc[0]
+    n = int(s["num_tasks"])
+    return TaskSet(counts=np.array([n]), tensor_ops=s["tensor_all_ops"] / n, fma_ops=s["fma_all_ops"] / n,
+                   xu_ops=s["xu_all_ops"] / n, load_bytes=s["load_all_bytes"] / n, dram_bytes=s["dram_bytes"],
+                   store_bytes=s["store_bytes"], ctas_per_sm=int(s["ctas_per_sm"]),
+                   policy="persistent" if s["persistent"] else "hardware",
+                   dims=[{"tile_q": s["tile_q"], "kv_splits": s["kv_splits"]}])

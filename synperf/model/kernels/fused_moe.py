@@ -1,0 +1,200 @@
+"""Fused MoE (Triton): routed tokens grouped per expert, w13 GEMM, SiLU&Mul, w2 GEMM.
+
+Per GPU: ``E_local = num_experts / moe_ep_size`` experts of intermediate size
+``I_local = inter_size / moe_tp_size``. A token picks ``topk`` experts; on one GPU
+the expected routed (token, expert) pairs are ``num_tokens·topk / moe_ep_size``.
+The w13 weight of an expert is [2·I_local, hidden], w2 is [hidden, I_local].
+``moe_stage`` selects the whole layer (``full``) or one grouped GEMM (``w13``, ``w2``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+#: BLOCK_SIZE_M of the v1 proxy when the row has no config (vLLM's default for large batches is 64)
+V1_BLOCK_M = 64
+
+
+def routing_alpha(distribution: pd.Series) -> pd.Series:
+    """Power-law exponent of the routing (``power_law_<alpha>``), 0 for balanced/random."""
+    s = distribution.astype("string").fillna("")
+    alpha = pd.to_numeric(s.str.extract(r"power_law_([0-9.]+)")[0], errors="coerce")
+    return alpha.fillna(0.0).astype("float64")
+
+
+def expected_active_experts(pairs: pd.Series, num_experts: pd.Series, experts_local: pd.Series) -> pd.Series:
+    """Expected local experts hit by ``pairs`` uniform routing draws: E_l·(1 - (1 - 1/E)^(pairs·E/E_l))."""
+    E = num_experts.astype("float64")
+    draws = pairs * E / experts_local
+    return experts_local * (1.0 - np.power(1.0 - 1.0 / E, draws))
+
+
+def work(df: pd.DataFrame) -> pd.DataFrame:
+    """FLOPs = 2·pairs·H·(2·I_l) [w13] + 2·pairs·I_l·H [w2]; DRAM bytes = weights of the
+    experts hit (weight dtype) + routed activations in and out (2 B); XU = 2·pairs·I_l (SiLU)."""
+    from synperf.model.kernels.dtypes import dtype_bytes
+
+    T = df["num_tokens"].astype("float64")
+    H = df["hidden_size"].astype("float64")
+    I_l = df["inter_size"].astype("float64") / df["moe_tp_size"].astype("float64")
+    E_l = df["num_experts"].astype("float64") / df["moe_ep_size"].astype("float64")
+    pairs = T * df["topk"].astype("float64") / df["moe_ep_size"].astype("float64")
+    active = expected_active_experts(pairs, df["num_experts"], E_l)
+    wb = dtype_bytes(df["dtype"])
+    stage = df["moe_stage"].astype(str)
+    w13 = stage.isin(["full", "w13"]).astype(float)
+    w2 = stage.isin(["full", "w2"]).astype(float)
+    act = stage.eq("full").astype(float)
+    flops = w13 * 2.0 * pairs * H * 2.0 * I_l + w2 * 2.0 * pairs * I_l * H
+    weight_bytes = active * (w13 * 2.0 * I_l * H + w2 * I_l * H) * wb
+    act_bytes = (w13 * (T * H * 2.0 + pairs * 2.0 * I_l * 2.0) + w2 * (pairs * I_l * 2.0 + pairs * H * 2.0))
+    block_m = df["block_size_m"].astype("float64").fillna(V1_BLOCK_M)
+    padded_blocks = np.ceil(pairs / active.clip(lower=1.0) / block_m) * active
+    return pd.DataFrame({
+        "flops": flops,
+        "dram_bytes": weight_bytes + act_bytes,
+        "xu_ops": act * 2.0 * pairs * I_l,
+        "parallel_units": padded_blocks * np.ceil(2.0 * I_l / 128.0),
+    }, index=df.index)
+
+
+# --------------------------------------------------------------------------------------------------
+# Decomposition (analytical core): vLLM's Triton fused MoE (vllm/model_executor/layers/fused_moe/
+# fused_moe.py). Routed (token, expert) pairs are sorted by expert and each expert's list padded to
+# BLOCK_SIZE_M (moe_align_block_size); the w13 launch has one CTA per (M block, N block of 2*I_local)
+# with K = hidden, the w2 launch one per (M block, N block of hidden) with K = I_local; SiLU&Mul runs
+# between them (one row per routed pair). Config: the row's own (pipeweave sweeps) or vLLM's
+# ``get_default_config`` heuristic: fp8_block -> BM 64, BN 128, BK 128, GROUP 32; otherwise BM 64, BN 64,
+# BK 32, GROUP 8, and BM 16, BN 32, BK 64, GROUP 1 when num_tokens <= num_experts; num_warps 4,
+# num_stages 3. (vLLM also ships per-GPU tuned JSON configs for some shapes; which one a run loaded is
+# not recorded in the public data, so the default is assumed.)
+# Tokens per expert: ``balanced`` and ``random`` -> T*topk/E each (remainder spread); ``power_law_a`` ->
+# loads proportional to rank^-a (aiconfigurator's power-law routing), capped at T per expert; with
+# expert parallelism the GPU holds every ep-th expert of the ranking.
+# --------------------------------------------------------------------------------------------------
+from functools import lru_cache  # noqa: E402
+
+from synperf.model.kernels.tasks import TaskSet  # noqa: E402
+
+
+def default_config(num_tokens: int, num_experts: int, dtype: str) -> dict:
+    """vLLM ``get_default_config`` (see the module comment)."""
+    if dtype == "fp8_block":
+        return {"block_size_m": 64, "block_size_n": 128, "block_size_k": 128, "group_size_m": 32, "num_warps": 4,
+                "num_stages": 3}
+    if num_tokens <= num_experts:
+        return {"block_size_m": 16, "block_size_n": 32, "block_size_k": 64, "group_size_m": 1, "num_warps": 4,
+                "num_stages": 3}
+    return {"block_size_m": 64, "block_size_n": 64, "block_size_k": 32, "group_size_m": 8, "num_warps": 4,
+            "num_stages": 3}
+
+
+@lru_cache(maxsize=200_000)
+def expert_loads(num_tokens: int, topk: int, num_experts: int, ep: int, distribution: str) -> tuple[int, ...]:
+    """Routed tokens per local expert (integers summing to this GPU's share of num_tokens*topk)."""
+    total = num_tokens * topk
+    alpha = 0.0
+    if distribution and distribution.startswith("power_law_"):
+        alpha = float(distribution[len("power_law_"):])
+    w = np.power(np.arange(1, num_experts + 1, dtype="float64"), -alpha)
+    load = total * w / w.sum()
+    for _ in range(20):  # cap at one assignment per token and expert, give the excess to the others
+        over = load > num_tokens
+        if not over.any():
+            break
+        excess = (load[over] - num_tokens).sum()
+        load[over] = num_tokens
+        free = ~over & (load < num_tokens)
+        if not free.any():
+            break
+        load[free] += excess * load[free] / load[free].sum()
+    counts = np.floor(load).astype("int64")
+    rem = int(total - counts.sum())
+    if rem > 0:
+        order = np.argsort(-(load - counts), kind="stable")[:rem]
+        counts[order] += 1
+    return tuple(int(x) for x in counts[::max(1, ep)][: max(1, num_experts // max(1, ep))])
+
+
+def tasks(row: dict, spec) -> TaskSet:
+    """Task set of one fused-MoE row (both GEMMs and the SiLU&Mul between them for ``moe_stage`` full)."""
+    from synperf.model.kernels.dtypes import DTYPE_BYTES
+    from synperf.model.schedule import ctas_per_sm
+
+    T, H = int(row["num_tokens"]), int(row["hidden_size"])
+    I_l = int(row["inter_size"]) // int(row["moe_tp_size"])
+    E, ep, topk = int(row["num_experts"]), int(row["moe_ep_size"]), int(row["topk"])
+    dtype = str(row["dtype"])
+    cfg = default_config(T, E, dtype)
+    for key in cfg:
+        v = row.get(key)
+        if v is not None and v == v and not (isinstance(v, float) and np.isnan(v)):
+            try:
+                cfg[key] = int(v)
+            except (TypeError, ValueError):
+                pass
+    BM, BN, BK = cfg["block_size_m"], cfg["block_size_n"], cfg["block_size_k"]
+    dist = str(row.get("distribution") or "balanced")
+    loads = np.asarray(expert_loads(T, topk, E, ep, dist))
+    blocks = int(np.ceil(loads / BM).sum())
+    active = int((loads > 0).sum())
+    pairs = int(loads.sum())
+    wb = DTYPE_BYTES[dtype]
+    ab = 1.0 if dtype in ("fp8", "fp8_block") else 2.0
+    stage = str(row.get("moe_stage") or "full")
+    counts, tensor, fma, xu, load, dims = [], [], [], [], [], []
+    dram, store = 0.0, 0.0
+    if stage in ("full", "w13"):
+        n13 = blocks * int(np.ceil(2 * I_l / BN))
+        counts.append(n13); tensor.append(2.0 * BM * BN * H); fma.append(0.0); xu.append(0.0)
+        load.append(BM * H * ab + BN * H * wb)
+        dram += active * 2 * I_l * H * wb + T * H * ab
+        store += pairs * 2 * I_l * 2.0
+        dims.append({"gemm": "w13", **cfg, "n": 2 * I_l, "k": H})
+    if stage == "full":
+        counts.append(pairs); tensor.append(0.0); fma.append(3.0 * I_l); xu.append(2.0 * I_l)
+        load.append(2 * I_l * 2.0); store += pairs * I_l * 2.0
+        dims.append({"kernel": "silu_and_mul", "width": I_l})
+    if stage in ("full", "w2"):
+        n2 = blocks * int(np.ceil(H / BN))
+        counts.append(n2); tensor.append(2.0 * BM * BN * I_l); fma.append(0.0); xu.append(0.0)
+        load.append(BM * I_l * 2.0 + BN * I_l * wb)
+        dram += active * H * I_l * wb + (pairs * I_l * 2.0 if stage == "w2" else 0.0)
+        store += pairs * H * 2.0
+        dims.append({"gemm": "w2", **cfg, "n": H, "k": I_l})
+    smem = cfg["num_stages"] * (BM * BK + BN * BK) * wb
+    try:
+        slots = ctas_per_sm(spec, cfg["num_warps"] * 32, smem)
+    except ValueError:
+        slots = 1
+    return TaskSet(counts=np.array(counts), tensor_ops=np.array(tensor), fma_ops=np.array(fma),
+                   xu_ops=np.array(xu), load_bytes=np.array(load), dram_bytes=dram, store_bytes=store,
+                   ctas_per_sm=slots, order="grouped", dims=dims)
+
+
+def summary(row: dict, spec) -> dict:
+    """Demands of one fused-MoE row (w13, SiLU&Mul and w2 are sequential launches)."""
+    ts = tasks(row, spec)
+    s = ts.summary(spec, sequential_launches=True)
+    g = ts.dims[0]
+    s["block_m"], s["block_n"] = float(g.get("block_size_m", 0)), float(g.get("block_size_n", 0))
+    return s
+
+
+def decompose(df: pd.DataFrame, registry) -> pd.DataFrame:
+    """Decomposition + scheduling summary for many fused-MoE rows (cached per distinct launch)."""
+    cols = ["gpu", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size",
+            "distribution", "moe_stage", "dtype", "block_size_m", "block_size_n", "block_size_k", "group_size_m",
+            "num_warps", "num_stages"]
+    key = df[cols].astype("string").fillna("")
+    uniq = key.drop_duplicates()
+    recs = []
+    for r in df.loc[uniq.index, cols].itertuples(index=False):
+        d = dict(zip(cols, r))
+        d = {k: (None if (v is pd.NA or (isinstance(v, float) and np.isnan(v))) else v) for k, v in d.items()}
+        recs.append(summary(d, registry[d["gpu"]]))
+    table = pd.DataFrame(recs, index=uniq.index)
+    table = pd.concat([uniq, table], axis=1)
+    merged = key.reset_index().merge(table, on=cols, how="left").set_index("index")
+    return merged.loc[df.index, list(table.columns[len(cols):])].astype("float64")

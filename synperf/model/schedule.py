@@ -1,0 +1,151 @@
+"""Scheduling simulator: which SM runs which task (SynPerf method, module 2).
+
+Two schedulers:
+
+* :func:`round_robin` (hardware block scheduler, the default for conventional
+  launches): CTAs are dispatched in grid order; the first wave goes round-robin
+  over the SMs, filling each SM up to its occupancy (``slots_per_sm`` concurrent
+  CTAs); afterwards each CTA goes to the slot that frees first.
+* :func:`min_heap` (software scheduler of persistent kernels, e.g. FlashInfer's
+  and FlashAttention-3's Hopper paths, CUTLASS persistent GEMMs): each work packet
+  goes to the SM with the least accumulated cost (ties: lowest SM id).
+
+Both return per-SM task lists. :func:`busiest_sm` reduces per-class task sets to
+the demand vector of the most-loaded SM, with a closed form for uniform tasks and
+an exact simulation (cached) for small heterogeneous sets.
+
+Occupancy (:func:`ctas_per_sm`) follows the CUDA occupancy rules: resident CTAs
+per SM are limited by warps, registers, shared memory and the CTA cap
+(CUDA Programming Guide, "Compute Capabilities"; per-SM limits from
+``config/gpus.yaml``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from functools import lru_cache
+
+import numpy as np
+
+#: above this many tasks :func:`busiest_sm` uses the list-scheduling bound instead of simulating
+SIMULATE_MAX_TASKS = 2_000
+
+
+def ctas_per_sm(spec, threads_per_cta: int, smem_per_cta_bytes: float = 0.0, regs_per_thread: int = 0) -> int:
+    """Resident CTAs per SM for a launch configuration (>= 1).
+
+    Args:
+        spec: a :class:`synperf.data.hardware.GPUSpec`.
+        threads_per_cta: threads per CTA.
+        smem_per_cta_bytes: dynamic + static shared memory per CTA, bytes.
+        regs_per_thread: registers per thread (0 = not limiting).
+
+    Raises:
+        ValueError: ``threads_per_cta`` < 1, or one CTA does not fit on an SM.
+    """
+    if threads_per_cta < 1:
+        raise ValueError(f"threads_per_cta must be >= 1, got {threads_per_cta}")
+    warps = math.ceil(threads_per_cta / 32)
+    limits = [spec.max_ctas_per_sm, spec.max_warps_per_sm // warps]
+    if smem_per_cta_bytes > 0:
+        limits.append(int(spec.smem_per_sm_kb * 1024 // smem_per_cta_bytes))
+    if regs_per_thread > 0:
+        limits.append(spec.regs_per_sm // (regs_per_thread * warps * 32))
+    n = min(limits)
+    if n < 1:
+        raise ValueError(f"a CTA of {threads_per_cta} threads, {smem_per_cta_bytes:.0f} B shared memory and "
+                         f"{regs_per_thread} registers/thread does not fit on an SM of {spec.id}")
+    return int(n)
+
+
+def round_robin(costs, num_sms: int, slots_per_sm: int = 1) -> list[list[int]]:
+    """Hardware scheduler: per-SM lists of task indices.
+
+    Args:
+        costs: task durations in any consistent unit (e.g. cycles), in grid order.
+        num_sms: SMs.
+        slots_per_sm: resident CTAs per SM (occupancy).
+    """
+    costs = np.asarray(costs, dtype="float64")
+    per_sm: list[list[int]] = [[] for _ in range(num_sms)]
+    heap: list[tuple[float, int, int]] = []  # (time the slot frees, order of the slot, sm)
+    first = min(len(costs), num_sms * slots_per_sm)
+    for i in range(first):  # first wave: breadth-first over SMs, then the next slot of each SM
+        sm = i % num_sms
+        per_sm[sm].append(i)
+        heapq.heappush(heap, (costs[i], i, sm))
+    for i in range(first, len(costs)):
+        t, order, sm = heapq.heappop(heap)
+        per_sm[sm].append(i)
+        heapq.heappush(heap, (t + costs[i], order, sm))
+    return per_sm
+
+
+def min_heap(costs, num_sms: int) -> list[list[int]]:
+    """Software (persistent) scheduler: each task, in the given order, to the least-loaded SM."""
+    costs = np.asarray(costs, dtype="float64")
+    per_sm: list[list[int]] = [[] for _ in range(num_sms)]
+    heap = [(0.0, sm) for sm in range(num_sms)]
+    for i, c in enumerate(costs):
+        load, sm = heapq.heappop(heap)
+        per_sm[sm].append(i)
+        heapq.heappush(heap, (load + c, sm))
+    return per_sm
+
+
+def _expand(counts: tuple[int, ...], costs: tuple[float, ...], order: str) -> tuple[np.ndarray, np.ndarray]:
+    cls = np.repeat(np.arange(len(counts)), counts)
+    if order == "interleaved":  # grid order cycles through the classes (e.g. q-tiles of one head, then the next)
+        idx = np.argsort(np.concatenate([np.arange(n) * len(counts) + c for c, n in enumerate(counts)]), kind="stable")
+        cls = cls[idx]
+    elif order == "descending":  # longest first (FA3 / FlashInfer persistent schedulers)
+        cls = cls[np.argsort(-np.asarray(costs)[cls], kind="stable")]
+    return cls, np.asarray(costs, dtype="float64")[cls]
+
+
+@lru_cache(maxsize=65536)
+def _busiest_counts(counts: tuple[int, ...], costs: tuple[float, ...], num_sms: int, slots: int, policy: str,
+                    order: str) -> tuple[float, ...]:
+    cls, c = _expand(counts, costs, order)
+    per_sm = min_heap(c, num_sms) if policy == "persistent" else round_robin(c, num_sms, slots)
+    loads = [c[t].sum() if t else 0.0 for t in per_sm]
+    busiest = per_sm[int(np.argmax(loads))]
+    return tuple(np.bincount(cls[busiest], minlength=len(counts)).astype(float))
+
+
+def busiest_sm(counts, costs, num_sms: int, slots_per_sm: int = 1, policy: str = "hardware",
+               order: str = "interleaved") -> np.ndarray:
+    """Tasks of each class on the most-loaded SM.
+
+    Args:
+        counts: tasks per class (ints).
+        costs: cost of one task of each class (e.g. its tensor cycles; only ratios matter).
+        num_sms, slots_per_sm: machine shape and occupancy.
+        policy: ``hardware`` (:func:`round_robin`) or ``persistent`` (:func:`min_heap`).
+        order: task order: ``interleaved`` (grid order cycles through the classes), ``grouped``
+            (all tasks of class 0, then class 1, ...) or ``descending`` (longest first).
+
+    Returns:
+        float array, per class, of the tasks on the SM with the largest summed cost. One
+        class: ``ceil(n / num_sms)`` exactly (both schedulers). Above
+        :data:`SIMULATE_MAX_TASKS` tasks: the list-scheduling bound, i.e. every class spread
+        evenly (``n_c / num_sms``) plus one task of the costliest class.
+    """
+    counts = tuple(int(n) for n in counts)
+    costs = tuple(float(x) for x in costs)
+    if policy not in ("hardware", "persistent"):
+        raise ValueError(f"unknown scheduling policy {policy!r}")
+    total = sum(counts)
+    out = np.zeros(len(counts))
+    if total == 0:
+        return out
+    nonzero = [i for i, n in enumerate(counts) if n > 0]
+    if len(nonzero) == 1:
+        out[nonzero[0]] = math.ceil(counts[nonzero[0]] / num_sms)
+        return out
+    if total > SIMULATE_MAX_TASKS:
+        out = np.asarray(counts, dtype=float) / num_sms
+        out[int(np.argmax([costs[i] if counts[i] else -1 for i in range(len(counts))]))] += 1.0
+        return out
+    return np.asarray(_busiest_counts(counts, costs, num_sms, slots_per_sm, policy, order))

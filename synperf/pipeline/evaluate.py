@@ -1,0 +1,39 @@
+"""Pipeline stage: predictions and MAPE tables of one trained model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from synperf.data.io import read_table, write_parquet
+from synperf.evaluation.metrics import ape, summarize
+from synperf.model.estimator import TrainedModel
+from synperf.pipeline.common import _feature_frame
+
+
+def evaluate_experiment(features: str, features_meta: str, model_dir: str, exp_name: str, out_predictions: str,
+                        out_table: str) -> None:
+    """Predict every row of the experiment; write predictions and MAPE per GPU and split (tagged with the
+    model's feature set and group)."""
+    meta = json.loads(Path(features_meta).read_text())
+    table = read_table(features)
+    model = TrainedModel.load(model_dir)
+    pred = model.predict_latency_us(_feature_frame(table, meta))
+    out = table[["gpu", "kernel", "split", "latency_us", "theoretical_time_us"]].copy()
+    out["predicted_latency_us"] = pred
+    out["ape_pct"] = ape(pred, out["latency_us"])
+    out["experiment"] = exp_name
+    write_parquet(out, out_predictions)
+    tag = {"feature_set": model.meta.get("feature_set", meta["feature_set"]),
+           "feature_group": model.meta.get("feature_group", "all")}
+    rows = []
+    for (gpu, split), g in out.groupby(["gpu", "split"]):
+        rows.append({"experiment": exp_name, "kernel": out["kernel"].iloc[0], **tag, "gpu": gpu,
+                     "split": split, **summarize(g["ape_pct"])})
+    for split, g in out.groupby("split"):
+        rows.append({"experiment": exp_name, "kernel": out["kernel"].iloc[0], **tag, "gpu": "ALL", "split": split,
+                     **summarize(g["ape_pct"])})
+    from synperf.data.io import write_csv
+    write_csv(pd.DataFrame(rows), out_table)

@@ -1,0 +1,55 @@
+"""Pipeline stage: train one experiment's efficiency MLP."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from synperf.data.io import read_table
+from synperf.data.schema import KEY_COLUMNS
+from synperf.model.estimator import TrainConfig, data_hash, train
+from synperf.pipeline.common import _feature_frame
+
+
+def select_group(meta: dict, group: str) -> dict:
+    """Restrict a feature meta (numeric/linear lists) to an ablation group of its feature set.
+
+    Groups other than ``all`` exist for feature sets that define them (v2: ``math``, ``memory``).
+
+    Raises:
+        KeyError: the feature set has no such group.
+    """
+    if group == "all":
+        return meta
+    from synperf.model.features import FEATURE_GROUPS
+
+    fs = meta["feature_set"]
+    if fs not in FEATURE_GROUPS:
+        raise KeyError(f"feature set {fs!r} has no feature groups; only 'all' can be trained")
+    numeric, linear = FEATURE_GROUPS[fs](group)
+    keep_lin = [c for c in meta["linear"] if c in linear or c == "routing_alpha"]
+    from synperf.model.features.v2 import SHAPE_PREFIX
+
+    keep_num = [c for c in meta["numeric"] if c in numeric or c.startswith(SHAPE_PREFIX)]  # shape parameters stay
+    return {**meta, "numeric": keep_num, "linear": keep_lin}
+
+
+def train_experiment(features: str, features_meta: str, exp_name: str, exp: dict, training: dict, seed: int,
+                     threads: int, out_dir: str, group: str = "all") -> None:
+    """Train one experiment's MLP on its ``train`` rows (features of ``group``) and save it under ``out_dir``."""
+    meta = select_group(json.loads(Path(features_meta).read_text()), group)
+    table = read_table(features)
+    tr = table[table["split"] == "train"].reset_index(drop=True)
+    cfg = TrainConfig.from_dict({**training, "seed": seed, "threads": threads})
+    t0 = time.time()
+    model = train(_feature_frame(tr, meta), tr["latency_us"], tr["problem_key"], cfg, extra_meta={
+        "experiment": exp_name, "kernel": exp["kernel"], "feature_set": meta["feature_set"], "feature_group": group,
+        "train_gpus": sorted(tr["gpu"].unique()), "seen_gpus": exp["seen"], "unseen_gpus": exp.get("unseen", []),
+        "sources": exp.get("sources"), "data_sha256": data_hash(tr[list(KEY_COLUMNS) + ["latency_us"]]),
+    })
+    model.meta["train_seconds"] = round(time.time() - t0, 1)
+    from synperf.evaluation.leak_check import check_model_meta
+
+    check_model_meta(model.meta, exp_name, exp)
+    model.save(out_dir)

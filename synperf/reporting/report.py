@@ -1,0 +1,304 @@
+"""The report: MAPE per kernel family and GPU (held-out problems on seen GPUs, unseen GPUs), the evaluation
+contract (leak checks, twin shares, how the primary feature set was chosen), row counts, dropped rows by
+reason, and a Figure-5-style bar chart."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from synperf.data.io import write_csv, write_text  # noqa: E402
+from synperf.reporting.tables import md_table, save_figure  # noqa: E402
+
+PAPER = {"seen_mape_pct": 6.0, "unseen_mape_pct": 11.5, "neusight_seen": 42.6, "neusight_unseen": 45.1}
+
+
+_SUMMARY_HEADERS = {
+    "seen_heldout_mape_pct": "seen GPUs, held-out problems: MAPE %", "unseen_mape_pct": "unseen GPUs: MAPE %",
+    "train_mape_pct": "training rows: MAPE %", "seen_heldout_rows": "held-out rows", "unseen_rows": "unseen rows",
+}
+_GPU_HEADERS = {"n_rows": "rows", "mape_pct": "MAPE %", "median_ape_pct": "median APE %", "p90_ape_pct": "p90 APE %"}
+
+
+def summary_table(mape: pd.DataFrame) -> pd.DataFrame:
+    """One row per experiment: pooled MAPE on held-out problems of seen GPUs and on unseen GPUs."""
+    allrows = mape[mape["gpu"] == "ALL"]
+    piv = allrows.pivot_table(index=["experiment", "kernel"], columns="split", values="mape_pct")
+    n = allrows.pivot_table(index=["experiment", "kernel"], columns="split", values="n_rows")
+    out = pd.DataFrame({
+        "seen_heldout_mape_pct": piv.get("test_seen"),
+        "unseen_mape_pct": piv.get("unseen"),
+        "train_mape_pct": piv.get("train"),
+        "seen_heldout_rows": n.get("test_seen"),
+        "unseen_rows": n.get("unseen"),
+    }).reset_index()
+    for c in ("seen_heldout_rows", "unseen_rows"):
+        out[c] = out[c].fillna(0).astype(int)
+    return out
+
+
+def _pooled(t: pd.DataFrame) -> pd.DataFrame:
+    allrows = t[t["gpu"] == "ALL"]
+    return allrows.pivot_table(index="experiment", columns="split", values="mape_pct")
+
+
+def comparison_table(primary: pd.DataFrame, other: pd.DataFrame) -> pd.DataFrame:
+    """Seen/unseen MAPE per experiment for each feature set, side by side."""
+    tables = {}
+    for t in (primary, other):
+        for fs, g in t.groupby("feature_set"):
+            tables[fs] = _pooled(g)
+    out = pd.DataFrame(index=sorted(primary["experiment"].unique()))
+    for fs, piv in tables.items():
+        out[f"{fs} seen"] = piv.get("test_seen")
+        out[f"{fs} unseen"] = piv.get("unseen")
+    return out.reset_index(names="experiment")
+
+
+def ablation_table(primary: pd.DataFrame, ablation: pd.DataFrame) -> pd.DataFrame:
+    """Seen/unseen MAPE per experiment with all features, math only and memory only."""
+    exps = sorted(ablation["experiment"].unique())
+    out = pd.DataFrame(index=exps)
+    parts = [("all", primary[primary["experiment"].isin(exps)])] + list(ablation.groupby("feature_group"))
+    for group, g in parts:
+        piv = _pooled(g)
+        out[f"{group} seen"] = piv.get("test_seen")
+        out[f"{group} unseen"] = piv.get("unseen")
+    return out.reset_index(names="experiment")
+
+
+def _hardware_section(registry_path: str, measured_dir: str | None) -> list[str]:
+    """Which GPU numbers the features used: the run's registry (``registry_path``) with, where
+    ``measured_dir`` is given (``hardware_measurements_dir``; None when ``characterize.use_measured`` is
+    false), the measured files of that folder merged over its datasheet values."""
+    from synperf.data.hardware import display_path, load_registry, registry_provenance
+
+    reg = load_registry(registry_path, measured_dir)
+    lines = ["## Hardware values", ""]
+    where = f"`{display_path(registry_path)}`"
+    if measured_dir is None:
+        return lines + [f"Every GPU number in the features comes from the datasheet registry ({where}); measured "
+                        "hardware files are not used (`characterize.use_measured: false`).", ""]
+    mdir = display_path(measured_dir).rstrip("/")
+    if not reg.measured_gpus:
+        return lines + [f"Every GPU number in the features comes from the datasheet registry ({where}); "
+                        f"no measured file under `{mdir}/` (see docs/profiling.md, hardware "
+                        "characterization).", ""]
+    prov = registry_provenance(reg, measured_only=True)
+    return lines + [f"Measured values (`{mdir}/`) replace datasheet ones of the registry ({where}) for these GPUs "
+                    "and fields:", "", md_table(prov), ""]
+
+
+def figure(mape: pd.DataFrame, path: str) -> None:
+    """Grouped bars, log scale: MAPE per experiment and GPU; unseen GPUs red and hatched (cf. SynPerf Figure 5)."""
+    from matplotlib.patches import Patch
+
+    per = mape[(mape["gpu"] != "ALL") & mape["split"].isin(["test_seen", "unseen"])].copy()
+    exps = list(dict.fromkeys(per["experiment"]))
+    fig, ax = plt.subplots(figsize=(max(10, 1.9 * len(exps)), 6))
+    x0 = 0.0
+    ticks, labels = [], []
+    for e in exps:
+        sub = per[per["experiment"] == e].sort_values(["split", "gpu"])
+        xs = x0 + np.arange(len(sub))
+        for xi, r in zip(xs, sub.itertuples()):
+            unseen = r.split == "unseen"
+            val = max(r.mape_pct, 0.1)
+            ax.bar(xi, val, color="#d62728" if unseen else "#1f77b4", hatch="//" if unseen else None,
+                   edgecolor="black", linewidth=0.4)
+            ax.text(xi, val * 1.08, f"{r.gpu} {r.mape_pct:.1f}", rotation=90, ha="center", va="bottom", fontsize=7)
+        ticks.append(x0 + (len(sub) - 1) / 2)
+        labels.append(e)
+        x0 += len(sub) + 1.5
+    ax.set_yscale("log")
+    top = per["mape_pct"].max() if len(per) else 100.0
+    ax.set_ylim(0.3, top * 12)
+    ax.set_xticks(ticks)
+    ax.set_xticklabels(labels, rotation=25, ha="right", fontsize=9)
+    ax.set_ylabel("latency MAPE (%), log scale")
+    ax.set_title("Latency MAPE per experiment (kernel family and data source) and GPU", fontsize=10)
+    ax.axhline(PAPER["unseen_mape_pct"], color="grey", linestyle="--", linewidth=0.8)
+    ax.legend(handles=[Patch(facecolor="#1f77b4", edgecolor="black", label="seen GPU, held-out problems"),
+                       Patch(facecolor="#d62728", edgecolor="black", hatch="//", label="unseen GPU"),
+                       plt.Line2D([], [], color="grey", linestyle="--", label="SynPerf paper, unseen (11.5%)")],
+              loc="upper left", fontsize=8, ncol=3)
+    fig.tight_layout()
+    save_figure(fig, path, dpi=110)
+
+
+def evaluation_section(leaks: list[dict], selection_table: str | None, selection_choice: str | None) -> list[str]:
+    """Markdown lines of the evaluation contract: the split rules, the leak checks (one row per experiment,
+    each unseen GPU's twin share) and the leave-one-seen-GPU-out selection of the primary feature set."""
+    md = ["## Evaluation contract", "",
+          "*Held out* means enforced: a problem (the family's launch parameters, e.g. GEMM m, n, k and dtype; not "
+          "the implementation, KV-cache dtype, routing or tuning config; `synperf.data.schema.PROBLEM_COLUMNS`) is held "
+          "out on every seen GPU with all its variants, and the early-stopping validation rows are whole problems "
+          "of the training rows. Where a source ships its own train/test files (pipeweave FP8 GEMM, NeuSight) "
+          "those files decide, and a training-file row of a held-out problem is not trained on. Unseen-GPU rows "
+          "carry only the launch parameters a caller of `synperf.api.predict` has (no measured kernel name or "
+          "grid). The `check_leaks` rule checks every feature table before any model trains on it and fails the "
+          "job on a leak; every protocol fold is checked the same way.", ""]
+    if leaks:
+        rows = []
+        for r in leaks:
+            rows.append({"experiment": r["experiment"], "train rows": r["rows"].get("train", 0),
+                         "held-out rows": r["rows"].get("test_seen", 0), "unseen rows": r["rows"].get("unseen", 0),
+                         "leaks": sum(r["leaks"].values()),
+                         "unseen GPU: twin (share %)": "; ".join(
+                             f"{u['gpu']}: {', '.join(u['twin_gpus']) or '–'} ({100 * u['twin_share']:.0f})"
+                             for u in r["unseen"]) or "–"})
+        md += ["### Leak checks", "", "*Twin*: a seen GPU whose registry spec vector equals the unseen GPU's; "
+               "the share is of the unseen GPU's rows whose problem a twin trained on (its measurement is then "
+               "nearly the answer).", "", md_table(pd.DataFrame(rows)), ""]
+    if selection_table and selection_choice:
+        choice = json.loads(Path(selection_choice).read_text())
+        table = pd.read_csv(selection_table)
+        verdict = ("the configured primary `feature_set` is this choice" if choice["agrees"] else
+                   f"**the configured primary `feature_set` is `{choice['configured']}`, not the selected one**")
+        md += ["### How the primary feature set was chosen", "",
+               f"By leave one seen GPU out inside each experiment's training rows ({choice['folds']} folds; budget "
+               f"{choice['budget']}): each seen GPU in turn is predicted by an MLP trained on the other seen GPUs. "
+               "Held-out problems and unseen GPUs never inform the choice. Validation MAPE (%), mean over folds; "
+               f"the last row is the mean over experiments. Chosen: `{choice['chosen']}`; {verdict}. Hyper-parameters "
+               "and budgets are fixed in `config/config.yaml`, not chosen by comparing numbers.", "",
+               md_table(table), ""]
+    return md
+
+
+def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[str], feature_metas: list[str],
+                 out_md: str, out_mape: str, out_summary: str, out_counts: str, out_dropped: str,
+                 out_figure: str, experiments: dict | None = None,
+                 compare_tables: list[str] | None = None, ablation_tables: list[str] | None = None,
+                 out_compare: str | None = None, out_ablation: str | None = None,
+                 protocols: dict | None = None, evaluation: dict | None = None,
+                 registry_path: str | None = None, measured_dir: str | None = None) -> None:
+    """Assemble the Markdown report and its CSV tables and figure (all written atomically).
+
+    ``mape_tables`` are the primary models' tables; ``compare_tables`` the same experiments with other
+    feature sets; ``ablation_tables`` the primary feature set restricted to one feature group.
+    ``protocols`` (optional) adds the methods comparison (:func:`synperf.reporting.methods_report.methods_section`): a dict
+    with ``tables`` and ``cdfs`` (per-experiment protocol CSVs), ``predictions`` (primary models' prediction
+    Parquets), ``experiments`` (those that ran every protocol) and the outputs ``out_summary``,
+    ``out_per_gpu``, ``out_methods_fig``, ``out_cdf_fig``, ``out_scatter_fig``.
+    ``evaluation`` (optional) adds the evaluation contract (:func:`evaluation_section`): ``leak_checks`` (the
+    primary feature set's leak-check JSONs), ``selection_table`` (CSV) and ``selection_choice`` (JSON).
+    ``registry_path`` and ``measured_dir`` name the GPU registry the run used (the config's ``gpu_registry`` and
+    ``hardware_measurements_dir``, None when measured files are not used); with ``registry_path`` the report
+    gets a "Hardware values" section describing it.
+    """
+    mape = pd.concat([pd.read_csv(p) for p in mape_tables], ignore_index=True)
+    compare = pd.concat([pd.read_csv(p) for p in compare_tables], ignore_index=True) if compare_tables else None
+    ablation = pd.concat([pd.read_csv(p) for p in ablation_tables], ignore_index=True) if ablation_tables else None
+    merge = json.loads(Path(merge_summary).read_text())
+    metas = [json.loads(Path(p).read_text()) for p in model_metas]
+    fmetas = {m["experiment"]: m for m in (json.loads(Path(p).read_text()) for p in feature_metas)}
+    summ = summary_table(mape)
+    counts = pd.DataFrame(merge["row_counts"])
+    dropped = pd.DataFrame(sorted(merge["dropped"].items()), columns=["reason", "rows"])
+    dropped = pd.concat([dropped, pd.DataFrame([{"reason": "duplicate_key_merged_to_median",
+                                                 "rows": merge["duplicate_rows_merged"]}])], ignore_index=True)
+    write_csv(pd.concat([t for t in (mape, compare, ablation) if t is not None], ignore_index=True), out_mape)
+    cmp_table = comparison_table(mape, compare) if compare is not None else None
+    abl_table = ablation_table(mape, ablation) if ablation is not None else None
+    if out_compare:
+        write_csv(cmp_table if cmp_table is not None else pd.DataFrame(), out_compare)
+    if out_ablation:
+        write_csv(abl_table if abl_table is not None else pd.DataFrame(), out_ablation)
+    write_csv(summ, out_summary)
+    write_csv(counts, out_counts)
+    write_csv(dropped, out_dropped)
+    figure(mape, out_figure)
+
+    per_gpu = mape[(mape["gpu"] != "ALL") & (mape["split"] != "train")][
+        ["experiment", "gpu", "split", "n_rows", "mape_pct", "median_ape_pct", "p90_ape_pct"]]
+    leaks = [json.loads(Path(p).read_text()) for p in (evaluation or {}).get("leak_checks", [])]
+    if leaks:
+        twins = pd.DataFrame([{"experiment": r["experiment"], "gpu": u["gpu"], "split": "unseen",
+                               "twin_share_pct": 100 * u["twin_share"], "problem_share_pct": 100 * u["problem_share"]}
+                              for r in leaks for u in r["unseen"]])
+        per_gpu = per_gpu.merge(twins, on=["experiment", "gpu", "split"], how="left")
+    core = summ[summ["experiment"] == summ["kernel"]]
+    primary = metas[0].get("feature_set", "?") if metas else "?"
+    md = ["# synperf report", ""]
+    md += ["Latency MAPE of the per-family efficiency MLPs (feature set "
+           f"`{metas[0].get('feature_set', '?') if metas else '?'}`). *Seen* = held-out problems on the GPUs the "
+           "model trained on; *unseen* = every row of GPUs it never saw. Generated by `snakemake`; "
+           "machine-readable tables beside this file in `tables/`.", ""]
+    md += ["## MAPE per experiment", "", md_table(summ.rename(columns=_SUMMARY_HEADERS)), ""]
+    if len(core):
+        md += [f"Mean over the {len(core)} core kernel families: seen {core['seen_heldout_mape_pct'].mean():.1f}% / "
+               f"unseen {core['unseen_mape_pct'].mean():.1f}% (SynPerf paper: {PAPER['seen_mape_pct']}% / "
+               f"{PAPER['unseen_mape_pct']}%; NeuSight as reported there: {PAPER['neusight_seen']}% / "
+               f"{PAPER['neusight_unseen']}%; different GPUs and data, so a reference, not a like-for-like).", ""]
+        worst = mape[(mape["gpu"] != "ALL") & (mape["split"] == "unseen")].sort_values("mape_pct", ascending=False)
+        md += ["The core families are the experiments named like the family (`gemm`, `gemm_fp8`, `attention_prefill`, "
+               "`attention_decode`, `rmsnorm`, `silu_mul`, `fused_moe`); the others train the same family on another "
+               "source. Largest unseen-GPU errors: " + "; ".join(
+                   f"{r.experiment} on {r.gpu} {r.mape_pct:.1f}%" for r in worst.head(4).itertuples()) + ".", ""]
+    md += ["![MAPE per experiment and GPU](figures/mape_by_gpu.png)", ""]
+    if evaluation:
+        md += evaluation_section(leaks, evaluation.get("selection_table"), evaluation.get("selection_choice"))
+    if protocols:
+        from synperf.reporting.methods_report import load_tables, methods_section
+
+        preds = pd.concat([pd.read_parquet(p, columns=["experiment", "gpu", "split", "latency_us",
+                                                       "predicted_latency_us"]) for p in protocols["predictions"]],
+                          ignore_index=True) if protocols.get("predictions") else pd.DataFrame(
+            columns=["experiment", "gpu", "split", "latency_us", "predicted_latency_us"])
+        md += methods_section(load_tables(protocols["tables"]), load_tables(protocols["cdfs"]), preds,
+                              list(protocols["experiments"]), protocols["out_summary"], protocols["out_per_gpu"],
+                              protocols["out_methods_fig"], protocols["out_cdf_fig"], protocols["out_scatter_fig"])
+    if cmp_table is not None:
+        md += ["## Feature sets compared (same split, same rows)", "",
+               "Seen = held-out problems on seen GPUs; unseen = unseen GPUs; MAPE in %. "
+               f"The primary feature set is `{primary}`.", "", md_table(cmp_table), ""]
+    if abl_table is not None:
+        md += ["## Ablation: feature groups (cf. the paper's Figure 4)", "",
+               "The primary feature set restricted to its math features (Tensor, FMA, XU demands and cycles) or its "
+               "memory features (DRAM, L2, shared-memory bytes and cycles); launch features (tasks, waves, "
+               "occupancy) stay in both. MAPE in %.", "", md_table(abl_table), ""]
+    rate = [(m.get("rows", 0), m.get("feature_seconds", 0)) for m in fmetas.values()]
+    n_rows, secs = sum(r for r, _ in rate), sum(t for _, t in rate)
+    if secs > 0:
+        md += [f"Feature extraction (`{primary}`): {n_rows:,} rows in {secs:.1f} s, {n_rows / secs:,.0f} rows/s "
+               "(all experiments, one core each).", ""]
+    if registry_path is not None:
+        md += _hardware_section(registry_path, measured_dir)
+    md += ["## MAPE per GPU", "", "APE: absolute percentage error of the predicted latency, per row. On unseen "
+           "GPUs, *twin share*: rows whose problem was trained on a seen GPU with an identical registry spec; "
+           "*problem share*: rows whose problem was trained on any seen GPU.", "",
+           md_table(per_gpu.rename(columns={**_GPU_HEADERS, "twin_share_pct": "twin share %",
+                                             "problem_share_pct": "problem share %"})), ""]
+    md += ["## Training", "", md_table(pd.DataFrame([{
+        "experiment": m["experiment"], "train GPUs": ", ".join(m["train_gpus"]), "train rows": m["n_train_rows"],
+        "validation rows": m["n_val_rows"], "epochs": m["epochs_run"],
+        "best validation MRE": f"{m['best_val_loss']:.4f}", "targets clipped": m["n_target_clipped"],
+        "train s": f"{m.get('train_seconds', float('nan')):.0f}",
+        "features s": f"{fmetas.get(m['experiment'], {}).get('feature_seconds', float('nan')):.1f}",
+    } for m in metas])), "",
+        "*MRE*: mean relative error of the predicted efficiency on the validation rows (20% of the training "
+        "shapes, used for early stopping). *Targets clipped*: rows whose measured efficiency lay outside the "
+        "sigmoid's range and was clipped for training. Training rows are capped at `training.max_train_rows` "
+        "(a seeded sample) to keep the job within minutes on 2 CPU cores.", ""]
+    used = {(e["kernel"], src) for e in experiments.values() for src in (e.get("sources") or ["*"])} if experiments else set()
+    counts_view = counts[["source", "kernel", "gpu", "rows"]].copy()
+    if used:
+        counts_view["used by an experiment"] = [
+            "yes" if ((k, s) in used or (k, "*") in used) else "no" for k, s in zip(counts_view.kernel, counts_view.source)]
+    md += ["## Measurements", "",
+           f"Rows read: {merge['rows_in']:,}. Duplicate keys (the same kernel, parameters and GPU measured more "
+           f"than once): {merge['duplicate_keys']:,} keys, reduced to their median, which removed "
+           f"{merge['duplicate_rows_merged']:,} rows; {merge['rows_out']:,} rows remain.", "",
+           "### Rows per source, kernel and GPU", "", md_table(counts_view), "",
+           "### Rows dropped, by reason", "",
+           "`known_bad:*` are the rows the public data's README lists as wrong; `unsupported_*` are kernels no "
+           "family here models; `nested_subset_copy` are exact copies across pipeweave's nested sweep files.", "",
+           md_table(dropped), ""]
+    write_text("\n".join(md), out_md)

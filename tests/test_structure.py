@@ -1,0 +1,157 @@
+"""Package structure: no import cycle, the CPU pipeline never imports the GPU-only code, every config level
+rejects unknown keys, and each rule's code inputs are only the modules its script imports (editing the report
+reruns the report, never the training)."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from synperf.imports import ROOT, code_closure, find_cycles, import_graph, module_closure, module_name
+
+REPO = Path(__file__).resolve().parent.parent
+CPU_PACKAGES = ("data", "model", "evaluation", "reporting", "pipeline")
+RULE_SCRIPTS = ["ingest", "merge_measurements", "features", "check_leaks", "train", "evaluate", "evaluate_protocols",
+                "score_selection", "choose_feature_set", "report"]
+
+
+def cpu_modules() -> list[str]:
+    mods = ["synperf", "synperf.api", "synperf.imports"]
+    for pkg in CPU_PACKAGES:
+        mods += [module_name(p) for p in sorted((ROOT / pkg).rglob("*.py"))]
+    return mods
+
+
+def test_no_import_cycle_between_modules():
+    graph = import_graph()
+    assert len(graph) > 40 and "synperf.model.estimator" in graph
+    assert find_cycles(graph) == []
+
+
+def test_find_cycles_sees_a_cycle():
+    assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert find_cycles({"a": {"a"}}) == [["a"]] and find_cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_cpu_pipeline_never_imports_the_gpu_package():
+    mods = cpu_modules()
+    code = ("import importlib, json, sys\n"
+            f"for m in {mods!r}:\n    importlib.import_module(m)\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m == 'synperf.gpu' or m.startswith('synperf.gpu.'))))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
+
+
+def test_rule_scripts_import_only_their_stage():
+    for script in RULE_SCRIPTS:
+        mods = module_closure(REPO / "scripts" / f"{script}.py")
+        assert not [m for m in mods if m.startswith("synperf.gpu")], script
+    report = module_closure(REPO / "scripts" / "report.py")
+    assert not [m for m in report if m.startswith(("synperf.model", "synperf.pipeline"))], report
+    train = module_closure(REPO / "scripts" / "train.py")
+    assert "synperf.model.estimator" in train and not [m for m in train if m.startswith("synperf.reporting")]
+    for script in ("ingest", "merge_measurements"):
+        mods = module_closure(REPO / "scripts" / f"{script}.py")
+        assert not [m for m in mods if m.startswith(("synperf.model", "synperf.evaluation"))], (script, mods)
+    # lazy imports inside functions count, and so do the packages' __init__ files
+    assert "synperf.evaluation.leak_check" in train and "synperf.model" in train
+    assert all(Path(p).is_file() for p in code_closure(REPO / "scripts" / "train.py"))
+
+
+def test_no_checkout_relative_defaults_in_library_modules():
+    bad = []
+    for p in sorted(ROOT.rglob("*.py")):
+        if p.name in ("api.py", "imports.py") or "gpu" in p.relative_to(ROOT).parts:
+            continue
+        text = p.read_text()
+        for needle in ("REPO_ROOT", "DEFAULT_REGISTRY", "DEFAULT_MEASURED_DIR", "config.yaml\"", "\"config\" /"):
+            if needle in text:
+                bad.append((str(p.relative_to(REPO)), needle))
+    assert bad == []
+
+
+def test_every_config_level_rejects_unknown_keys():
+    schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    open_levels = []
+
+    def walk(node, path):
+        if isinstance(node, dict):
+            if node.get("type") == "object" and not ({"additionalProperties", "propertyNames"} & set(node)):
+                open_levels.append(path)
+            for k, v in node.items():
+                walk(v, f"{path}.{k}")
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                walk(v, f"{path}[{i}]")
+
+    walk(schema, "$")
+    assert open_levels == []
+
+
+def _repo_copy(dst: Path) -> Path:
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
+                           text=True, check=True).stdout.split()
+    for f in files:
+        src = REPO / f
+        if src.is_file():
+            (dst / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst / f)
+    return dst
+
+
+def _scheduled(proc_out: str) -> dict[str, int]:
+    jobs, on = {}, False
+    for line in proc_out.splitlines():
+        if line.startswith("job ") and "count" in line:
+            on = True
+            continue
+        if on:
+            parts = line.split()
+            if not parts or parts[0] == "total":
+                break
+            if parts[0].startswith("-"):
+                continue
+            jobs[parts[0]] = int(parts[1])
+    return jobs
+
+
+def test_editing_the_report_reruns_the_report_not_the_training(tmp_path):
+    """In a copy of the repository, with fake (empty) public data: mark every output complete
+    (``snakemake --touch``), touch a reporting module, and ask what would run."""
+    repo = _repo_copy(tmp_path / "repo")
+    data = tmp_path / "public-data"
+    for rel in yaml.safe_load((repo / "config" / "public_data_manifest.yaml").read_text())["files"]:
+        (data / rel).parent.mkdir(parents=True, exist_ok=True)
+        (data / rel).write_text("")
+
+    def snakemake(*args):
+        proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", *args, "--config",
+                               f"public_data_dir={data}"], cwd=repo, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, timeout=500)
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        return proc.stdout
+
+    # --touch only updates existing files: create every planned output (empty), then touch them in DAG order
+    for line in snakemake("-n").splitlines():
+        if line.strip().startswith("output:"):
+            for out in line.split(":", 1)[1].split(","):
+                (repo / out.strip()).parent.mkdir(parents=True, exist_ok=True)
+                (repo / out.strip()).touch()
+    snakemake("--touch", "--quiet")
+    assert _scheduled(snakemake("-n")) == {}
+    future = (repo / "results" / "report.md").stat().st_mtime + 10
+    os.utime(repo / "synperf" / "reporting" / "report.py", (future, future))
+    jobs = _scheduled(snakemake("-n"))
+    assert jobs.get("report") == 1 and "train" not in jobs and "features" not in jobs, jobs
+    # and editing the model reruns the training (the code inputs still follow the code)
+    os.utime(repo / "synperf" / "model" / "estimator.py", (future, future))
+    jobs = _scheduled(snakemake("-n"))
+    assert jobs.get("train", 0) > 0 and "ingest_source" not in jobs and "features" not in jobs, jobs
