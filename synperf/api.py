@@ -112,8 +112,9 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
             that was trained.
 
     Returns:
-        The canonical parameter columns plus ``theoretical_time_us``, ``predicted_efficiency`` and
-        ``predicted_latency_us`` (microseconds), one row per launch.
+        The canonical parameter columns plus ``theoretical_time_us``, ``predicted_efficiency``,
+        ``predicted_latency_us`` (microseconds) and ``prediction_path`` (how the row was predicted:
+        ``mlp:<model folder>``), one row per launch; ``attrs["model_dir"]`` names the model folder used.
 
     Raises:
         InputError: unknown kernel or GPU, a missing parameter, or no trained model.
@@ -134,4 +135,6 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
     out["theoretical_time_us"] = ff.frame["theoretical_time_us"].to_numpy()
     out["predicted_latency_us"] = model.predict_latency_us(ff)
     out["predicted_efficiency"] = out["theoretical_time_us"] / out["predicted_latency_us"]
+    out["prediction_path"] = f"mlp:{model_dir}"
+    out.attrs["model_dir"] = str(model_dir)
     return out

@@ -42,11 +42,17 @@ def test_choose_takes_the_lowest_mean_over_experiments_that_scored_every_candida
                       "feature_set": ["x", "x", "y", "x", "y", "x"],
                       "mape_pct": [10.0, 20.0, 12.0, 30.0, 40.0, 1.0]})
     chosen, table = choose(s)
-    # e1: x 15, y 12; e2: x 30, y 40; e3 lacks y and does not count; means x 22.5, y 26
+    # e1: x 15, y 12; e2: x 30, y 40; e3 lacks y and does not count; geometric means x 21.2, y 21.9
     assert chosen == "x"
     t = table.set_index("experiment")
-    assert list(t.index) == ["e1", "e2", "mean"]
-    assert t.loc["e1", "best"] == "y" and t.loc["mean", "x"] == pytest.approx(22.5)
+    assert list(t.index) == ["e1", "e2", "geometric mean"]
+    assert t.loc["e1", "best"] == "y" and t.loc["geometric mean", "x"] == pytest.approx((15 * 30) ** 0.5)
+    # one blow-up is a factor, not the whole sum: x fails on e3 by 100x but wins elsewhere by 2x twice
+    s2 = pd.DataFrame({"experiment": ["e1", "e1", "e2", "e2", "e3", "e3"], "feature_set": ["x", "y"] * 3,
+                       "mape_pct": [5.0, 10.0, 5.0, 10.0, 1000.0, 10.0]})
+    assert choose(s2)[0] == "y"
+    s3 = s2.assign(mape_pct=[5.0, 10.0, 5.0, 10.0, 30.0, 10.0])
+    assert choose(s3)[0] == "x"
     with pytest.raises(ValueError, match="every candidate"):
         choose(s[s.experiment == "e3"].assign(feature_set=["x"]).pipe(
             lambda d: pd.concat([d, d.assign(experiment="e4", feature_set="y")])))

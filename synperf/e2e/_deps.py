@@ -1,8 +1,14 @@
 """The only names :mod:`synperf.e2e` takes from the rest of synperf (one place, so that moving modules
 into subpackages is a one-file change here)."""
 
-from synperf.api import launch_table, predict  # noqa: F401
-from synperf.hardware import Registry, load_registry  # noqa: F401
-from synperf.io import InputError  # noqa: F401
+from synperf.api import default_paths, launch_table, predict  # noqa: F401
+from synperf.data.hardware import Registry, load_registry  # noqa: F401
+from synperf.data.io import InputError  # noqa: F401
 
-__all__ = ["predict", "launch_table", "Registry", "load_registry", "InputError"]
+__all__ = ["predict", "launch_table", "default_paths", "Registry", "load_registry", "InputError"]
+
+
+def default_registry() -> Registry:
+    """The registry :func:`synperf.api.predict` uses when not given one (:func:`synperf.api.default_paths`)."""
+    d = default_paths()
+    return load_registry(d["registry"], d["measured_dir"])

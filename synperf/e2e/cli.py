@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ._deps import InputError, load_registry
+from ._deps import InputError, default_registry, load_registry
 from .collectives import CollectiveModel
 from .compose import Overhead, attention_path, compose
 from .model_config import load_model_config
@@ -59,7 +59,7 @@ def _collectives(arg: str | None, registry) -> CollectiveModel | None:
 
 
 def e2e(args: argparse.Namespace) -> int:
-    registry = load_registry(args.registry) if args.registry else load_registry()
+    registry = load_registry(args.registry) if args.registry else default_registry()
     spec = registry[args.gpu]
     model = load_model_config(args.model)
     reqs = read_trace(args.trace)

@@ -29,7 +29,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from ._deps import InputError, Registry, launch_table, load_registry, predict
+from ._deps import InputError, Registry, default_registry, launch_table, predict
 from .collectives import CollectiveModel
 from .workload import Workload, equivalent_decode_kv, equivalent_prefill_len
 
@@ -38,7 +38,6 @@ from .workload import Workload, equivalent_decode_kv, equivalent_prefill_len
 E2E_GPU_IDS = {"A100": "a100_sxm4_80gb", "H100": "h100_sxm", "H200": "h200_sxm"}
 KERNEL_FAMILIES = ("gemm", "attention_prefill", "attention_decode", "rmsnorm", "silu_mul", "fused_moe")
 COLLECTIVES = ("all_reduce", "send_recv")
-_REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -190,28 +189,10 @@ def launches(workload: Workload, progress: Callable[[int, int], None] | None = N
     return pd.DataFrame(rows)
 
 
-def _primary_feature_set() -> str | None:
-    import yaml
-
-    try:
-        return yaml.safe_load((_REPO / "config" / "config.yaml").read_text()).get("feature_set")
-    except (OSError, AttributeError, yaml.YAMLError):
-        return None
-
-
-def model_dir_used(family: str, models_dir: str | os.PathLike | None, out: pd.DataFrame | None = None) -> str:
-    """The model folder :func:`synperf.api.predict` used for ``family``: ``out.attrs["model_dir"]`` when the
-    predictor reports it, else the folder predict's lookup order picks (``<models_dir>/<family>/<fs>-all`` for fs
-    in this checkout's primary feature set, v2_paper, v2, v1; then ``<models_dir>/<family>``), else
-    ``"(none found)"``."""
-    if out is not None and out.attrs.get("model_dir"):
-        return str(out.attrs["model_dir"])
-    exp = Path(models_dir or _REPO / "models") / family
-    order = dict.fromkeys(fs for fs in (_primary_feature_set(), "v2_paper", "v2", "v1") if fs)
-    for d in [exp / f"{fs}-all" for fs in order] + [exp]:
-        if (d / "meta.json").exists():
-            return str(d)
-    return "(none found)"
+def model_dir_used(out: pd.DataFrame) -> str:
+    """The model folder the predictor reports in ``out.attrs["model_dir"]`` (:func:`synperf.api.predict` sets
+    it), else ``"(not reported)"``."""
+    return str(out.attrs.get("model_dir") or "(not reported)")
 
 
 def attention_path(gpu: str, registry: Registry) -> str:
@@ -243,7 +224,7 @@ def compose(workload: Workload, gpu: str, *, predict_fn: Callable = predict,
             collective without ``collectives``, a predictor that returns the wrong number of rows or a
             non-positive latency.
     """
-    registry = registry or load_registry()
+    registry = registry or default_registry()
     registry[gpu]
     df = launches(workload, progress)
     df["latency_us"] = np.nan
@@ -262,7 +243,7 @@ def compose(workload: Workload, gpu: str, *, predict_fn: Callable = predict,
                              f"(min {np.nanmin(pred) if len(pred) else 'n/a'})")
         merged = df.loc[sel, cols].astype(uniq.dtypes.to_dict()).merge(uniq.assign(_lat=pred), on=cols, how="left")
         df.loc[sel, "latency_us"] = merged["_lat"].to_numpy()
-        models.append({"family": family, "model": model_dir_used(family, models_dir, out),
+        models.append({"family": family, "model": model_dir_used(out),
                        "path": attention_path(gpu, registry) if family.startswith("attention") else ""})
     for op in [c for c in COLLECTIVES if c in set(df["family"])]:
         if collectives is None:

@@ -27,7 +27,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from ._deps import InputError, load_registry, predict
+from ._deps import InputError, default_registry, load_registry, predict
 from .collectives import CollectiveModel
 from .compose import E2E_GPU_IDS, E2EResult, attention_path, compose, fit_overhead
 from .model_config import load_model_config
@@ -130,12 +130,12 @@ def run_e2e_evaluation(public_data_dir: str | os.PathLike, registry_path: str | 
     pub = Path(public_data_dir)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    registry = load_registry(registry_path) if registry_path else load_registry()
+    registry = load_registry(registry_path) if registry_path else default_registry()
     coll = CollectiveModel.from_dir(pub / "pipeweave" / "dataset" / "collective", registry)
     runs = real_runs(pub)
     base: list[E2EResult] = []
     for r in runs.itertuples(index=False):
-        model = load_model_config(pub / "pipeweave" / "config" / f"{r.model}.json")
+        model = load_model_config(pub.joinpath("pipeweave", "config", f"{r.model}.json"))
         reqs = read_trace(pub / "pipeweave" / "workload" / f"{r.trace}.csv")
         wl = generate(model, reqs, tp=int(r.tp), pp=1, max_batch=int(r.batch_size),
                       prefill_impl=attention_path(r.gpu_id, registry))

@@ -7,8 +7,9 @@ each seen GPU in turn is the validation GPU, the other seen GPUs' training rows 
 selection budget, and the MAPE on the validation GPU's rows is the score. Held-out problems, configured unseen
 GPUs and GPUs outside the experiment never enter (:func:`losgo_folds` labels them ``unused``).
 
-:func:`choose` ranks the candidates by their mean score over experiments (each experiment's score is the mean
-over its folds), so every experiment weighs the same whatever its row count.
+:func:`choose` ranks the candidates by the geometric mean of their scores over experiments (each experiment's
+score is the mean over its folds): every experiment weighs the same whatever its row count, and one family
+where a candidate fails badly (a MAPE in the thousands) counts as a large factor, not as the whole sum.
 """
 
 from __future__ import annotations
@@ -76,10 +77,10 @@ def score_feature_set(table: pd.DataFrame, meta: dict, experiment: str, registry
 
 
 def choose(scores: pd.DataFrame) -> tuple[str, pd.DataFrame]:
-    """The candidate with the lowest mean validation MAPE over experiments, and the selection table.
+    """The candidate with the lowest geometric-mean validation MAPE over experiments, and the selection table.
 
     Only experiments scored for every candidate count (a fair mean). The table has one row per experiment
-    (columns: the candidates' fold-mean MAPE, ``best``) and a last row ``mean`` over experiments.
+    (columns: the candidates' fold-mean MAPE, ``best``) and a last row ``geometric mean`` over experiments.
 
     Raises:
         ValueError: no experiment was scored for every candidate.
@@ -88,9 +89,9 @@ def choose(scores: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     per = per.dropna()
     if per.empty:
         raise ValueError("selection: no experiment has a score for every candidate feature set")
-    mean = per.mean(axis=0)
+    mean = np.exp(np.log(per.clip(lower=1e-9)).mean(axis=0))
     chosen = str(mean.idxmin())
     table = per.copy()
     table["best"] = per.idxmin(axis=1)
-    table.loc["mean"] = list(mean) + [chosen]
+    table.loc["geometric mean"] = list(mean) + [chosen]
     return chosen, table.reset_index(names="experiment")

@@ -166,7 +166,7 @@ def evaluation_section(leaks: list[dict], selection_table: str | None, selection
                f"By leave one seen GPU out inside each experiment's training rows ({choice['folds']} folds; budget "
                f"{choice['budget']}): each seen GPU in turn is predicted by an MLP trained on the other seen GPUs. "
                "Held-out problems and unseen GPUs never inform the choice. Validation MAPE (%), mean over folds; "
-               f"the last row is the mean over experiments. Chosen: `{choice['chosen']}`; {verdict}. Hyper-parameters "
+               f"the last row is the geometric mean over experiments. Chosen: `{choice['chosen']}`; {verdict}. Hyper-parameters "
                "and budgets are fixed in `config/config.yaml`, not chosen by comparing numbers.", "",
                md_table(table), ""]
     return md
