@@ -20,4 +20,7 @@ build_report(list(sm.input.mape), sm.input.merge, list(sm.input.model_meta), lis
                         "out_scatter_fig": sm.output.scatter_fig},
              evaluation={"leak_checks": list(sm.input.leak_checks), "selection_table": sm.input.selection_table,
                          "selection_choice": sm.input.selection_choice},
-             registry_path=sm.input.registry, measured_dir=sm.params.measured_dir)
+             registry_path=sm.input.registry, measured_dir=sm.params.measured_dir,
+             e2e={"summary": sm.input.e2e_summary, "configs": sm.input.e2e_configs,
+                  "breakdown": sm.input.e2e_breakdown, "overhead": sm.input.e2e_overhead,
+                  "figure": sm.input.e2e_figure})

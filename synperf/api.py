@@ -16,12 +16,14 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from synperf.model.estimator import TrainedModel
 from synperf.model.features import build_features
 from synperf.data.hardware import Registry, load_registry
 from synperf.data.io import InputError
+from synperf.data.launches import check_launches
 from synperf.data.schema import KERNEL_PARAMS, LAUNCH_COLUMNS, conform
 
 DEFAULT_IMPLEMENTATION = {
@@ -60,18 +62,29 @@ def _primary_feature_set(config_path: Path) -> str | None:
         return None
 
 
+def _is_listlike(v) -> bool:
+    """Lists, tuples, ranges, numpy arrays and pandas Series/Index (not strings, not 0-d arrays)."""
+    return isinstance(v, (list, tuple, range, pd.Series, pd.Index)) or (isinstance(v, np.ndarray) and v.ndim > 0)
+
+
 def launch_table(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], registry: Registry) -> pd.DataFrame:
     """The canonical rows :func:`predict` models: ``params`` broadcast to a table, defaults filled in
     (:data:`DEFAULTS`, :data:`DEFAULT_IMPLEMENTATION`), no measured launch information (kernel name, grid).
 
+    ``params`` values may be scalars (broadcast), lists, tuples, numpy arrays or pandas Series.
+
     Raises:
-        InputError: unknown kernel or GPU, a missing parameter.
+        InputError: unknown kernel or GPU, a missing parameter, or a launch no kernel runs
+            (:func:`synperf.data.launches.check_launches`: a size that is not an integer >= 1, query heads not a
+            multiple of KV heads, a dtype the GPU cannot run); the message names the column and the row.
     """
     if kernel not in KERNEL_PARAMS:
         raise InputError(f"unknown kernel {kernel!r}; expected one of {sorted(KERNEL_PARAMS)}")
-    df = params.copy() if isinstance(params, pd.DataFrame) else pd.DataFrame(
-        {k: v for k, v in params.items()}, index=None if any(isinstance(v, (list, tuple)) for v in params.values())
-        else [0])
+    if isinstance(params, pd.DataFrame):
+        df = params.reset_index(drop=True).copy()
+    else:
+        cols = {k: (list(v) if _is_listlike(v) else v) for k, v in params.items()}
+        df = pd.DataFrame(cols, index=None if any(_is_listlike(v) for v in params.values()) else [0])
     df["gpu"] = gpu
     df["kernel"] = kernel
     for col, val in {**DEFAULTS, "implementation": DEFAULT_IMPLEMENTATION[kernel]}.items():
@@ -88,6 +101,7 @@ def launch_table(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str],
         raise InputError(f"params: kernel {kernel!r} needs {missing}")
     for g in df["gpu"].unique():
         registry[g]
+    check_launches(df, kernel, registry)
     df["latency_us"] = 1.0  # placeholder so the canonical table is complete; not used
     df["latency_stat"], df["source"], df["source_version"] = "predicted", "api", "api"
     return conform(df.drop(columns=[c for c in LAUNCH_COLUMNS if c in df.columns]))

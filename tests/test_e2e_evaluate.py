@@ -50,3 +50,28 @@ def test_run_e2e_evaluation(public_data, tmp_path):
     assert ov["a_s"] >= 0 and ov["b_s"] >= 0 and len(ov["fitted_on"]) == 18
     m = pd.read_csv(tmp_path / "e2e_models.csv")
     assert set(m.loc[m["config"].str.endswith("/H100") & (m["family"] == "attention_prefill"), "path"]) == {"fa3"}
+
+
+def test_report_section_states_the_mape_beside_the_paper(tmp_path):
+    import json
+
+    import pandas as pd
+
+    from synperf.reporting.e2e_report import e2e_section
+
+    pd.DataFrame({"metric": ["prefill", "decode", "total"], "synperf_mape_pct": [12.5, 8.25, 9.0],
+                  "paper_mape_pct": [5.7, 10.3, 7.2], "neusight_mape_pct": [78.4, 24.4, 43.7],
+                  "configurations": 3}).to_csv(tmp_path / "s.csv", index=False)
+    pd.DataFrame({"config": ["a", "b"], "total_measured_s": [1.0, 2.0], "total_predicted_s": [1.1, 1.8],
+                  "total_ape_pct": [10.0, 10.0]}).to_csv(tmp_path / "c.csv", index=False)
+    pd.DataFrame({"config": ["a", "a", "b"], "phase": "decode", "op": ["qkv", "attn", "qkv"],
+                  "family": ["gemm", "attention_decode", "gemm"], "time_s": [3.0, 1.0, 1.0],
+                  "share": [0.75, 0.25, 1.0]}).to_csv(tmp_path / "b.csv", index=False)
+    (tmp_path / "o.json").write_text(json.dumps({"a_s": 0.002, "b_s": 0.0001}))
+    md = "\n".join(e2e_section(str(tmp_path / "s.csv"), str(tmp_path / "c.csv"), str(tmp_path / "b.csv"),
+                               str(tmp_path / "o.json"), "e2e/e2e_breakdown.png"))
+    assert "| median decode step | 8.2 | 10.3 | 24.4 | 3 |" in md
+    assert "a = 2.00 ms, b = 0.100 ms" in md
+    # gemm: mean of 0.75 (a) and 1.0 (b) = 87.5%; attention 0.25 in a and nothing in b: 12.5%
+    assert "| gemm | 87.5 |" in md and "| attention_decode | 12.5 |" in md
+    assert "![Per-operator breakdown](e2e/e2e_breakdown.png)" in md

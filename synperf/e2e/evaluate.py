@@ -27,7 +27,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from ._deps import InputError, default_registry, load_registry, predict
+from ._deps import InputError, Registry, default_registry, load_registry, predict, write_csv
 from .collectives import CollectiveModel
 from .compose import E2E_GPU_IDS, E2EResult, attention_path, compose, fit_overhead
 from .model_config import load_model_config
@@ -97,15 +97,9 @@ def _plot(breakdown: pd.DataFrame, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def _write_csv(df: pd.DataFrame, path: Path) -> None:
-    tmp = path.with_suffix(".tmp")
-    df.to_csv(tmp, index=False)
-    os.replace(tmp, path)
-
-
 def run_e2e_evaluation(public_data_dir: str | os.PathLike, registry_path: str | os.PathLike | None,
                        models_dir: str | os.PathLike | None, out_dir: str | os.PathLike, *,
-                       predict_fn: Callable = predict) -> dict:
+                       predict_fn: Callable = predict, registry: Registry | None = None) -> dict:
     """Predict and score every configuration with a real run; write the tables and the figure.
 
     Args:
@@ -114,6 +108,7 @@ def run_e2e_evaluation(public_data_dir: str | os.PathLike, registry_path: str | 
         models_dir: trained models (``models/``; None: predict's default).
         out_dir: where to write (created).
         predict_fn: the kernel predictor (default :func:`synperf.api.predict`; tests inject a fake).
+        registry: the loaded registry (default: loaded from ``registry_path``, measured values not merged).
 
     Writes (atomically) in ``out_dir``: ``e2e_configs.csv`` (per configuration: measured and predicted prefill,
     decode step and total in seconds, APE in %, the overhead used), ``e2e_summary.csv`` (MAPE per metric beside
@@ -130,7 +125,8 @@ def run_e2e_evaluation(public_data_dir: str | os.PathLike, registry_path: str | 
     pub = Path(public_data_dir)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    registry = load_registry(registry_path) if registry_path else default_registry()
+    if registry is None:
+        registry = load_registry(registry_path) if registry_path else default_registry()
     coll = CollectiveModel.from_dir(pub / "pipeweave" / "dataset" / "collective", registry)
     runs = real_runs(pub)
     base: list[E2EResult] = []
@@ -168,7 +164,7 @@ def run_e2e_evaluation(public_data_dir: str | os.PathLike, registry_path: str | 
     for df, name in ((configs, "e2e_configs.csv"), (summary, "e2e_summary.csv"),
                      (pd.concat(bds, ignore_index=True), "e2e_breakdown.csv"),
                      (pd.concat(mods, ignore_index=True), "e2e_models.csv")):
-        _write_csv(df, out / name)
+        write_csv(df, out / name)
         files.append(out / name)
     tmp = out / "overhead.json.tmp"
     tmp.write_text(json.dumps({**overall.to_json(), "fitted_on": configs["config"].tolist()}, indent=1))

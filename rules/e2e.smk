@@ -1,0 +1,27 @@
+# End-to-end inference latency (synperf/e2e/): every serving configuration with a real run in the public data
+# (pipeweave e2e/real) is generated from its model config and trace, composed from the primary kernel models'
+# bulk predictions, NCCL collectives and a per-iteration overhead fitted leave-one-configuration-out, and scored.
+E2E_FAMILIES = ["gemm", "attention_prefill", "attention_decode", "rmsnorm", "silu_mul", "fused_moe"]
+
+
+rule e2e:
+    input:
+        models=[f"models/{e}/{FEATURE_SET}-all/meta.json" for e in E2E_FAMILIES if e in EXPERIMENTS],
+        registry=config["gpu_registry"],
+        code=code_inputs("scripts/e2e.py"),
+        hardware=MEASURED_FILES,
+    output:
+        configs="results/e2e/e2e_configs.csv",
+        summary="results/e2e/e2e_summary.csv",
+        breakdown="results/e2e/e2e_breakdown.csv",
+        models="results/e2e/e2e_models.csv",
+        overhead="results/e2e/overhead.json",
+        figure="results/e2e/e2e_breakdown.png",
+    params:
+        data_dir=config["public_data_dir"],
+        feature_set=FEATURE_SET,
+        measured_dir=MEASURED_DIR,
+    log:
+        "results/logs/e2e.log",
+    script:
+        "../scripts/e2e.py"

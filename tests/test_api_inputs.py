@@ -1,0 +1,60 @@
+"""Impossible launches get a one-line InputError naming column and row, before any model is looked up."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from synperf.api import launch_table, predict
+from synperf.data.io import InputError
+
+
+def _predict(kernel, params, gpu="h100_sxm", tmp_path=None):
+    return predict(kernel, params, gpu, models_dir=tmp_path)
+
+
+@pytest.mark.parametrize("kernel, params, match", [
+    ("gemm", {"m": 0, "n": 4096, "k": 4096, "dtype": "bfloat16"}, r"params row 0: m = 0; expected an integer >= 1"),
+    ("gemm", {"m": [1, 2, -8], "n": 4096, "k": 4096, "dtype": "bfloat16"}, r"row 2: m = -8"),
+    ("gemm", {"m": [1, 2.5], "n": 4096, "k": 4096, "dtype": "bfloat16"}, r"row 1: m = 2.5; expected an integer"),
+    ("gemm", {"m": np.array([1.0, np.nan]), "n": 4096, "k": 4096, "dtype": "bfloat16"}, r"row 1: m = nan"),
+    ("gemm", {"m": 16, "n": 4096, "k": 4096, "dtype": "int4"}, r"dtype = 'int4'; expected one of"),
+    ("rmsnorm", {"num_tokens": 0, "hidden_size": 4096, "dtype": "bfloat16"}, r"num_tokens = 0; expected an integer"),
+    ("silu_mul", {"num_tokens": 8, "hidden_size": 0, "dtype": "bfloat16"}, r"hidden_size = 0"),
+    ("attention_decode", {"batch_size": 1, "kv_len": 4096, "num_heads": 30, "num_kv_heads": 4, "head_dim": 128,
+                          "dtype": "bfloat16"}, r"num_heads = 30 with num_kv_heads = 4"),
+    ("attention_decode", {"batch_size": 1, "kv_len": 0, "num_heads": 32, "num_kv_heads": 8, "head_dim": 128,
+                          "dtype": "bfloat16"}, r"kv_len = 0"),
+    ("attention_prefill", {"batch_size": 1, "seq_len": 512, "kv_len": 256, "num_heads": 32, "num_kv_heads": 8,
+                           "head_dim": 128, "dtype": "bfloat16"}, r"kv_len = 256 < seq_len = 512"),
+    ("fused_moe", {"num_tokens": 16, "hidden_size": 4096, "inter_size": 14336, "topk": 0, "num_experts": 8,
+                   "dtype": "bfloat16"}, r"topk = 0"),
+])
+def test_impossible_launches_are_refused(kernel, params, match, tmp_path):
+    with pytest.raises(InputError, match=match):
+        _predict(kernel, params, tmp_path=tmp_path)
+
+
+def test_fp8_on_a_gpu_without_fp8_tensor_cores_is_refused(tmp_path):
+    with pytest.raises(InputError, match=r"dtype = 'fp8' on GPU 'a100_sxm4_80gb'; the GPU has no dense_fp8_tflops"):
+        _predict("gemm_fp8", {"m": 16, "n": 4096, "k": 4096, "dtype": "fp8"}, gpu="a100_sxm4_80gb", tmp_path=tmp_path)
+
+
+def test_arrays_and_series_are_accepted_like_lists(registry):
+    lists = launch_table("gemm", {"m": [1, 2, 3], "n": [64, 64, 128], "k": 4096, "dtype": "bfloat16"}, "h100_sxm",
+                         registry)
+    arrays = launch_table("gemm", {"m": np.array([1, 2, 3]), "n": pd.Series([64, 64, 128]), "k": 4096,
+                                   "dtype": "bfloat16"}, "h100_sxm", registry)
+    pd.testing.assert_frame_equal(lists, arrays)
+    assert lists["m"].tolist() == [1, 2, 3] and lists["n"].tolist() == [64, 64, 128]
+    frame = launch_table("gemm", pd.DataFrame({"m": [7], "n": [8], "k": [9], "dtype": ["bfloat16"]}, index=[42]),
+                         "h100_sxm", registry)
+    assert frame["m"].tolist() == [7]
+
+
+def test_valid_launches_still_pass(registry):
+    t = launch_table("attention_prefill", {"batch_size": 2, "seq_len": 512, "kv_len": 8192, "num_heads": 28,
+                                           "num_kv_heads": 4, "head_dim": 128, "dtype": "bfloat16"}, "h100_sxm",
+                     registry)
+    assert t["kv_len"].tolist() == [8192] and t["window_size"].tolist() == [0]
