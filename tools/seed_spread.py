@@ -1,6 +1,6 @@
 """Seed-to-seed spread of the primary models' MAPE: the measured noise behind the guard's trained tolerance.
 
-    python3 tools/seed_spread.py [--seeds 1 2] [--results results] [--out tests/expected/seed_spread.csv]
+    python3 tools/seed_spread.py [--seeds 1 2] [--jobs 2] [--results results] [--out tests/expected/seed_spread.csv]
 
 For every experiment of ``config/config.yaml`` it retrains the primary model (``feature_set``, group ``all``) on
 the same feature table and split with each training seed of ``--seeds`` (``TrainConfig.seed``: weight
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pandas as pd
@@ -28,36 +29,49 @@ from synperf.data.io import read_table, write_csv  # noqa: E402
 from synperf.evaluation.metrics import ape  # noqa: E402
 
 
+def _seed_mape(res: str, fs: str, exp: str, training: dict, seed: int, threads: int) -> dict:
+    """MAPE per (gpu, split), and per split over all GPUs (gpu ``ALL``), of the primary model retrained with
+    training seed ``seed`` on the same feature table and split."""
+    table = read_table(Path(res) / "features" / fs / f"{exp}.parquet")
+    meta = json.loads((Path(res) / "features" / fs / f"{exp}.json").read_text())
+    ff = lambda t: FeatureFrame(t, meta["numeric"], meta["linear"], meta["categorical"])  # noqa: E731
+    tr = table[table["split"] == "train"].reset_index(drop=True)
+    tcfg = TrainConfig.from_dict({**training, "seed": seed, "threads": threads})
+    model = train(ff(tr), tr["latency_us"], tr["problem_key"], tcfg, log=lambda *_: None)
+    e = pd.DataFrame({"gpu": table["gpu"], "split": table["split"],
+                      "ape": ape(model.predict_latency_us(ff(table)), table["latency_us"])})
+    out = {(gpu, split): float(g["ape"].mean()) for (gpu, split), g in e.groupby(["gpu", "split"])}
+    out.update({("ALL", split): float(g["ape"].mean()) for split, g in e.groupby("split")})
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--results", default="results")
     ap.add_argument("--config", default="config/config.yaml")
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads per training")
+    ap.add_argument("--jobs", type=int, default=1, help="trainings at once (processes)")
     ap.add_argument("--out", default="tests/expected/seed_spread.csv")
     args = ap.parse_args(argv)
     cfg = yaml.safe_load(Path(args.config).read_text())
     fs, res = cfg["feature_set"], Path(args.results)
     base = pd.read_csv(res / "tables" / "mape.csv")
     base = base[(base["feature_set"] == fs) & (base["feature_group"] == "all")]
+    tasks = [(exp, seed) for exp in sorted(cfg["experiments"]) for seed in args.seeds]
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        futures = {t: pool.submit(_seed_mape, str(res), fs, t[0], cfg["training"], t[1], args.threads) for t in tasks}
+        results = {}
+        for t, f in futures.items():
+            results[t] = f.result()
+            print(f"{t[0]} seed {t[1]}: done", flush=True)
     rows = []
     for exp in sorted(cfg["experiments"]):
-        table = read_table(res / "features" / fs / f"{exp}.parquet")
-        meta = json.loads((res / "features" / fs / f"{exp}.json").read_text())
-        ff = lambda t: FeatureFrame(t, meta["numeric"], meta["linear"], meta["categorical"])  # noqa: E731
-        tr = table[table["split"] == "train"].reset_index(drop=True)
         b = base[base["experiment"] == exp].set_index(["gpu", "split"])["mape_pct"]
         per = {key: {f"seed_{cfg['seed']}": v} for key, v in b.items()}
         for seed in args.seeds:
-            tcfg = TrainConfig.from_dict({**cfg["training"], "seed": seed, "threads": args.threads})
-            model = train(ff(tr), tr["latency_us"], tr["problem_key"], tcfg, log=lambda *_: None)
-            e = pd.DataFrame({"gpu": table["gpu"], "split": table["split"],
-                              "ape": ape(model.predict_latency_us(ff(table)), table["latency_us"])})
-            for (gpu, split), g in e.groupby(["gpu", "split"]):
-                per.setdefault((gpu, split), {})[f"seed_{seed}"] = float(g["ape"].mean())
-            for split, g in e.groupby("split"):
-                per.setdefault(("ALL", split), {})[f"seed_{seed}"] = float(g["ape"].mean())
-            print(f"{exp} seed {seed}: done", flush=True)
+            for key, v in results[(exp, seed)].items():
+                per.setdefault(key, {})[f"seed_{seed}"] = v
         for (gpu, split), v in per.items():
             rows.append({"experiment": exp, "gpu": gpu, "split": split, **v})
     out = pd.DataFrame(rows)

@@ -167,12 +167,13 @@ KERNEL_PARAMS: dict[str, tuple[str, ...]] = {
 }
 
 #: The launch problem of each family: what a caller asks the kernel to compute, not how it is computed
-#: (implementation, KV-cache dtype, MoE routing and stage, Triton tuning config) nor where (GPU). Every
+#: (implementation, dtype and its scaling, KV-cache dtype, MoE routing and stage, Triton tuning config) nor
+#: where (GPU). Every
 #: variant of one problem shares its problem key (:func:`synperf.evaluation.split.problem_key`), so held-out problems
 #: and early-stopping validation groups hold out all variants of a problem together.
 PROBLEM_COLUMNS: dict[str, tuple[str, ...]] = {
-    "gemm": ("dtype", "m", "n", "k", "batch"),
-    "gemm_fp8": ("dtype", "m", "n", "k", "batch"),
+    "gemm": ("m", "n", "k", "batch"),
+    "gemm_fp8": ("m", "n", "k", "batch"),
     "attention_prefill": ("batch_size", "seq_len", "kv_len", "num_heads", "num_kv_heads", "head_dim", "window_size"),
     "attention_decode": ("batch_size", "seq_len", "kv_len", "num_heads", "num_kv_heads", "head_dim", "window_size"),
     "rmsnorm": ("num_tokens", "hidden_size"),

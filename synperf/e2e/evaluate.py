@@ -6,10 +6,10 @@ repetition; ``run_name`` = ``<model>-<trace>``, ``batch_size``, latencies in **s
 from ``pipeweave/config/<model>.json`` and ``pipeweave/workload/<trace>.csv`` with the static policy,
 ``max_batch`` = the run's batch size, PP 1, and the GPU's FA path (FA3 on Hopper, FA2 otherwise).
 
-The framework overhead ``a + b * batch`` (seconds per iteration) is fitted leave-one-configuration-out: for
-each configuration, by non-negative least squares on the decode-step residuals (measured median decode step
-minus predicted kernels + collectives) of all OTHER configurations, so a configuration's own measurement never
-enters its prediction. ``overhead.json`` holds the fit on all configurations (for the CLI).
+The framework overhead ``a + b * batch`` (seconds per iteration) is fitted leave-one-run-out: for each
+configuration, by non-negative least squares on the decode-step residuals (measured median decode step minus
+predicted kernels + collectives) of the configurations of all OTHER runs (``run_name`` = model and trace), so
+neither the configuration's own measurement nor the same workload on another GPU or TP enters its prediction. ``overhead.json`` holds the fit on all configurations (for the CLI).
 
 Reference numbers on these configurations (README of the public data, from the authors'
 ``e2e/pipeweave_comparison.csv``): the paper's predictor 5.7 / 10.3 / 7.2 % MAPE (prefill / decode step /
@@ -141,7 +141,7 @@ def run_e2e_evaluation(public_data_dir: str | os.PathLike, registry_path: str | 
     resid = runs["median_decode_latency"].to_numpy() - np.array([b.decode_step_s for b in base])
     rows, bds, mods = [], [], []
     for i, (r, b) in enumerate(zip(runs.itertuples(index=False), base)):
-        others = np.arange(len(runs)) != i
+        others = (runs["run_name"] != r.run_name).to_numpy()
         ov = fit_overhead(batch[others], resid[others]) if others.any() else fit_overhead([1.0], [0.0])
         res = b.with_overhead(ov)
         config = f"{r.run_name}/tp{r.tp}/{r.gpu}"

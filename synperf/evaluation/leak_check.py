@@ -93,21 +93,46 @@ def check_split(table: pd.DataFrame, exp_name: str, exp: dict, registry, trainin
             where = ", ".join(f"{g}: {n}" for g, n in per_gpu.items())
             raise LeakError(f"leak check {exp_name}: {name}: {int(mask.sum())} row(s) ({where})")
     vectors = {g: spec_vector(registry[g]) for g in sorted(set(gpu))}
-    train_keys = {g: set(pk[train & (gpu == g)]) for g in sorted(seen & set(gpu))}
+    seen_gpus = sorted(seen & set(gpu))
+    train_keys = {g: set(pk[train & (gpu == g)]) for g in seen_gpus}
+    seen_keys = {g: set(pk[np.isin(split, ["train", "test_seen"]) & (gpu == g)]) for g in seen_gpus}
     all_train_keys = set(pk[train])
     unseen_rows = []
     for g in sorted(unseen & set(gpu)):
         keys = pk[gpu == g]
-        twins = [s for s in train_keys if vectors[s] == vectors[g]]
-        twin_keys = set().union(*(train_keys[s] for s in twins)) if twins else set()
+        twins = [s for s in seen_gpus if vectors[s] == vectors[g]]
+        twin_train = set().union(*(train_keys[s] for s in twins)) if twins else set()
+        twin_seen = set().union(*(seen_keys[s] for s in twins)) if twins else set()
+        nearest, distance = nearest_spec(registry, g, seen_gpus)
         unseen_rows.append({
             "gpu": g, "rows": int(len(keys)), "twin_gpus": twins,
-            "twin_share": float(np.isin(keys, list(twin_keys)).mean()) if twin_keys else 0.0,
+            "twin_share": float(np.isin(keys, list(twin_train)).mean()) if twin_train else 0.0,
+            "twin_any_share": float(np.isin(keys, list(twin_seen)).mean()) if twin_seen else 0.0,
             "problem_share": float(np.isin(keys, list(all_train_keys)).mean()),
+            "nearest_seen_gpu": nearest, "nearest_spec_max_rel_diff": distance,
         })
     return {"experiment": exp_name, "ok": True, "leaks": {k: 0 for k in checks},
             "rows": {k: int(v) for k, v in pd.Series(split).value_counts().sort_index().items()},
             "validation_rows": int(val.sum()), "unseen": unseen_rows}
+
+
+def nearest_spec(registry, gpu: str, candidates) -> tuple[str | None, float]:
+    """The candidate GPU whose numeric registry specs are closest to ``gpu``'s, and that distance: the largest
+    relative difference ``|a - b| / max(a, b)`` over the numeric performance fields both define (0 = a twin;
+    H200 against H100 is about 0.30, from its DRAM bandwidth)."""
+    def numeric(spec):
+        return {f.name: float(getattr(spec, f.name)) for f in dataclasses.fields(spec) if f.name not in _NOT_SPEC
+                and isinstance(getattr(spec, f.name), (int, float)) and not isinstance(getattr(spec, f.name), bool)}
+
+    target = numeric(registry[gpu])
+    best, best_d = None, float("inf")
+    for c in candidates:
+        other = numeric(registry[c])
+        common = [k for k in target if k in other and max(target[k], other[k]) > 0]
+        d = max(abs(target[k] - other[k]) / max(target[k], other[k]) for k in common) if common else float("inf")
+        if d < best_d:
+            best, best_d = c, d
+    return best, (round(best_d, 4) if best is not None else float("nan"))
 
 
 def fold_leaks(labels: np.ndarray, gpu: np.ndarray, problem: np.ndarray, seen, unseen) -> dict[str, int]:

@@ -14,10 +14,11 @@ A protocol turns a feature table (one kernel family's rows, as written by
     the other architectures seen; one fold per architecture present; a fold that would leave no
     training GPU is skipped.
 
-In ``logo`` and ``loao`` the seen GPUs' rows are split by :func:`synperf.evaluation.split.assign_split`: a shape is
-held out (``test_seen``) on every seen GPU at once by a seeded hash of the shape, so with the
-experiment's ``heldout_frac`` and seed the held-out problems are those of the configured split and a test
-shape never leaks into training. The same GPU-level folds are available without a table as
+In ``logo`` and ``loao`` the seen GPUs' rows are split by :func:`synperf.evaluation.split.experiment_split`: a
+problem is held out (``test_seen``) on every seen GPU at once by a seeded hash of its problem key, so with the
+experiment's ``heldout_frac`` and seed the held-out problems are those of the configured split and a held-out
+problem never reaches training; an experiment with ``heldout_source_files`` keeps its source's test files as the
+held-out rows in every fold. The same GPU-level folds are available without a table as
 ``(name, seen_gpus, unseen_gpus)`` tuples (:func:`logo_gpu_sets`, :func:`loao_gpu_sets`).
 
 The runner (:func:`run_protocol`, :func:`predict_protocol`) fits, per fold, the efficiency MLP
@@ -42,7 +43,7 @@ from synperf.model.features import FeatureFrame, build_features
 from synperf.evaluation.leak_check import LeakError, fold_leaks
 from synperf.evaluation.metrics import ape, summarize
 from synperf.data.schema import KEY_COLUMNS
-from synperf.evaluation.split import assign_split, problem_key
+from synperf.evaluation.split import experiment_split, problem_key
 
 #: the evaluated methods: our estimator, then every baseline
 MLP = "synperf_mlp"
@@ -142,8 +143,11 @@ def loao_gpu_sets(gpus, registry) -> list[tuple[str, list[str], list[str]]]:
 
 
 def folds_from_gpu_sets(table: pd.DataFrame, gpu_sets, protocol: str, heldout_frac: float = 0.2,
-                        seed: int = 0) -> list[Fold]:
-    """Label the rows of ``table`` for each ``(name, seen, unseen)`` with :func:`synperf.evaluation.split.assign_split`.
+                        seed: int = 0, heldout_source_files: str | None = None) -> list[Fold]:
+    """Label the rows of ``table`` for each ``(name, seen, unseen)`` with
+    :func:`synperf.evaluation.split.experiment_split`: held-out problems by hash, or, with
+    ``heldout_source_files``, the data source's own test files (the table then needs ``source_file``), so a
+    fold keeps the split the source defines (pipeweave FP8's train/test files).
 
     ``table`` needs the canonical key columns. Folds without any ``train`` row or any test row are skipped.
 
@@ -152,7 +156,9 @@ def folds_from_gpu_sets(table: pd.DataFrame, gpu_sets, protocol: str, heldout_fr
     """
     folds = []
     for name, seen, unseen in gpu_sets:
-        labels = assign_split(table, list(seen), list(unseen), heldout_frac, seed).to_numpy().astype(str)
+        exp = {"seen": list(seen), "unseen": list(unseen), "heldout_frac": heldout_frac,
+               "heldout_source_files": heldout_source_files}
+        labels = experiment_split(table, exp, seed).to_numpy().astype(str)
         if not (labels == "train").any() or not np.isin(labels, TEST_SPLITS).any():
             continue
         folds.append(Fold(protocol, name, labels, tuple(sorted(seen)), tuple(sorted(unseen))))
@@ -192,7 +198,8 @@ def _gpus(table: pd.DataFrame, gpus) -> list[str]:
     return sorted(set(gpus))
 
 
-def leave_one_gpu_out(table: pd.DataFrame, gpus=None, *, heldout_frac: float = 0.2, seed: int = 0) -> list[Fold]:
+def leave_one_gpu_out(table: pd.DataFrame, gpus=None, *, heldout_frac: float = 0.2, seed: int = 0,
+                      heldout_source_files: str | None = None) -> list[Fold]:
     """Leave-one-GPU-out folds: each GPU of ``gpus`` (default: every GPU of the table) unseen in turn.
 
     Seen GPUs are the other GPUs of ``gpus``; their rows are ``train`` or ``test_seen`` by the held-out-shape
@@ -202,11 +209,12 @@ def leave_one_gpu_out(table: pd.DataFrame, gpus=None, *, heldout_frac: float = 0
     Raises:
         ValueError: a GPU of ``gpus`` without rows in the table.
     """
-    return folds_from_gpu_sets(table, logo_gpu_sets(_gpus(table, gpus)), "logo", heldout_frac, seed)
+    return folds_from_gpu_sets(table, logo_gpu_sets(_gpus(table, gpus)), "logo", heldout_frac, seed,
+                               heldout_source_files)
 
 
 def leave_one_architecture_out(table: pd.DataFrame, registry, gpus=None, *, heldout_frac: float = 0.2,
-                               seed: int = 0) -> list[Fold]:
+                               seed: int = 0, heldout_source_files: str | None = None) -> list[Fold]:
     """Leave-one-architecture-out folds: all GPUs of one architecture unseen, the others seen.
 
     One fold per registry ``architecture`` among ``gpus`` (default: every GPU of the table), named
@@ -217,15 +225,17 @@ def leave_one_architecture_out(table: pd.DataFrame, registry, gpus=None, *, held
         ValueError: a GPU of ``gpus`` without rows in the table.
         InputError: a GPU id not in the registry.
     """
-    return folds_from_gpu_sets(table, loao_gpu_sets(_gpus(table, gpus), registry), "loao", heldout_frac, seed)
+    return folds_from_gpu_sets(table, loao_gpu_sets(_gpus(table, gpus), registry), "loao", heldout_frac, seed,
+                               heldout_source_files)
 
 
 PROTOCOLS = ("configured", "logo", "loao")
 
 
 def make_folds(protocol: str, table: pd.DataFrame, registry, *, gpus=None, heldout_frac: float = 0.2,
-               seed: int = 0) -> list[Fold]:
-    """Folds of ``protocol`` (``configured``, ``logo`` or ``loao``) over ``table`` (dispatcher for rules).
+               seed: int = 0, heldout_source_files: str | None = None) -> list[Fold]:
+    """Folds of ``protocol`` (``configured``, ``logo`` or ``loao``) over ``table`` (dispatcher for rules);
+    ``heldout_source_files`` as in :func:`folds_from_gpu_sets`.
 
     Raises:
         KeyError: unknown protocol.
@@ -233,9 +243,11 @@ def make_folds(protocol: str, table: pd.DataFrame, registry, *, gpus=None, heldo
     if protocol == "configured":
         return configured(table)
     if protocol == "logo":
-        return leave_one_gpu_out(table, gpus, heldout_frac=heldout_frac, seed=seed)
+        return leave_one_gpu_out(table, gpus, heldout_frac=heldout_frac, seed=seed,
+                                 heldout_source_files=heldout_source_files)
     if protocol == "loao":
-        return leave_one_architecture_out(table, registry, gpus, heldout_frac=heldout_frac, seed=seed)
+        return leave_one_architecture_out(table, registry, gpus, heldout_frac=heldout_frac, seed=seed,
+                                          heldout_source_files=heldout_source_files)
     raise KeyError(f"unknown protocol {protocol!r}; known: {list(PROTOCOLS)}")
 
 
@@ -255,7 +267,7 @@ def feature_table(rows: pd.DataFrame, registry, feature_set: str = "v2", seed: i
         KeyError: as :func:`synperf.model.features.build_features`.
     """
     ff = build_features(rows, registry, feature_set)
-    keep = list(KEY_COLUMNS) + ["latency_us"] + (["source"] if "source" in rows.columns else [])
+    keep = list(KEY_COLUMNS) + ["latency_us"] + [c for c in ("source", "source_file") if c in rows.columns]
     out = pd.concat([rows[keep].reset_index(drop=True),
                      ff.frame.drop(columns=[c for c in ff.frame.columns if c in keep]).reset_index(drop=True)], axis=1)
     out["problem_key"] = problem_key(rows, seed).to_numpy()

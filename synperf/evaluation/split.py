@@ -4,7 +4,7 @@ Rows on an experiment's unseen GPUs are ``unseen``; rows on its seen GPUs are
 ``test_seen`` when their launch problem falls in the held-out share and ``train``
 otherwise; rows on other GPUs are ``unused``. The held-out decision depends only
 on the problem key (:func:`problem_key`: the family's
-:data:`synperf.data.schema.PROBLEM_COLUMNS`, e.g. GEMM m, n, k and dtype, never the
+:data:`synperf.data.schema.PROBLEM_COLUMNS`, e.g. GEMM m, n, k and batch, never the
 implementation, KV-cache dtype, routing or tuning config) and the seed, so a
 problem is held out on all seen GPUs at once, with every variant of it.
 

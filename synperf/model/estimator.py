@@ -275,7 +275,7 @@ def train(ff: FeatureFrame, latency_us: pd.Series, groups: pd.Series, cfg: Train
     eff = eff.clip(cfg.efficiency_min, cfg.efficiency_max * 0.999)
     tr, va = training_rows(groups, cfg, rng)
     if len(tr) == 0 or len(va) == 0:
-        raise ValueError(f"too few training rows ({len(idx)}) for a validation split")
+        raise ValueError(f"too few training rows ({len(tr) + len(va)}) for a validation split")
     enc = Encoder(ff.numeric, ff.linear, ff.categorical).fit(frame.iloc[tr])
     x_tr = torch.from_numpy(enc.transform(frame.iloc[tr]))
     x_va = torch.from_numpy(enc.transform(frame.iloc[va]))

@@ -19,17 +19,16 @@ def select_rows(df: pd.DataFrame, exp: dict) -> pd.DataFrame:
     return df[sel]
 
 
-def as_predict_sees(df: pd.DataFrame, rows) -> pd.DataFrame:
-    """``df`` with the measured launch columns (:data:`synperf.data.schema.LAUNCH_COLUMNS`: kernel name, grid) blanked
-    on ``rows`` (boolean mask): rows of a GPU treated as unseen carry only what a caller of
-    :func:`synperf.api.predict` has, the launch parameters, never what only a profile of that GPU records."""
-    rows = np.asarray(rows, dtype=bool)
+def as_predict_sees(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with the measured launch columns (:data:`synperf.data.schema.LAUNCH_COLUMNS`: kernel name, grid)
+    blanked on every row: training and test rows carry only what a caller of :func:`synperf.api.predict` has,
+    the launch parameters, never what only a profile of the GPU records (NeuSight's kernel names and grids)."""
     cols = [c for c in LAUNCH_COLUMNS if c in df.columns]
-    if not rows.any() or not cols:
+    if not cols:
         return df
     out = df.copy()
     for c in cols:
-        out.loc[rows, c] = pd.NA
+        out[c] = pd.Series(pd.NA, index=out.index, dtype=out[c].dtype)
     return out
 
 

@@ -22,7 +22,7 @@ def experiment_features(measurements: str, exp_name: str, exp: dict, registry_pa
     split = experiment_split(df, exp, seed)
     df = df[split != "unused"]
     split = split[split != "unused"]
-    df = as_predict_sees(df, (split == "unseen").to_numpy())
+    df = as_predict_sees(df)
     if not (split == "train").any():
         raise InputError(f"experiment {exp_name}: no training rows (kernel {exp['kernel']!r}, seen GPUs "
                          f"{exp['seen']}, sources {exp.get('sources')}); check the config")

@@ -36,16 +36,15 @@ def evaluate_protocols(measurements: str, exp_name: str, exp: dict, registry_pat
     gpus = list(exp["seen"]) + list(exp.get("unseen", []))
     rows = rows[rows["gpu"].isin(gpus)].reset_index(drop=True)
     split = experiment_split(rows, exp, seed).to_numpy()
-    # a GPU unseen in any fold is predicted from the launch parameters alone, in every fold
-    unseen_somewhere = (split == "unseen") if set(protocols) <= {"configured"} else np.ones(len(rows), dtype=bool)
-    rows = as_predict_sees(rows, unseen_somewhere)
+    rows = as_predict_sees(rows)
     table, meta = feature_table(rows, registry, feature_set, seed)
     table["split"] = split
     cfg = TrainConfig.from_dict({**training, "seed": seed, "threads": threads})
     pretrained = {"configured": TrainedModel.load(model_dir)} if model_dir else None
     summaries, cdfs = [], []
     for protocol in protocols:
-        folds = make_folds(protocol, table, registry, gpus=gpus, heldout_frac=exp.get("heldout_frac", 0.2), seed=seed)
+        folds = make_folds(protocol, table, registry, gpus=gpus, heldout_frac=exp.get("heldout_frac", 0.2), seed=seed,
+                           heldout_source_files=exp.get("heldout_source_files"))
         preds = predict_protocol(table, folds, methods, registry, cfg, meta, max_train_rows=cfg.max_train_rows,
                                  seed=seed, log=lambda line: print(line, flush=True), pretrained=pretrained)
         summaries.append(summarize_predictions(preds).assign(scope="all"))

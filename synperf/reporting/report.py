@@ -137,7 +137,7 @@ def evaluation_section(leaks: list[dict], selection_table: str | None, selection
     """Markdown lines of the evaluation contract: the split rules, the leak checks (one row per experiment,
     each unseen GPU's twin share) and the leave-one-seen-GPU-out selection of the primary feature set."""
     md = ["## Evaluation contract", "",
-          "*Held out* means enforced: a problem (the family's launch parameters, e.g. GEMM m, n, k and dtype; not "
+          "*Held out* means enforced: a problem (the family's launch parameters, e.g. GEMM m, n, k and batch; not "
           "the implementation, KV-cache dtype, routing or tuning config; `synperf.data.schema.PROBLEM_COLUMNS`) is held "
           "out on every seen GPU with all its variants, and the early-stopping validation rows are whole problems "
           "of the training rows. Where a source ships its own train/test files (pipeweave FP8 GEMM, NeuSight) "
