@@ -294,3 +294,30 @@ def test_ci_run_calls_the_data_check_before_the_main_job():
     text = (REPO / ".ci" / "run").read_text()
     assert text.index("tools/check_data_dir.sh") < text.index("snakemake --cores")
     assert text.rstrip().endswith("python3 tools/check_regression.py")
+
+
+def test_end_to_end_mape_is_guarded_once_expected(tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text("feature_set: v2_launch\n")
+    results = _write_results(tmp_path / "results", _mape_csv(), {e: _protocol_csv(e) for e in EXPERIMENTS})
+    expected = tmp_path / "expected"
+    expected.mkdir()
+    (expected / "tolerance.yaml").write_text(TOLERANCE)
+    args = ["--results", str(results), "--expected", str(expected), "--config", str(config)]
+
+    def e2e(total_mape: float, configurations: int = 18) -> None:
+        (results / "e2e").mkdir(exist_ok=True)
+        pd.DataFrame({"metric": ["prefill", "decode", "total"], "synperf_mape_pct": [12.0, 9.0, total_mape],
+                      "paper_mape_pct": [5.7, 10.3, 7.2], "neusight_mape_pct": [78.4, 24.4, 43.7],
+                      "configurations": configurations}).to_csv(results / "e2e" / "e2e_summary.csv", index=False)
+
+    e2e(8.0)
+    assert guard.main(args + ["--update", "--reason", "with e2e"]) == 0
+    assert (expected / "e2e.csv").is_file()
+    assert guard.main(args) == 0
+    e2e(16.0)                                   # doubled: beyond max(abs, rel * 8)
+    assert guard.main(args) == 1
+    e2e(8.0, configurations=17)                 # one configuration fewer scored
+    assert guard.main(args) == 1
+    (results / "e2e" / "e2e_summary.csv").unlink()
+    assert guard.main(args) == 1                # expected but missing from the results

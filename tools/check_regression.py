@@ -4,12 +4,15 @@
     python3 tools/check_regression.py --update --reason "one line: why the numbers move"
     python3 tools/check_regression.py --results DIR --expected DIR [--config FILE]
 
-Two tables, each a tidy CSV of keys + values:
+Three tables, each a tidy CSV of keys + values:
 
 * ``mape.csv``, from ``<results>/tables/mape.csv``: the primary models (``feature_set`` equal to ``feature_set``
   of ``config/config.yaml``, ``feature_group == "all"``), one row per experiment, split (``train``,
   ``test_seen``, ``unseen``) and GPU, including ``gpu == "ALL"``. Columns :data:`MAPE_KEYS` + ``n_rows``,
   ``mape_pct``.
+* ``e2e.csv`` (when ``<results>/e2e/e2e_summary.csv`` exists; once expected, it must exist): the end-to-end
+  MAPE per metric (prefill, decode step, total) and the number of configurations scored (``n_rows``); trained
+  tolerance.
 * ``protocols.csv``, from every ``<results>/protocols/*.csv`` except ``*_cdf.csv``: rows with ``gpu == "ALL"``
   and ``scope == "all"``, one row per experiment, protocol, method and split over the protocol's folds:
   ``mape_pct`` and ``coverage`` are means over the folds, ``n_rows`` and ``n_total`` totals over the folds.
@@ -53,6 +56,10 @@ MAPE_SPLITS = ("train", "test_seen", "unseen")
 PRIMARY_METHOD = "primary_model"
 PROTOCOL_KEYS = ["experiment", "kernel", "protocol", "method", "split"]
 PROTOCOL_VALUES = ["n_rows", "n_total", "coverage", "mape_pct"]
+E2E_KEYS = ["metric"]
+E2E_VALUES = ["n_rows", "mape_pct"]
+#: method name of the end-to-end rows (trained models + a fitted overhead): trained tolerance
+E2E_METHOD = "e2e"
 COUNT_COLUMNS = ("n_rows", "n_total")
 COVERAGE_TOL = 1e-9
 
@@ -123,6 +130,14 @@ def extract_protocols(tables: list[pd.DataFrame]) -> pd.DataFrame:
     return out[PROTOCOL_KEYS + PROTOCOL_VALUES]
 
 
+def extract_e2e(summary: pd.DataFrame) -> pd.DataFrame:
+    """The guarded rows of ``results/e2e/e2e_summary.csv``: per metric (prefill, decode, total) the MAPE and the
+    number of configurations scored (``n_rows``)."""
+    out = pd.DataFrame({"metric": summary["metric"].astype(str), "n_rows": summary["configurations"].astype("int64"),
+                        "mape_pct": summary["synperf_mape_pct"].astype("float64")})
+    return out.sort_values(E2E_KEYS, ignore_index=True)
+
+
 def protocol_table_paths(results: Path) -> list[Path]:
     return sorted(p for p in (results / "protocols").glob("*.csv") if not p.name.endswith("_cdf.csv"))
 
@@ -135,12 +150,17 @@ def current_tables(results: Path, config: Path) -> dict[str, pd.DataFrame]:
     paths = protocol_table_paths(results)
     if not paths:
         raise FileNotFoundError(f"no protocol table (*.csv other than *_cdf.csv) in {results / 'protocols'}")
-    return {"mape": extract_mape(pd.read_csv(mape_path), primary_feature_set(config)),
-            "protocols": extract_protocols([pd.read_csv(p) for p in paths])}
+    tables = {"mape": extract_mape(pd.read_csv(mape_path), primary_feature_set(config)),
+              "protocols": extract_protocols([pd.read_csv(p) for p in paths])}
+    e2e = results / "e2e" / "e2e_summary.csv"
+    if e2e.is_file():
+        tables["e2e"] = extract_e2e(pd.read_csv(e2e))
+    return tables
 
 
 # ---------------------------------------------------------------------------------------------- comparison
-TABLES = {"mape": (MAPE_KEYS, MAPE_VALUES), "protocols": (PROTOCOL_KEYS, PROTOCOL_VALUES)}
+TABLES = {"mape": (MAPE_KEYS, MAPE_VALUES), "protocols": (PROTOCOL_KEYS, PROTOCOL_VALUES),
+          "e2e": (E2E_KEYS, E2E_VALUES)}
 FAILURE_COLUMNS = ["key", "value", "kind", "expected", "current", "allowed", "problem"]
 WORSE = "worse than expected beyond tolerance"
 BETTER = "better than expected beyond tolerance"
@@ -194,7 +214,7 @@ def compare(name: str, current: pd.DataFrame, expected: pd.DataFrame, tol: Toler
                          "row not in the expected file (update it with --update --reason)"])
     both = exp.index.intersection(cur.index, sort=False)
     for key in sorted(both):
-        method = dict(zip(keys, key)).get("method", PRIMARY_METHOD)
+        method = dict(zip(keys, key)).get("method", E2E_METHOD if name == "e2e" else PRIMARY_METHOD)
         for col in values:
             checked += 1
             e, c = exp.at[key, col], cur.at[key, col]
@@ -260,6 +280,11 @@ def check(results: Path, expected: Path, config: Path) -> int:
         print(f"REGRESSION GUARD: {err!r}", file=sys.stderr)
         return 1
     failures = 0
+    for name in sorted(set(TABLES) - set(tables)):
+        if (expected / f"{name}.csv").is_file():
+            print(f"REGRESSION GUARD: {expected / f'{name}.csv'} exists but the results have no {name} table",
+                  file=sys.stderr)
+            failures += 1
     for name, current in tables.items():
         path = expected / f"{name}.csv"
         if not path.is_file():

@@ -6,7 +6,7 @@ For every experiment of ``config/config.yaml`` it retrains the primary model (``
 the same feature table and split with each training seed of ``--seeds`` (``TrainConfig.seed``: weight
 initialisation, the row subsample and the early-stopping validation problems; the split's own seed is not
 touched), predicts every row, and puts the MAPE per GPU and split beside the pipeline's own model (the
-``seed`` of the config) from ``results/tables/mape.csv``. Writes one row per (experiment, gpu, split) with the
+``seed`` of the config) from ``results/tables/mape/<experiment>/<feature_set>-all.csv``. Writes one row per (experiment, gpu, split) with the
 MAPE of every seed and ``spread_pp`` = max - min, and prints the largest spreads. Needs a finished run.
 """
 
@@ -52,13 +52,15 @@ def main(argv=None) -> int:
     ap.add_argument("--config", default="config/config.yaml")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per training")
     ap.add_argument("--jobs", type=int, default=1, help="trainings at once (processes)")
+    ap.add_argument("--experiments", nargs="+", help="default: every experiment of the config")
     ap.add_argument("--out", default="tests/expected/seed_spread.csv")
     args = ap.parse_args(argv)
     cfg = yaml.safe_load(Path(args.config).read_text())
     fs, res = cfg["feature_set"], Path(args.results)
-    base = pd.read_csv(res / "tables" / "mape.csv")
-    base = base[(base["feature_set"] == fs) & (base["feature_group"] == "all")]
-    tasks = [(exp, seed) for exp in sorted(cfg["experiments"]) for seed in args.seeds]
+    experiments = sorted(args.experiments or cfg["experiments"])
+    tasks = [(exp, seed) for exp in experiments for seed in args.seeds]
+    base = pd.concat([pd.read_csv(res / "tables" / "mape" / exp / f"{fs}-all.csv") for exp in experiments],
+                     ignore_index=True)
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         futures = {t: pool.submit(_seed_mape, str(res), fs, t[0], cfg["training"], t[1], args.threads) for t in tasks}
         results = {}
@@ -66,7 +68,7 @@ def main(argv=None) -> int:
             results[t] = f.result()
             print(f"{t[0]} seed {t[1]}: done", flush=True)
     rows = []
-    for exp in sorted(cfg["experiments"]):
+    for exp in experiments:
         b = base[base["experiment"] == exp].set_index(["gpu", "split"])["mape_pct"]
         per = {key: {f"seed_{cfg['seed']}": v} for key, v in b.items()}
         for seed in args.seeds:
