@@ -77,8 +77,11 @@ def e2e(args: argparse.Namespace) -> int:
     print(f"prefill latency      {res.prefill_s:10.4f} s")
     print(f"median decode step   {res.decode_step_s * 1e3:10.3f} ms")
     print(f"total latency        {res.total_s:10.4f} s")
-    if overhead == Overhead():
+    if not args.overhead:
         print("(no framework overhead: pass --overhead results/e2e/overhead.json for the fitted a + b*batch)")
+    else:
+        print(f"(framework overhead from {args.overhead}: a = {overhead.a_s * 1e3:.3f} ms, "
+              f"b = {overhead.b_s * 1e3:.3f} ms per sequence, per iteration)")
     print("share of time per family:")
     for fam, share in res.family_shares().items():
         print(f"  {fam:20s} {share * 100:6.1f} %")
