@@ -44,7 +44,7 @@ def test_unknown_gpu_in_an_experiment_is_named(tmp_path):
 
 
 def test_default_dag_reaches_the_report(public_data):
-    proc = snakemake("-n", "--config", f"public_data_dir={public_data}")
+    proc = snakemake("-n", "--forceall", "--config", f"public_data_dir={public_data}")
     assert proc.returncode == 0, proc.out[-2000:]
     out = proc.out
     for rule in ("ingest_source", "merge_measurements", "features", "train", "evaluate", "report"):
@@ -110,7 +110,7 @@ def test_missing_data_folder_is_named():
 
 
 def test_protocols_are_in_the_default_target_and_run_on_real_rows(public_data, tmp_path):
-    default = snakemake("-n", "--config", f"public_data_dir={public_data}")
+    default = snakemake("-n", "--forceall", "--config", f"public_data_dir={public_data}")
     assert default.returncode == 0, default.out[-2000:]
     assert "evaluate_protocols" in default.out   # the report reads the protocol tables
 
