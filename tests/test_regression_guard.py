@@ -74,16 +74,21 @@ def _write_results(root: Path, mape: pd.DataFrame, protocols: dict[str, pd.DataF
     return root
 
 
-@pytest.fixture
-def setup(tmp_path):
-    """A config, a results folder, and an expected folder written from it with --update."""
+def _guard_env(tmp_path):
+    """A config, a results folder and an empty expected folder with the tolerances: (results, expected, args)."""
     config = tmp_path / "config.yaml"
     config.write_text("feature_set: v2_launch\n")
     results = _write_results(tmp_path / "results", _mape_csv(), {e: _protocol_csv(e) for e in EXPERIMENTS})
     expected = tmp_path / "expected"
     expected.mkdir()
     (expected / "tolerance.yaml").write_text(TOLERANCE)
-    args = ["--results", str(results), "--expected", str(expected), "--config", str(config)]
+    return results, expected, ["--results", str(results), "--expected", str(expected), "--config", str(config)]
+
+
+@pytest.fixture
+def setup(tmp_path):
+    """A config, a results folder, and an expected folder written from it with --update."""
+    results, expected, args = _guard_env(tmp_path)
     assert guard.main(args + ["--update", "--reason", "initial values"]) == 0
 
     def run(mape=None, protocols=None) -> int:
@@ -297,13 +302,7 @@ def test_ci_run_calls_the_data_check_before_the_main_job():
 
 
 def test_end_to_end_mape_is_guarded_once_expected(tmp_path):
-    config = tmp_path / "config.yaml"
-    config.write_text("feature_set: v2_launch\n")
-    results = _write_results(tmp_path / "results", _mape_csv(), {e: _protocol_csv(e) for e in EXPERIMENTS})
-    expected = tmp_path / "expected"
-    expected.mkdir()
-    (expected / "tolerance.yaml").write_text(TOLERANCE)
-    args = ["--results", str(results), "--expected", str(expected), "--config", str(config)]
+    results, expected, args = _guard_env(tmp_path)
 
     def e2e(total_mape: float, configurations: int = 18) -> None:
         (results / "e2e").mkdir(exist_ok=True)
