@@ -42,6 +42,10 @@ def code_inputs(script):
 FEATURE_SET = config["feature_set"]
 COMPARE_SETS = [fs for fs in config.get("compare_feature_sets", []) if fs != FEATURE_SET]
 ABLATION = config.get("ablation", {})
+SELECTION = config.get("selection") or {"candidates": [FEATURE_SET]}
+# every feature set some rule reads: the primary one, the compared ones and the selection candidates (built
+# together, per experiment, by the `features` rule)
+FEATURE_SETS_BUILT = list(dict.fromkeys([FEATURE_SET, *COMPARE_SETS, *SELECTION["candidates"]]))
 
 
 wildcard_constraints:
@@ -55,7 +59,6 @@ include: "rules/download.smk"
 include: "rules/ingest.smk"
 include: "rules/features.smk"
 include: "rules/train.smk"
-include: "rules/evaluate.smk"
 include: "rules/protocols.smk"
 include: "rules/selection.smk"
 include: "rules/e2e.smk"

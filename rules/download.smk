@@ -14,5 +14,7 @@ rule download_public_file:
         url=lambda wc: MANIFEST[wc.relpath]["url"],
         sha256=lambda wc: MANIFEST[wc.relpath]["sha256"],
     retries: 2
+    log:
+        "results/logs/download/{relpath}.log",
     script:
         "../scripts/download_file.py"

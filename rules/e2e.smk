@@ -21,6 +21,8 @@ rule e2e:
         data_dir=config["public_data_dir"],
         feature_set=FEATURE_SET,
         measured_dir=MEASURED_DIR,
+    benchmark:
+        "results/benchmarks/e2e.tsv"
     log:
         "results/logs/e2e.log",
     script:

@@ -4,6 +4,12 @@ from synperf.data.hardware import measured_files
 MEASURED_FILES = [str(p) for p in measured_files(MEASURED_DIR)]
 
 
+def feature_outputs(ext):
+    return expand(f"results/features/{{fs}}/{{{{experiment}}}}.{ext}", fs=FEATURE_SETS_BUILT)
+
+
+# Features, split label and target of one experiment's rows, every feature set in one job (they share the
+# decomposition and the scheduling of the rows).
 rule features:
     input:
         measurements="results/measurements/all.parquet",
@@ -11,12 +17,17 @@ rule features:
         code=code_inputs("scripts/features.py"),
         hardware=MEASURED_FILES,
     output:
-        table="results/features/{feature_set}/{experiment}.parquet",
-        meta="results/features/{feature_set}/{experiment}.json",
+        tables=feature_outputs("parquet"),
+        metas=feature_outputs("json"),
     params:
         exp=lambda wc: config["experiments"][wc.experiment],
+        feature_sets=FEATURE_SETS_BUILT,
         seed=config["seed"],
         measured_dir=MEASURED_DIR,
+    benchmark:
+        "results/benchmarks/features/{experiment}.tsv"
+    log:
+        "results/logs/features/{experiment}.log",
     script:
         "../scripts/features.py"
 
@@ -26,18 +37,20 @@ rule features:
 # with a line naming experiment, check, GPU and count; the report shows each unseen GPU's twin share.
 rule check_leaks:
     input:
-        table="results/features/{feature_set}/{experiment}.parquet",
+        tables=feature_outputs("parquet"),
         registry=config["gpu_registry"],
         code=code_inputs("scripts/check_leaks.py"),
         hardware=MEASURED_FILES,
     output:
-        report="results/leak_check/{feature_set}/{experiment}.json",
+        reports=expand("results/leak_check/{fs}/{{experiment}}.json", fs=FEATURE_SETS_BUILT),
     params:
         exp=lambda wc: config["experiments"][wc.experiment],
         training=config["training"],
         seed=config["seed"],
         measured_dir=MEASURED_DIR,
+    benchmark:
+        "results/benchmarks/check_leaks/{experiment}.tsv"
     log:
-        "results/logs/check_leaks/{feature_set}/{experiment}.log",
+        "results/logs/check_leaks/{experiment}.log",
     script:
         "../scripts/check_leaks.py"

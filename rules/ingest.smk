@@ -23,6 +23,10 @@ rule ingest_source:
         data_dir=config["public_data_dir"],
         cfg=lambda wc: config["ingest"].get(wc.source, {}),
         measured_dir=MEASURED_DIR,
+    benchmark:
+        "results/benchmarks/ingest_source/{source}.tsv"
+    log:
+        "results/logs/ingest/{source}.log",
     script:
         "../scripts/ingest.py"
 
@@ -39,5 +43,9 @@ rule merge_measurements:
         summary="results/measurements/summary.json",
     params:
         measured_dir=MEASURED_DIR,
+    benchmark:
+        "results/benchmarks/merge_measurements.tsv"
+    log:
+        "results/logs/ingest/merge.log",
     script:
         "../scripts/merge_measurements.py"

@@ -17,7 +17,9 @@ def protocol_names(experiment):
 
 rule evaluate_protocols:
     input:
-        measurements="results/measurements/all.parquet",
+        table=f"results/features/{FEATURE_SET}/{{experiment}}.parquet",
+        meta=f"results/features/{FEATURE_SET}/{{experiment}}.json",
+        leak_check=f"results/leak_check/{FEATURE_SET}/{{experiment}}.json",
         registry=config["gpu_registry"],
         model=f"models/{{experiment}}/{FEATURE_SET}-all/model.pt",
         model_meta=f"models/{{experiment}}/{FEATURE_SET}-all/meta.json",
@@ -31,12 +33,13 @@ rule evaluate_protocols:
         training=lambda wc: {**config["training"], **PROTOCOLS.get("training", {})},
         names=lambda wc: protocol_names(wc.experiment),
         methods=PROTOCOLS.get("methods"),
-        feature_set=FEATURE_SET,
         seed=config["seed"],
         measured_dir=MEASURED_DIR,
+    benchmark:
+        "results/benchmarks/evaluate_protocols/{experiment}.tsv"
     log:
         "results/logs/evaluate_protocols/{experiment}.log",
-    threads: 2
+    threads: 1
     script:
         "../scripts/evaluate_protocols.py"
 

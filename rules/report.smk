@@ -5,6 +5,16 @@ def _tables(experiments, feature_set, group):
     return [f"results/tables/mape/{e}/{feature_set}-{group}.csv" for e in experiments]
 
 
+def benchmark_files():
+    """The benchmark file of every job the report depends on (rules/*.smk `benchmark:` paths)."""
+    per_exp = {"features": EXPERIMENTS, "check_leaks": EXPERIMENTS, "train": EXPERIMENTS,
+               "train_ablation": ABLATION.get("experiments", []), "score_selection": SELECTION_EXPERIMENTS,
+               "evaluate_protocols": PROTOCOL_EXPERIMENTS}
+    files = [f"results/benchmarks/ingest_source/{s}.tsv" for s in config["ingest"]["sources"]]
+    files += [f"results/benchmarks/{r}/{e}.tsv" for r, exps in per_exp.items() for e in exps]
+    return files + [f"results/benchmarks/{r}.tsv" for r in ("merge_measurements", "choose_feature_set", "e2e")]
+
+
 rule report:
     input:
         mape=_tables(EXPERIMENTS, FEATURE_SET, "all"),
@@ -24,6 +34,7 @@ rule report:
         e2e_breakdown="results/e2e/e2e_breakdown.csv",
         e2e_overhead="results/e2e/overhead.json",
         e2e_figure="results/e2e/e2e_breakdown.png",
+        benchmarks=benchmark_files(),
         code=code_inputs("scripts/report.py"),
         registry=config["gpu_registry"],
         hardware=MEASURED_FILES,
@@ -42,6 +53,8 @@ rule report:
                         category="2. MAPE tables"),
         counts=report("results/tables/row_counts.csv", caption="../workflow/report/counts.rst",
                       category="4. Data"),
+        stage_times=report("results/tables/stage_times.csv", caption="../workflow/report/stage_times.rst",
+                           category="4. Data"),
         dropped=report("results/tables/dropped_rows.csv", caption="../workflow/report/dropped.rst",
                        category="4. Data"),
         figure=report("results/figures/mape_by_gpu.png", caption="../workflow/report/fig_mape.rst",
@@ -56,5 +69,7 @@ rule report:
                        category="3. Methods compared"),
         scatter_fig=report("results/figures/predicted_vs_measured.png",
                            caption="../workflow/report/fig_scatter.rst", category="1. Report"),
+    log:
+        "results/logs/report.log",
     script:
         "../scripts/report.py"

@@ -1,27 +1,28 @@
 # Model selection without the test GPUs (synperf/evaluation/selection.py): each candidate feature set is scored by leave one
 # seen GPU out inside every experiment's configured training rows; `choose_feature_set` writes the selection table
 # and whether the configured primary `feature_set` is the winner (the report shows both).
-SELECTION = config.get("selection") or {"candidates": [FEATURE_SET]}
 SELECTION_EXPERIMENTS = list(SELECTION.get("experiments") or EXPERIMENTS)
 
 
 rule score_selection:
     input:
-        table="results/features/{feature_set}/{experiment}.parquet",
-        meta="results/features/{feature_set}/{experiment}.json",
-        leak_check="results/leak_check/{feature_set}/{experiment}.json",
+        tables=expand("results/features/{fs}/{{experiment}}.parquet", fs=SELECTION["candidates"]),
+        metas=expand("results/features/{fs}/{{experiment}}.json", fs=SELECTION["candidates"]),
+        leak_checks=expand("results/leak_check/{fs}/{{experiment}}.json", fs=SELECTION["candidates"]),
         registry=config["gpu_registry"],
         code=code_inputs("scripts/score_selection.py"),
         hardware=MEASURED_FILES,
     output:
-        table="results/selection/{experiment}/{feature_set}.csv",
+        tables=expand("results/selection/{{experiment}}/{fs}.csv", fs=SELECTION["candidates"]),
     params:
         training={**config["training"], **SELECTION.get("training", {})},
         seed=config["seed"],
         measured_dir=MEASURED_DIR,
     threads: 1
+    benchmark:
+        "results/benchmarks/score_selection/{experiment}.tsv"
     log:
-        "results/logs/selection/{experiment}_{feature_set}.log",
+        "results/logs/selection/{experiment}.log",
     script:
         "../scripts/score_selection.py"
 
@@ -37,6 +38,8 @@ rule choose_feature_set:
     params:
         configured=FEATURE_SET,
         training={**config["training"], **SELECTION.get("training", {})},
+    benchmark:
+        "results/benchmarks/choose_feature_set.tsv"
     log:
         "results/logs/selection/choose.log",
     script:

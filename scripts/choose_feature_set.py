@@ -5,8 +5,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821  (this checkout's synperf first)
 
 from synperf.pipeline.selection import choose_feature_set
+from synperf.pipeline.rule import run
 
 sm = snakemake  # noqa: F821
-choose_feature_set(list(sm.input.scores), sm.params.configured, dict(sm.params.training), sm.output.table,
-                   sm.output.choice)
-Path(sm.log[0]).write_text(Path(sm.output.choice).read_text() + "\n")
+
+
+def main():
+    choose_feature_set(list(sm.input.scores), sm.params.configured, dict(sm.params.training), sm.output.table,
+                       sm.output.choice)
+    print(Path(sm.output.choice).read_text())
+
+
+run(sm, main)

@@ -5,5 +5,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821  (this checkout's synperf first)
 
 from synperf.data.download import fetch
+from synperf.pipeline.rule import run
 
-fetch(snakemake.params.url, snakemake.output[0], snakemake.params.sha256)  # noqa: F821
+sm = snakemake  # noqa: F821
+run(sm, lambda: fetch(sm.params.url, sm.output[0], sm.params.sha256))

@@ -4,14 +4,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821  (this checkout's synperf first)
 
-import contextlib
-
 from synperf.pipeline.protocols import evaluate_protocols
+from synperf.pipeline.rule import run
 
 sm = snakemake  # noqa: F821
-with open(sm.log[0], "w") as log, contextlib.redirect_stdout(log):
-    evaluate_protocols(sm.input.measurements, sm.wildcards.experiment, dict(sm.params.exp), sm.input.registry,
-                       sm.params.feature_set, int(sm.params.seed), dict(sm.params.training), list(sm.params.names),
-                       list(sm.params.methods) if sm.params.methods else None, sm.threads, sm.output.table,
-                       out_cdf=sm.output.cdf, model_dir=str(Path(sm.input.model).parent),
-                       measured_dir=sm.params.measured_dir)
+run(sm, lambda: evaluate_protocols(
+    sm.input.table, sm.input.meta, sm.wildcards.experiment, dict(sm.params.exp), sm.input.registry,
+    int(sm.params.seed), dict(sm.params.training), list(sm.params.names),
+    list(sm.params.methods) if sm.params.methods else None, sm.threads, sm.output.table, out_cdf=sm.output.cdf,
+    model_dir=str(Path(sm.input.model).parent), measured_dir=sm.params.measured_dir))

@@ -5,7 +5,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821  (this checkout's synperf first)
 
 from synperf.pipeline.ingest import ingest_source
+from synperf.pipeline.rule import run
 
 sm = snakemake  # noqa: F821
-ingest_source(sm.wildcards.source, sm.params.data_dir, sm.input.registry, dict(sm.params.cfg),
-              sm.output.table, sm.output.summary, measured_dir=sm.params.measured_dir)
+
+
+def main():
+    ingest_source(sm.wildcards.source, sm.params.data_dir, sm.input.registry, dict(sm.params.cfg),
+                  sm.output.table, sm.output.summary, measured_dir=sm.params.measured_dir)
+
+
+run(sm, main)

@@ -1,15 +1,15 @@
-"""Rule script: train one experiment's efficiency MLP."""
+"""Rule script: train and score the models of one experiment (progress in the rule's log)."""
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821  (this checkout's synperf first)
 
-import contextlib
-
-from synperf.pipeline.train import train_experiment
+from synperf.pipeline.rule import run
+from synperf.pipeline.train import train_models
 
 sm = snakemake  # noqa: F821
-with open(sm.log[0], "w") as log, contextlib.redirect_stdout(log):
-    train_experiment(sm.input.table, sm.input.meta, sm.wildcards.experiment, dict(sm.params.exp),
-                     dict(sm.params.training), int(sm.params.seed), sm.threads,
-                     str(Path(sm.output.model).parent), group=sm.wildcards.group)
+exp = sm.wildcards.experiment
+models = [{**m, "table": m["table"].format(experiment=exp), "meta": m["meta"].format(experiment=exp),
+           "model_dir": str(Path(model).parent), "predictions": pred, "mape": mape}
+          for m, model, pred, mape in zip(sm.params.models, sm.output.models, sm.output.predictions, sm.output.mape)]
+run(sm, lambda: train_models(exp, dict(sm.params.exp), models, int(sm.params.seed), sm.threads))

@@ -13,7 +13,7 @@ from synperf.pipeline.evaluate import evaluate_experiment
 from synperf.pipeline.features import experiment_features
 from synperf.pipeline.ingest import ingest_source, merge_measurements
 from synperf.pipeline.protocols import evaluate_protocols
-from synperf.pipeline.train import train_experiment
+from synperf.pipeline.train import train_experiment, train_models
 from synperf.api import predict
 from synperf.reporting.report import build_report
 
@@ -62,7 +62,13 @@ def test_every_step_on_real_vidur_rows(public_data, tmp_path):
     merged = json.loads(alls.read_text())
     assert merged["duplicate_rows_merged"] > 0   # Vidur repeats token counts 2048 and 4096 (README)
     feat, fmeta = tmp_path / "f.parquet", tmp_path / "f.json"
-    experiment_features(str(allp), "rmsnorm", exp, reg, "v2", 0, str(feat), str(fmeta))
+    feat1, fmeta1 = tmp_path / "f1.parquet", tmp_path / "f1.json"
+    experiment_features(str(allp), "rmsnorm", exp, reg, {"v2": (str(feat), str(fmeta)), "v1": (str(feat1), str(fmeta1))},
+                        0)
+    # the feature sets of one experiment share rows, split and problem keys, and differ in their features
+    f2, f1 = pd.read_parquet(feat), pd.read_parquet(feat1)
+    assert f2[["gpu", "split", "problem_key", "latency_us"]].equals(f1[["gpu", "split", "problem_key", "latency_us"]])
+    assert "fma_all_cycle" in f2.columns and "fma_all_cycle" not in f1.columns
     training = {**cfg["training"], "max_epochs": 15, "early_stopping_patience": 5}
     mdir = tmp_path / "models" / "rmsnorm" / "v2-all"
     train_experiment(str(feat), str(fmeta), "rmsnorm", exp, training, 0, 1, str(mdir))
@@ -83,12 +89,12 @@ def test_every_step_on_real_vidur_rows(public_data, tmp_path):
     assert api["predicted_latency_us"].to_numpy() == pytest.approx(
         p.loc[rows.index, "predicted_latency_us"].to_numpy(), rel=1e-5)
 
-    # an ablation model on the memory features only
+    # an ablation model on the memory features only, through the rule's stage (train, then score)
     adir = tmp_path / "models" / "rmsnorm" / "v2-memory"
-    train_experiment(str(feat), str(fmeta), "rmsnorm", exp, training, 0, 1, str(adir), group="memory")
     amape = tmp_path / "amape.csv"
-    evaluate_experiment(str(feat), str(fmeta), str(adir), "rmsnorm", str(tmp_path / "ap.parquet"),
-                                 str(amape))
+    train_models("rmsnorm", exp, [{"feature_set": "v2", "group": "memory", "training": training, "table": str(feat),
+                                   "meta": str(fmeta), "model_dir": str(adir),
+                                   "predictions": str(tmp_path / "ap.parquet"), "mape": str(amape)}], 0, 1)
     ameta = json.loads((adir / "meta.json").read_text())
     assert "fma_all_cycle" not in ameta["encoder"]["numeric"] and "dram_cycle" in ameta["encoder"]["numeric"]
 
@@ -120,18 +126,24 @@ def test_protocols_are_in_the_default_target_and_run_on_real_rows(public_data, t
     ingest_source("vidur", str(public_data), reg, cfg["ingest"]["vidur"], str(src), str(summ))
     allp, alls = tmp_path / "all.parquet", tmp_path / "summary.json"
     merge_measurements([str(src)], [str(summ)], [], reg, str(allp), str(alls))
+    feat, fmeta = tmp_path / "f.parquet", tmp_path / "f.json"
+    experiment_features(str(allp), "rmsnorm", cfg["experiments"]["rmsnorm"], reg, {"v2_paper": (str(feat), str(fmeta))}, 0)
     out, cdf = tmp_path / "proto.csv", tmp_path / "cdf.csv"
-    evaluate_protocols(str(allp), "rmsnorm", cfg["experiments"]["rmsnorm"], reg, "v2_paper", 0,
-                                {**cfg["training"], "max_epochs": 5}, ["loao"], ["roofline", "nearest_gpu_roofline"],
-                                1, str(out), out_cdf=str(cdf))
+    evaluate_protocols(str(feat), str(fmeta), "rmsnorm", cfg["experiments"]["rmsnorm"], reg, 0,
+                       {**cfg["training"], "max_epochs": 5}, ["logo", "loao"], ["roofline", "nearest_gpu_roofline"],
+                       1, str(out), out_cdf=str(cdf))
     t = pd.read_csv(out)
     folds = set(t["fold"])
-    assert folds == {"loao:Ampere", "loao:Hopper"}     # A100 + A40 unseen together, then H100
+    assert folds == {"logo:a100_sxm4_80gb", "logo:a40", "logo:h100_sxm", "loao:Ampere", "loao:Hopper"}
+    # A100 + A40 unseen together, then H100: the Hopper fold has the rows of the h100 one-GPU fold (reused)
+    by = t[(t.scope == "all") & (t.gpu == "ALL")].set_index(["fold", "method", "split"])["mape_pct"]
+    assert by.loc[("loao:Hopper", "roofline", "unseen")] == by.loc[("logo:h100_sxm", "roofline", "unseen")]
+    assert by.loc[("loao:Ampere", "roofline", "unseen")] != by.loc[("logo:a40", "roofline", "unseen")]
     assert set(t["scope"]) == {"all", "nearest_covered"}
     unseen = t[(t.gpu == "ALL") & (t.split == "unseen") & (t.scope == "all")].set_index(["fold", "method"])
     assert unseen["mape_pct"].notna().all() and (unseen.loc[("loao:Hopper", "roofline"), "coverage"] == 1.0)
     c = pd.read_csv(cdf)
-    assert set(c["method"]) == {"roofline", "nearest_gpu_roofline"} and set(c["protocol"]) == {"loao"}
+    assert set(c["method"]) == {"roofline", "nearest_gpu_roofline"} and set(c["protocol"]) == {"logo", "loao"}
 
 
 def test_neusight_experiment_keeps_the_upstream_train_and_test_files(public_data, tmp_path):

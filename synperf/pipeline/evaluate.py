@@ -14,12 +14,16 @@ from synperf.pipeline.common import _feature_frame
 
 
 def evaluate_experiment(features: str, features_meta: str, model_dir: str, exp_name: str, out_predictions: str,
-                        out_table: str) -> None:
-    """Predict every row of the experiment; write predictions and MAPE per GPU and split (tagged with the
-    model's feature set and group)."""
+                        out_table: str, table=None, model=None) -> None:
+    """Predict every scored row of the experiment (``train``, ``test_seen``, ``unseen``; not ``unused``); write
+    predictions and MAPE per GPU and split (tagged with the model's feature set and group).
+
+    ``table`` and ``model`` are the feature table and the trained model when the caller has them (read from
+    ``features`` and ``model_dir`` otherwise)."""
     meta = json.loads(Path(features_meta).read_text())
-    table = read_table(features)
-    model = TrainedModel.load(model_dir)
+    table = read_table(features) if table is None else table
+    table = table[table["split"] != "unused"].reset_index(drop=True)
+    model = TrainedModel.load(model_dir) if model is None else model
     pred = model.predict_latency_us(_feature_frame(table, meta))
     out = table[["gpu", "kernel", "split", "latency_us", "theoretical_time_us"]].copy()
     out["predicted_latency_us"] = pred

@@ -12,19 +12,27 @@ from synperf.data.io import read_table, write_json
 from synperf.model.estimator import TrainConfig
 
 
-def score_selection(features: str, features_meta: str, exp_name: str, registry_path: str, seed: int,
-                    training: dict, threads: int, out_table: str, *, measured_dir: str | None = None) -> None:
-    """Leave-one-seen-GPU-out score of one experiment's feature set (:func:`synperf.evaluation.selection.score_feature_set`)
-    on its configured training rows; one row per fold (empty table for a single seen GPU)."""
+def score_selection(candidates: list[tuple[str, str, str]], exp_name: str, registry_path: str, seed: int,
+                    training: dict, threads: int, *, measured_dir: str | None = None) -> None:
+    """Leave-one-seen-GPU-out score of each candidate feature set of one experiment
+    (:func:`synperf.evaluation.selection.score_feature_set`) on its configured training rows; one row per fold
+    (an empty table for a single seen GPU).
+
+    Args:
+        candidates: ``(feature table, its meta JSON, output CSV)`` per candidate feature set.
+    """
+    import logging
+
     from synperf.data.io import write_csv
     from synperf.evaluation.selection import score_feature_set
 
-    meta = json.loads(Path(features_meta).read_text())
+    log = logging.getLogger(__name__)
     cfg = TrainConfig.from_dict({**training, "seed": seed, "threads": threads})
     registry = load_registry(registry_path, measured_dir)
-    scores = score_feature_set(read_table(features), meta, exp_name, registry, cfg, seed,
-                               log=lambda line: print(line, flush=True))
-    write_csv(scores, out_table)
+    for features, features_meta, out_table in candidates:
+        meta = json.loads(Path(features_meta).read_text())
+        write_csv(score_feature_set(read_table(features), meta, exp_name, registry, cfg, seed, log=log.info),
+                  out_table)
 
 
 def choose_feature_set(score_tables: list[str], configured: str, training: dict, out_table: str,

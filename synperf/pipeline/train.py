@@ -1,8 +1,9 @@
-"""Pipeline stage: train one experiment's efficiency MLP."""
+"""Pipeline stage: train an experiment's efficiency MLPs (primary, comparison and ablation) and score each."""
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 
@@ -10,6 +11,8 @@ from synperf.data.io import read_table
 from synperf.data.schema import KEY_COLUMNS
 from synperf.model.estimator import TrainConfig, data_hash, train
 from synperf.pipeline.common import _feature_frame
+
+log = logging.getLogger(__name__)
 
 
 def select_group(meta: dict, group: str) -> dict:
@@ -36,10 +39,17 @@ def select_group(meta: dict, group: str) -> dict:
 
 
 def train_experiment(features: str, features_meta: str, exp_name: str, exp: dict, training: dict, seed: int,
-                     threads: int, out_dir: str, group: str = "all") -> None:
-    """Train one experiment's MLP on its ``train`` rows (features of ``group``) and save it under ``out_dir``."""
+                     threads: int, out_dir: str, group: str = "all", table=None):
+    """Train one experiment's MLP on its ``train`` rows (features of ``group``) and save it under ``out_dir``.
+
+    ``table`` is the feature table already read from ``features`` (read here when None). Returns the
+    :class:`synperf.model.estimator.TrainedModel`.
+
+    Raises:
+        LeakError: the model's training GPUs are not all seen GPUs of the experiment (nothing is saved).
+    """
     meta = select_group(json.loads(Path(features_meta).read_text()), group)
-    table = read_table(features)
+    table = read_table(features) if table is None else table
     tr = table[table["split"] == "train"].reset_index(drop=True)
     cfg = TrainConfig.from_dict({**training, "seed": seed, "threads": threads})
     t0 = time.time()
@@ -53,3 +63,27 @@ def train_experiment(features: str, features_meta: str, exp_name: str, exp: dict
 
     check_model_meta(model.meta, exp_name, exp)
     model.save(out_dir)
+    log.info("%s %s-%s: %d rows, %d epochs, %.1f s", exp_name, meta["feature_set"], group, model.meta["n_train_rows"],
+             model.meta["epochs_run"], model.meta["train_seconds"])
+    return model
+
+
+def train_models(exp_name: str, exp: dict, models: list[dict], seed: int, threads: int) -> None:
+    """Train and score every model of one experiment, one after the other, each feature table read once.
+
+    Args:
+        models: one dict per model: ``feature_set``, ``group``, ``training`` (the model's budget), ``table`` and
+            ``meta`` (its feature table and sidecar), ``model_dir``, ``predictions`` and ``mape`` (the outputs of
+            :func:`synperf.pipeline.evaluate.evaluate_experiment`).
+    """
+    from synperf.pipeline.evaluate import evaluate_experiment
+
+    tables: dict[str, object] = {}
+    for m in models:
+        if m["table"] not in tables:
+            tables[m["table"]] = read_table(m["table"])
+        table = tables[m["table"]]
+        model = train_experiment(m["table"], m["meta"], exp_name, exp, dict(m["training"]), seed, threads,
+                                 m["model_dir"], group=m["group"], table=table)
+        evaluate_experiment(m["table"], m["meta"], m["model_dir"], exp_name, m["predictions"], m["mape"],
+                            table=table, model=model)

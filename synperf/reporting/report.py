@@ -201,7 +201,8 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
                  out_compare: str | None = None, out_ablation: str | None = None,
                  protocols: dict | None = None, evaluation: dict | None = None,
                  registry_path: str | None = None, measured_dir: str | None = None,
-                 e2e: dict | None = None) -> None:
+                 e2e: dict | None = None, benchmarks: list[str] | None = None,
+                 out_stage_times: str | None = None) -> None:
     """Assemble the Markdown report and its CSV tables and figure (all written atomically).
 
     ``mape_tables`` are the primary models' tables; ``compare_tables`` the same experiments with other
@@ -214,6 +215,8 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
     ``summary``, ``configs``, ``breakdown`` (CSVs), ``overhead`` (JSON) and ``figure`` (PNG path).
     ``evaluation`` (optional) adds the evaluation contract (:func:`evaluation_section`): ``leak_checks`` (the
     primary feature set's leak-check JSONs), ``selection_table`` (CSV) and ``selection_choice`` (JSON).
+    ``benchmarks`` (optional): the run's Snakemake benchmark files; the report gets a "Where the time goes" section
+    and ``out_stage_times`` the table (:func:`synperf.reporting.stage_times.stage_times`).
     ``registry_path`` and ``measured_dir`` name the GPU registry the run used (the config's ``gpu_registry`` and
     ``hardware_measurements_dir``, None when measured files are not used); with ``registry_path`` the report
     gets a "Hardware values" section describing it.
@@ -317,6 +320,13 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
         "shapes, used for early stopping). *Targets clipped*: rows whose measured efficiency lay outside the "
         "sigmoid's range and was clipped for training. Training rows are capped at `training.max_train_rows` "
         "(a seeded sample) to keep the job within minutes on 2 CPU cores.", ""]
+    if benchmarks:
+        from synperf.reporting.stage_times import stage_section, stage_times
+
+        times = stage_times(benchmarks)
+        if out_stage_times:
+            write_csv(times, out_stage_times)
+        md += stage_section(times)
     used = {(e["kernel"], src) for e in experiments.values() for src in (e.get("sources") or ["*"])} if experiments else set()
     counts_view = counts[["source", "kernel", "gpu", "rows"]].copy()
     if used:

@@ -42,6 +42,8 @@ class FeatureFrame:
 
 
 FEATURE_SETS = {"v1": v1.build, "v2": v2.build, "v2_paper": v2.build_paper, "v2_launch": v2.build_launch}
+#: feature sets built on the analytical core's decomposition (:func:`synperf.model.features.v2.decompose`)
+DECOMPOSED_SETS = ("v2", "v2_paper", "v2_launch")
 #: feature sets with ablation groups: name -> f(group) -> (numeric, linear) feature names
 FEATURE_GROUPS = {"v2": v2.feature_columns, "v2_paper": v2.feature_columns, "v2_launch": v2.feature_columns}
 
@@ -58,3 +60,25 @@ def build_features(df: pd.DataFrame, registry, feature_set: str = "v1") -> Featu
         raise KeyError(f"unknown feature set {feature_set!r}; known: {sorted(FEATURE_SETS)}") from None
     numeric, linear, categorical, frame = fn(df, registry)
     return FeatureFrame(frame=frame, numeric=numeric, linear=linear, categorical=categorical)
+
+
+def build_feature_sets(df: pd.DataFrame, registry, feature_sets) -> dict[str, FeatureFrame]:
+    """:func:`build_features` for several feature sets of the same rows; the sets in :data:`DECOMPOSED_SETS`
+    share one decomposition and scheduling of the rows.
+
+    Returns:
+        ``{feature_set: FeatureFrame}`` in the order given.
+
+    Raises:
+        KeyError: as :func:`build_features`.
+    """
+    unknown = [fs for fs in feature_sets if fs not in FEATURE_SETS]
+    if unknown:
+        raise KeyError(f"unknown feature set(s) {unknown}; known: {sorted(FEATURE_SETS)}")
+    demands = v2.decompose(df, registry) if any(fs in DECOMPOSED_SETS for fs in feature_sets) else None
+    out = {}
+    for fs in feature_sets:
+        extra = {"demands": demands} if fs in DECOMPOSED_SETS else {}
+        numeric, linear, categorical, frame = FEATURE_SETS[fs](df, registry, **extra)
+        out[fs] = FeatureFrame(frame=frame, numeric=numeric, linear=linear, categorical=categorical)
+    return out

@@ -109,17 +109,20 @@ def decompose(df: pd.DataFrame, registry) -> pd.DataFrame:
 LAUNCH_FLOOR_US = 3.0
 
 
-def analyze(df: pd.DataFrame, registry, target: str = "roofline", launch_floor_us: float = 0.0) -> pd.DataFrame:
+def analyze(df: pd.DataFrame, registry, target: str = "roofline", launch_floor_us: float = 0.0,
+            demands: pd.DataFrame | None = None) -> pd.DataFrame:
     """Cycle features and ``theoretical_time_us`` for canonical rows (any mix of families).
 
-    ``theoretical_time_us = theoretical_cycles / clock + launch_floor_us`` (microseconds).
+    ``theoretical_time_us = theoretical_cycles / clock + launch_floor_us`` (microseconds). ``demands`` is
+    :func:`decompose` of the same rows when the caller already has it (several feature sets of one table share
+    one decomposition); computed here otherwise.
 
     Raises:
         ValueError: unknown ``target`` (``paper`` or ``roofline``), or a negative ``launch_floor_us``.
     """
     if launch_floor_us < 0:
         raise ValueError(f"launch_floor_us must be >= 0, got {launch_floor_us}")
-    d = decompose(df, registry)
+    d = decompose(df, registry) if demands is None else demands
     f = pd.DataFrame(index=df.index)
     rates = {}
     for gpu, dtype in df[["gpu", "dtype"]].astype(str).drop_duplicates().itertuples(index=False):
@@ -188,11 +191,13 @@ def feature_columns(group: str = "all") -> tuple[list[str], list[str]]:
     return [n for n in names if n not in LINEAR], [n for n in names if n in LINEAR]
 
 
-def build(df: pd.DataFrame, registry, target: str = "roofline", shape: bool = True, launch_floor_us: float = 0.0):
-    """Return (numeric, linear, categorical, frame) for canonical rows ``df`` (all groups)."""
+def build(df: pd.DataFrame, registry, target: str = "roofline", shape: bool = True, launch_floor_us: float = 0.0,
+          demands: pd.DataFrame | None = None):
+    """Return (numeric, linear, categorical, frame) for canonical rows ``df`` (all groups); ``demands`` as in
+    :func:`analyze`."""
     from synperf.model.features.v1 import SHAPE_PARAMS
 
-    f = analyze(df, registry, target, launch_floor_us)
+    f = analyze(df, registry, target, launch_floor_us, demands)
     kernels = list(df["kernel"].unique())
     shape_cols = []
     if shape:
@@ -209,11 +214,11 @@ def build(df: pd.DataFrame, registry, target: str = "roofline", shape: bool = Tr
     return numeric + shape_cols, linear, categorical, f
 
 
-def build_paper(df: pd.DataFrame, registry):
+def build_paper(df: pd.DataFrame, registry, demands: pd.DataFrame | None = None):
     """Feature set ``v2_paper``: the paper's efficiency target and analytical features only."""
-    return build(df, registry, target="paper", shape=False)
+    return build(df, registry, target="paper", shape=False, demands=demands)
 
 
-def build_launch(df: pd.DataFrame, registry):
+def build_launch(df: pd.DataFrame, registry, demands: pd.DataFrame | None = None):
     """Feature set ``v2_launch``: ``v2_paper`` with :data:`LAUNCH_FLOOR_US` added to the theoretical time."""
-    return build(df, registry, target="paper", shape=False, launch_floor_us=LAUNCH_FLOOR_US)
+    return build(df, registry, target="paper", shape=False, launch_floor_us=LAUNCH_FLOOR_US, demands=demands)
