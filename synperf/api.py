@@ -128,7 +128,9 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
     Returns:
         The canonical parameter columns plus ``theoretical_time_us``, ``predicted_efficiency``,
         ``predicted_latency_us`` (microseconds) and ``prediction_path`` (how the row was predicted:
-        ``mlp:<model folder>``), one row per launch; ``attrs["model_dir"]`` names the model folder used.
+        ``mlp:<model folder>``) and ``unknown_category`` (``column=value`` pairs of categorical features, e.g. an
+        implementation label, that the model never saw in training: encoded as no level, so the prediction is
+        less certain; empty when none), one row per launch; ``attrs["model_dir"]`` names the model folder used.
 
     Raises:
         InputError: unknown kernel or GPU, a missing parameter, or no trained model.
@@ -150,5 +152,6 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
     out["predicted_latency_us"] = model.predict_latency_us(ff)
     out["predicted_efficiency"] = out["theoretical_time_us"] / out["predicted_latency_us"]
     out["prediction_path"] = f"mlp:{model_dir}"
+    out["unknown_category"] = model.encoder.unknown.to_numpy()
     out.attrs["model_dir"] = str(model_dir)
     return out

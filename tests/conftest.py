@@ -76,6 +76,6 @@ def vidur_gemm(public_data, registry, tmp_path_factory):
     write_parquet(t, d / "m.parquet")
     exp = {"kernel": "gemm", "sources": ["vidur"], "seen": ["a100_sxm4_80gb", "h100_sxm"], "unseen": ["a40"],
            "heldout_frac": 0.2}
-    experiment_features(str(d / "m.parquet"), "gemm", exp, str(registry.path), "v2", 0, str(d / "f.parquet"),
-                        str(d / "f.json"))
+    experiment_features(str(d / "m.parquet"), "gemm", exp, str(registry.path),
+                        {"v2": (str(d / "f.parquet"), str(d / "f.json"))}, 0)
     return read_table(d / "f.parquet"), json.loads((d / "f.json").read_text())

@@ -66,3 +66,25 @@ def test_losses():
 def test_unknown_training_key_is_rejected():
     with pytest.raises(KeyError, match="lr_warmup"):
         TrainConfig.from_dict({"lr_warmup": 3})
+
+
+def test_encoder_reports_categories_it_never_saw():
+    """The sklearn encoder: log1p + standardise numeric, one-hot categoricals, and an unseen level is named."""
+    import pandas as pd
+
+    from synperf.model.estimator import Encoder
+
+    tr = pd.DataFrame({"flops": [1e3, 1e6, 1e9], "ratio": [0.5, 1.0, 1.5], "impl": ["fa2", "fa3", "fa2"]})
+    enc = Encoder(["flops", "ratio"], ["ratio"], ["impl"]).fit(tr)
+    assert enc.names == ["flops", "ratio", "impl=fa2", "impl=fa3"]
+    x = enc.transform(tr)
+    # log1p then standardised: mean 0, unit variance over the training rows; one-hot columns exact
+    assert abs(float(x[:, 0].mean())) < 1e-6 and abs(float(x[:, 0].std()) - 1.0) < 1e-5
+    assert x[:, 2:].tolist() == [[1, 0], [0, 1], [1, 0]]
+    assert list(enc.unknown) == ["", "", ""]
+    te = pd.DataFrame({"flops": [1e6, 1e6], "ratio": [1.0, 1.0], "impl": ["fa3", "vllm_flash_attn_fa4"]})
+    y = enc.transform(te)
+    assert y[1, 2:].tolist() == [0, 0] and list(enc.unknown) == ["", "impl=vllm_flash_attn_fa4"]
+    # a value far outside the training range is clipped at 8 sigma, not passed through
+    far = enc.transform(pd.DataFrame({"flops": [1e30], "ratio": [100.0], "impl": ["fa2"]}))
+    assert far[0, 0] == 8.0 and far[0, 1] == 8.0

@@ -29,8 +29,8 @@ def fp8_features(public_data, registry, tmp_path_factory):
     t = pipeweave.ingest(public_data, registry, {}).table
     t, _ = reduce_duplicates(t[t.kernel == "gemm_fp8"])
     write_parquet(t, d / "m.parquet")
-    experiment_features(str(d / "m.parquet"), "gemm_fp8", FP8, str(registry.path), "v2_launch", 0,
-                        str(d / "f.parquet"), str(d / "f.json"))
+    experiment_features(str(d / "m.parquet"), "gemm_fp8", FP8, str(registry.path),
+                        {"v2_launch": (str(d / "f.parquet"), str(d / "f.json"))}, 0)
     return d, read_table(d / "f.parquet")
 
 
@@ -51,7 +51,7 @@ def test_fp8_split_is_the_authors_files(fp8_features):
 def test_leak_check_passes_the_real_split_and_reports_twins(fp8_features, registry):
     d, f = fp8_features
     out = d / "leaks.json"
-    check_leaks(str(d / "f.parquet"), "gemm_fp8", FP8, str(registry.path), TRAINING, 0, str(out))
+    check_leaks({str(d / "f.parquet"): str(out)}, "gemm_fp8", FP8, str(registry.path), TRAINING, 0)
     rep = json.loads(out.read_text())
     assert rep["ok"] and not any(rep["leaks"].values())
     by_gpu = {u["gpu"]: u for u in rep["unseen"]}
@@ -68,7 +68,7 @@ def test_a_leaked_table_fails_the_check_and_writes_nothing(fp8_features, registr
     write_parquet(leaked, tmp_path / "leaked.parquet")
     out = tmp_path / "leaks.json"
     with pytest.raises(LeakError, match=r"gemm_fp8: unseen_gpu_rows_in_training: 3 row\(s\) \(h100_sxm: 3\)"):
-        check_leaks(str(tmp_path / "leaked.parquet"), "gemm_fp8", FP8, str(registry.path), TRAINING, 0, str(out))
+        check_leaks({str(tmp_path / "leaked.parquet"): str(out)}, "gemm_fp8", FP8, str(registry.path), TRAINING, 0)
     assert not out.exists()
 
 
@@ -131,8 +131,8 @@ def test_unseen_rows_have_the_features_predict_builds(public_data, registry, tmp
     exp = {"kernel": "gemm", "sources": ["neusight"], "seen": ["p4", "p100_pcie_16gb", "v100_pcie_32gb", "t4",
                                                                "a100_pcie_40gb"],
            "unseen": ["a100_pcie_80gb", "h100_sxm", "l4"], "heldout_source_files": "dataset/test/"}
-    experiment_features(str(tmp_path / "m.parquet"), "n", exp, str(registry.path), "v2_launch", 0,
-                        str(tmp_path / "f.parquet"), str(tmp_path / "f.json"))
+    experiment_features(str(tmp_path / "m.parquet"), "n", exp, str(registry.path),
+                        {"v2_launch": (str(tmp_path / "f.parquet"), str(tmp_path / "f.json"))}, 0)
     f = read_table(tmp_path / "f.parquet")
     meta = json.loads((tmp_path / "f.json").read_text())
     un = f[f.split == "unseen"].reset_index(drop=True)

@@ -350,12 +350,6 @@ def _neusight_inputs(df: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray, np.nda
     return x, waves, t_tile_us
 
 
-def _onehot(frame: pd.DataFrame, levels: dict[str, list[str]]) -> np.ndarray:
-    parts = [(frame[c].astype(str).to_numpy()[:, None] == np.array(lv)[None, :]).astype("float64")
-             for c, lv in levels.items()]
-    return np.concatenate(parts, axis=1) if parts else np.zeros((len(frame), 0))
-
-
 def neusight(train: pd.DataFrame, test: pd.DataFrame, registry, *, seed: int = 0, feature_meta: dict | None = None,
              cfg: BaselineConfig | None = None) -> np.ndarray:
     """NeuSight-style prediction per ``test`` row, microseconds: ``waves * t_tile / u`` (see module docstring).
@@ -377,14 +371,12 @@ def neusight(train: pd.DataFrame, test: pd.DataFrame, registry, *, seed: int = 0
     cat = [c for c in (feature_meta or {}).get("categorical", []) if c in train.columns and c in test.columns]
     xtr_df, w_tr, t_tr = _neusight_inputs(train)
     xte_df, w_te, t_te = _neusight_inputs(test)
-    mean = xtr_df.to_numpy().mean(axis=0)
-    std = xtr_df.to_numpy().std(axis=0)
-    std[std < 1e-9] = 1.0
-    levels = {c: sorted(train[c].astype(str).unique()) for c in cat}
+    from synperf.model.estimator import Encoder
+
+    enc = Encoder([], list(xtr_df.columns), cat).fit(pd.concat([xtr_df, train[cat]], axis=1))
 
     def encode(xdf, frame):
-        x = np.clip((xdf.to_numpy() - mean) / std, -8.0, 8.0)
-        return np.concatenate([x, _onehot(frame, levels)], axis=1).astype("float32")
+        return enc.transform(pd.concat([xdf, frame[cat]], axis=1))
 
     torch.manual_seed(seed)
     torch.set_num_threads(max(1, cfg.threads))
@@ -412,18 +404,11 @@ def neusight(train: pd.DataFrame, test: pd.DataFrame, registry, *, seed: int = 0
     w_tr_t = torch.from_numpy(w_tr.astype("float32"))
     t_tr_t = torch.from_numpy(t_tr.astype("float32"))
     logy = torch.from_numpy(np.log(y).astype("float32"))
-    opt = torch.optim.AdamW(net.parameters(), lr=cfg.neusight_lr, weight_decay=cfg.neusight_weight_decay)
-    gen = torch.Generator().manual_seed(seed)
-    for _ in range(cfg.neusight_epochs):
-        net.train()
-        perm = torch.randperm(len(x_tr), generator=gen)
-        for i in range(0, len(perm), cfg.neusight_batch_size):
-            b = perm[i:i + cfg.neusight_batch_size]
-            opt.zero_grad()
-            loss = torch.abs(predict_log(x_tr[b], w_tr_t[b], t_tr_t[b]) - logy[b]).mean()
-            loss.backward()
-            nn.utils.clip_grad_norm_(net.parameters(), 1.0)
-            opt.step()
+    from synperf.model.estimator import TrainConfig, fit_network
+
+    loop = TrainConfig(max_epochs=cfg.neusight_epochs, batch_size=cfg.neusight_batch_size, lr=cfg.neusight_lr,
+                       weight_decay=cfg.neusight_weight_decay, grad_clip=1.0, seed=seed)
+    fit_network(net, lambda b: torch.abs(predict_log(x_tr[b], w_tr_t[b], t_tr_t[b]) - logy[b]).mean(), len(x_tr), loop)
     if len(test) == 0:
         return np.zeros(0)
     net.eval()

@@ -95,13 +95,16 @@ class EfficiencyMLP(nn.Module):
 
 
 def loss_fn(kind: str):
-    """Return ``f(pred, target) -> scalar`` for ``mre`` or ``pinball:<q>``.
+    """Return ``f(pred, target) -> scalar`` for ``mre`` (mean relative error of the efficiency, the paper's),
+    ``log_ratio`` (mean ``|log(pred / target)|``, symmetric in over- and under-prediction) or ``pinball:<q>``.
 
     Raises:
         ValueError: unknown loss name or q outside (0, 1).
     """
     if kind == "mre":
         return lambda p, t: (torch.abs(p - t) / t).mean()
+    if kind == "log_ratio":  # |log(p / t)|: over- and under-prediction by the same factor cost the same
+        return lambda p, t: torch.abs(torch.log(p) - torch.log(t)).mean()
     if kind.startswith("pinball:"):
         q = float(kind.split(":", 1)[1])
         if not 0 < q < 1:
@@ -112,45 +115,76 @@ def loss_fn(kind: str):
             return torch.maximum(q * r, (q - 1) * r).mean()
 
         return pinball
-    raise ValueError(f"unknown loss {kind!r}; expected 'mre' or 'pinball:<q>'")
+    raise ValueError(f"unknown loss {kind!r}; expected 'mre', 'log_ratio' or 'pinball:<q>'")
 
 
 CLIP_SIGMA = 8.0
 
 
 class Encoder:
-    """Feature transform fitted on training rows: log1p, standardise, one-hot."""
+    """Feature transform fitted on training rows (scikit-learn ``ColumnTransformer``): ``log1p`` then
+    ``StandardScaler`` for the numeric features, ``StandardScaler`` for the linear ones, ``OneHotEncoder`` for the
+    categorical ones; standardised values are clipped at +-:data:`CLIP_SIGMA`.
+
+    A parameter a row does not have (e.g. no recorded Triton config, ``<NA>``) is encoded as 0 before the scaler.
+    A categorical value not seen in training has no column of its own: it is encoded as all zeros and reported,
+    never silently, in :attr:`unknown` after each :meth:`transform` (and by ``api.predict`` per row).
+    """
 
     def __init__(self, numeric: list[str], linear: list[str], categorical: list[str]):
         self.numeric = [c for c in numeric if c not in linear]
         self.linear = list(linear)
         self.categorical = list(categorical)
-        self.mean: np.ndarray | None = None
-        self.std: np.ndarray | None = None
-        self.levels: dict[str, list[str]] = {}
+        self.transformer = None
+        self.unknown: pd.Series | None = None
 
-    def _dense(self, frame: pd.DataFrame) -> np.ndarray:
-        # parameters a row does not have (e.g. no recorded Triton config) are <NA>: encoded as 0
-        num = np.log1p(frame[self.numeric].astype("float64").fillna(0.0).to_numpy().clip(min=0.0))
-        lin = frame[self.linear].astype("float64").fillna(0.0).to_numpy()
-        return np.concatenate([num, lin], axis=1)
+    def _dense(self, frame: pd.DataFrame) -> pd.DataFrame:
+        num = frame[self.numeric].astype("float64").fillna(0.0).clip(lower=0.0)
+        lin = frame[self.linear].astype("float64").fillna(0.0)
+        cat = frame[self.categorical].astype(str)
+        return pd.concat([num, lin, cat], axis=1).set_axis(self.numeric + self.linear + self.categorical, axis=1)
+
+    def _make(self):
+        from sklearn.compose import ColumnTransformer
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import FunctionTransformer, OneHotEncoder, StandardScaler
+
+        return ColumnTransformer([
+            ("log1p", make_pipeline(FunctionTransformer(np.log1p, feature_names_out="one-to-one"), StandardScaler()),
+             self.numeric),
+            ("linear", StandardScaler(), self.linear),
+            ("onehot", OneHotEncoder(handle_unknown="ignore", sparse_output=False, dtype=np.float64), self.categorical),
+        ], sparse_threshold=0.0)
 
     def fit(self, frame: pd.DataFrame) -> "Encoder":
-        x = self._dense(frame)
-        self.mean = x.mean(axis=0)
-        self.std = x.std(axis=0)
-        self.std[self.std < 1e-9] = 1.0
-        self.levels = {c: sorted(frame[c].astype(str).unique()) for c in self.categorical}
+        self.transformer = self._make().fit(self._dense(frame))
         return self
 
+    @property
+    def levels(self) -> dict[str, list[str]]:
+        """Categorical levels seen in training, per column."""
+        if not self.categorical:
+            return {}
+        cats = self.transformer.named_transformers_["onehot"].categories_
+        return {c: [str(v) for v in lv] for c, lv in zip(self.categorical, cats)}
+
     def transform(self, frame: pd.DataFrame) -> np.ndarray:
-        # standardise; clip far tails so a row outside the training range cannot saturate the network
-        x = np.clip((self._dense(frame) - self.mean) / self.std, -CLIP_SIGMA, CLIP_SIGMA)
-        onehots = [
-            (frame[c].astype(str).to_numpy()[:, None] == np.array(lv)[None, :]).astype("float64")
-            for c, lv in self.levels.items()
-        ]
-        out = np.concatenate([x] + onehots, axis=1) if onehots else x
+        """Encoded features, float32 ``[rows, len(names)]``; sets :attr:`unknown` (per row, the
+        ``column=value`` pairs not seen in training, ``""`` when none).
+
+        Raises:
+            ValueError: a non-finite value after the transform (a NaN/inf feature).
+        """
+        dense = self._dense(frame)
+        out = self.transformer.transform(dense)
+        n_scaled = len(self.numeric) + len(self.linear)
+        out[:, :n_scaled] = np.clip(out[:, :n_scaled], -CLIP_SIGMA, CLIP_SIGMA)
+        unknown = pd.Series("", index=frame.index, dtype=object)
+        for c, lv in self.levels.items():
+            miss = ~dense[c].isin(lv)
+            if miss.any():
+                unknown[miss] = unknown[miss] + np.where(unknown[miss] == "", "", ";") + c + "=" + dense.loc[miss, c]
+        self.unknown = unknown
         if not np.isfinite(out).all():
             raise ValueError("non-finite feature value after transform; check the feature set for NaN/inf")
         return out.astype("float32")
@@ -160,16 +194,17 @@ class Encoder:
         return self.numeric + self.linear + [f"{c}={v}" for c, lv in self.levels.items() for v in lv]
 
     def to_dict(self) -> dict:
-        return {"numeric": self.numeric, "linear": self.linear, "categorical": self.categorical,
-                "mean": self.mean.tolist(), "std": self.std.tolist(), "levels": self.levels}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "Encoder":
-        enc = cls(d["numeric"] + d["linear"], d["linear"], d["categorical"])
-        enc.numeric, enc.linear = d["numeric"], d["linear"]
-        enc.mean, enc.std = np.array(d["mean"]), np.array(d["std"])
-        enc.levels = {k: list(v) for k, v in d["levels"].items()}
-        return enc
+        """A readable description (column lists, scaler means and scales, levels) for ``meta.json``; the fitted
+        transformer itself is saved by :meth:`TrainedModel.save`."""
+        ct = self.transformer
+        desc = {"numeric": self.numeric, "linear": self.linear, "categorical": self.categorical, "levels": self.levels}
+        if self.numeric:
+            sc = ct.named_transformers_["log1p"][-1]
+            desc["log1p_mean"], desc["log1p_scale"] = sc.mean_.tolist(), sc.scale_.tolist()
+        if self.linear:
+            sc = ct.named_transformers_["linear"]
+            desc["linear_mean"], desc["linear_scale"] = sc.mean_.tolist(), sc.scale_.tolist()
+        return desc
 
 
 def data_hash(df: pd.DataFrame) -> str:
@@ -203,11 +238,16 @@ class TrainedModel:
         return ff.frame["theoretical_time_us"].to_numpy(dtype="float64") / eff
 
     def save(self, directory: str | os.PathLike) -> None:
-        """Write ``model.pt`` and ``meta.json`` atomically into ``directory``."""
+        """Write ``model.pt`` (network weights), ``encoder.joblib`` (the fitted :class:`Encoder`) and ``meta.json``
+        atomically into ``directory``."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
+        import joblib
+
         with atomic_path(directory / "model.pt") as tmp:
             torch.save(self.net.state_dict(), tmp)
+        with atomic_path(directory / "encoder.joblib") as tmp:
+            joblib.dump(self.encoder, tmp)
         write_json({**self.meta, "encoder": self.encoder.to_dict()}, directory / "meta.json")
 
     @classmethod
@@ -215,11 +255,14 @@ class TrainedModel:
         """Load a model written by :meth:`save`.
 
         Raises:
-            FileNotFoundError: ``model.pt`` or ``meta.json`` missing.
+            FileNotFoundError: ``model.pt``, ``encoder.joblib`` or ``meta.json`` missing.
         """
+        import joblib
+
         directory = Path(directory)
         meta = json.loads((directory / "meta.json").read_text())
-        enc = Encoder.from_dict(meta.pop("encoder"))
+        meta.pop("encoder")
+        enc = joblib.load(directory / "encoder.joblib")
         cfg = meta["train_config"]
         net = EfficiencyMLP(len(enc.names), cfg["hidden_sizes"], cfg["dropout"], cfg["efficiency_max"])
         net.load_state_dict(torch.load(directory / "model.pt", map_location="cpu", weights_only=True))
@@ -249,6 +292,63 @@ def training_rows(groups: pd.Series, cfg: TrainConfig, rng: np.random.Generator 
     val_groups = set(rng.choice(uniq, max(1, int(round(cfg.validation_frac * len(uniq)))), replace=False))
     is_val = g.isin(val_groups).to_numpy()
     return idx[~is_val], idx[is_val]
+
+
+def fit_network(net: nn.Module, batch_loss, n_rows: int, cfg: TrainConfig, val_loss=None, *,
+                optimizer_lr: float | None = None) -> dict:
+    """The one training loop of every network here (the efficiency MLP and the NeuSight baseline's).
+
+    Seeded mini-batch AdamW over ``n_rows`` rows (``cfg.lr``, ``cfg.weight_decay``, ``cfg.batch_size``,
+    gradient norm clipped at ``cfg.grad_clip``, up to ``cfg.max_epochs`` epochs). With ``val_loss`` (a callable
+    returning the validation loss) the step size follows ReduceLROnPlateau (``lr_patience``, ``lr_factor``,
+    ``min_lr``), training stops after ``early_stopping_patience`` epochs without improvement and the best epoch's
+    weights are restored; without it every epoch runs and the last weights stay.
+
+    Args:
+        batch_loss: ``f(row_positions: LongTensor) -> scalar loss`` of one mini-batch.
+        optimizer_lr: step size overriding ``cfg.lr``.
+
+    Returns:
+        ``{"best_val_loss", "epochs_run", "curve"}``; ``curve`` is ``[(epoch, mean train loss, val loss), ...]``
+        (val loss NaN without ``val_loss``).
+    """
+    opt = torch.optim.AdamW(net.parameters(), lr=optimizer_lr or cfg.lr, weight_decay=cfg.weight_decay)
+    sched = (torch.optim.lr_scheduler.ReduceLROnPlateau(opt, patience=cfg.lr_patience, factor=cfg.lr_factor,
+                                                        min_lr=cfg.min_lr) if val_loss is not None else None)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    best, best_state, since, curve = float("inf"), None, 0, []
+    for epoch in range(cfg.max_epochs):
+        net.train()
+        perm = torch.randperm(n_rows, generator=gen)
+        total = 0.0
+        for i in range(0, n_rows, cfg.batch_size):
+            b = perm[i:i + cfg.batch_size]
+            if len(b) < 2:  # BatchNorm needs 2 rows
+                continue
+            opt.zero_grad()
+            loss = batch_loss(b)
+            loss.backward()
+            nn.utils.clip_grad_norm_(net.parameters(), cfg.grad_clip)
+            opt.step()
+            total += float(loss.detach()) * len(b)
+        if val_loss is None:
+            curve.append((epoch, total / max(n_rows, 1), float("nan")))
+            continue
+        net.eval()
+        with torch.no_grad():
+            val = float(val_loss())
+        sched.step(val)
+        curve.append((epoch, total / max(n_rows, 1), val))
+        if val < best - 1e-6:
+            best, best_state, since = val, copy.deepcopy(net.state_dict()), 0
+        else:
+            since += 1
+            if since >= cfg.early_stopping_patience:
+                break
+    if best_state is not None:
+        net.load_state_dict(best_state)
+    net.eval()
+    return {"best_val_loss": best, "epochs_run": len(curve), "curve": curve}
 
 
 def train(ff: FeatureFrame, latency_us: pd.Series, groups: pd.Series, cfg: TrainConfig,
@@ -282,39 +382,10 @@ def train(ff: FeatureFrame, latency_us: pd.Series, groups: pd.Series, cfg: Train
     y_tr = torch.from_numpy(eff[tr].astype("float32"))
     y_va = torch.from_numpy(eff[va].astype("float32"))
     net = EfficiencyMLP(x_tr.shape[1], cfg.hidden_sizes, cfg.dropout, cfg.efficiency_max)
-    opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, patience=cfg.lr_patience, factor=cfg.lr_factor,
-                                                       min_lr=cfg.min_lr)
     lossf = loss_fn(cfg.loss)
-    gen = torch.Generator().manual_seed(cfg.seed)
-    best, best_state, since, curve = float("inf"), None, 0, []
-    for epoch in range(cfg.max_epochs):
-        net.train()
-        perm = torch.randperm(len(x_tr), generator=gen)
-        total = 0.0
-        for i in range(0, len(perm), cfg.batch_size):
-            b = perm[i:i + cfg.batch_size]
-            if len(b) < 2:  # BatchNorm needs 2 rows
-                continue
-            opt.zero_grad()
-            loss = lossf(net(x_tr[b]), y_tr[b])
-            loss.backward()
-            nn.utils.clip_grad_norm_(net.parameters(), cfg.grad_clip)
-            opt.step()
-            total += float(loss.detach()) * len(b)
-        net.eval()
-        with torch.no_grad():
-            val = float(lossf(net(x_va), y_va))
-        sched.step(val)
-        curve.append((epoch, total / len(x_tr), val))
-        if val < best - 1e-6:
-            best, best_state, since = val, copy.deepcopy(net.state_dict()), 0
-        else:
-            since += 1
-            if since >= cfg.early_stopping_patience:
-                break
-    net.load_state_dict(best_state)
-    net.eval()
+    fitted = fit_network(net, lambda b: lossf(net(x_tr[b]), y_tr[b]), len(x_tr), cfg,
+                         val_loss=lambda: lossf(net(x_va), y_va))
+    best, curve = fitted["best_val_loss"], fitted["curve"]
     meta = {
         "train_config": asdict(cfg),
         "n_train_rows": int(len(tr)),
