@@ -43,6 +43,11 @@ FEATURE_SET = config["feature_set"]
 COMPARE_SETS = [fs for fs in config.get("compare_feature_sets", []) if fs != FEATURE_SET]
 ABLATION = config.get("ablation", {})
 SELECTION = config.get("selection") or {"candidates": [FEATURE_SET]}
+# training recipes chosen per experiment on the seen GPUs (rules/selection.smk); every MLP of the experiment, the
+# protocol folds' included, trains with the chosen one
+RECIPES = SELECTION.get("recipes") or {}
+RECIPE_CHOICE = "results/selection/{experiment}/recipe.json"
+RECIPE_INPUT = {"recipe": RECIPE_CHOICE} if RECIPES else {}
 # every feature set some rule reads: the primary one, the compared ones and the selection candidates (built
 # together, per experiment, by the `features` rule)
 FEATURE_SETS_BUILT = list(dict.fromkeys([FEATURE_SET, *COMPARE_SETS, *SELECTION["candidates"]]))

@@ -20,6 +20,7 @@ rule evaluate_protocols:
         table=f"results/features/{FEATURE_SET}/{{experiment}}.parquet",
         meta=f"results/features/{FEATURE_SET}/{{experiment}}.json",
         leak_check=f"results/leak_check/{FEATURE_SET}/{{experiment}}.json",
+        **RECIPE_INPUT,
         registry=config["gpu_registry"],
         model=f"models/{{experiment}}/{FEATURE_SET}-all/model.pt",
         model_meta=f"models/{{experiment}}/{FEATURE_SET}-all/meta.json",

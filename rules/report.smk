@@ -29,6 +29,7 @@ rule report:
         leak_checks=[f"results/leak_check/{FEATURE_SET}/{e}.json" for e in EXPERIMENTS],
         selection_table="results/tables/selection.csv",
         selection_choice="results/selection/choice.json",
+        recipe_choices=[RECIPE_CHOICE.format(experiment=e) for e in SELECTION_EXPERIMENTS] if RECIPES else [],
         e2e_summary="results/e2e/e2e_summary.csv",
         e2e_configs="results/e2e/e2e_configs.csv",
         e2e_breakdown="results/e2e/e2e_breakdown.csv",

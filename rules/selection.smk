@@ -2,6 +2,9 @@
 # seen GPU out inside every experiment's configured training rows; `choose_feature_set` writes the selection table
 # and whether the configured primary `feature_set` is the winner (the report shows both).
 SELECTION_EXPERIMENTS = list(SELECTION.get("experiments") or EXPERIMENTS)
+# Training recipes (`selection.recipes`, overrides of `training`) are scored on the primary feature set in the same
+# job; the experiment's models then train with the recipe its scores chose (RECIPE_CHOICE, see the Snakefile).
+RECIPE_OUTPUTS = {"recipes": "results/selection/{experiment}/recipes.csv", "recipe": RECIPE_CHOICE} if RECIPES else {}
 
 
 rule score_selection:
@@ -12,10 +15,14 @@ rule score_selection:
         registry=config["gpu_registry"],
         code=code_inputs("scripts/score_selection.py"),
         hardware=MEASURED_FILES,
+        primary_table=f"results/features/{FEATURE_SET}/{{experiment}}.parquet",
+        primary_meta=f"results/features/{FEATURE_SET}/{{experiment}}.json",
     output:
         tables=expand("results/selection/{{experiment}}/{fs}.csv", fs=SELECTION["candidates"]),
+        **RECIPE_OUTPUTS,
     params:
         training={**config["training"], **SELECTION.get("training", {})},
+        recipes=RECIPES,
         seed=config["seed"],
         measured_dir=MEASURED_DIR,
     threads: 1

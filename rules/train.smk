@@ -34,6 +34,7 @@ rule train:
         tables=[f"results/features/{fs}/{{experiment}}.parquet" for fs, _ in TRAINED],
         metas=[f"results/features/{fs}/{{experiment}}.json" for fs, _ in TRAINED],
         leak_checks=[f"results/leak_check/{fs}/{{experiment}}.json" for fs, _ in TRAINED],
+        **RECIPE_INPUT,
         code=code_inputs("scripts/train.py"),
     output:
         **model_outputs(TRAINED),
@@ -55,6 +56,7 @@ rule train_ablation:
         table=f"results/features/{FEATURE_SET}/{{experiment}}.parquet",
         meta=f"results/features/{FEATURE_SET}/{{experiment}}.json",
         leak_check=f"results/leak_check/{FEATURE_SET}/{{experiment}}.json",
+        **RECIPE_INPUT,
         code=code_inputs("scripts/train.py"),
     output:
         **model_outputs(ABLATED),

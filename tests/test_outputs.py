@@ -59,3 +59,15 @@ def test_selection_chose_the_configured_primary_feature_set():
     assert choice["configured"] == PRIMARY
     assert choice["agrees"], (f"leave-one-seen-GPU-out selection chose {choice['chosen']}, the config says "
                               f"{PRIMARY}: set feature_set to the chosen one")
+
+
+@pytest.mark.parametrize("experiment", sorted(CONFIG["experiments"]))
+def test_models_train_with_the_recipe_their_experiment_chose(experiment):
+    recipes = (CONFIG.get("selection") or {}).get("recipes")
+    if not recipes:
+        pytest.skip("no training recipes configured")
+    choice = json.loads(_need(REPO / "results" / "selection" / experiment / "recipe.json").read_text())
+    meta = json.loads(_need(REPO / "models" / experiment / f"{PRIMARY}-all" / "meta.json").read_text())
+    assert meta["recipe"] == choice["chosen"]
+    for key, value in choice["overrides"].items():
+        assert meta["train_config"][key] == value, (experiment, key)

@@ -56,3 +56,46 @@ def test_choose_takes_the_lowest_mean_over_experiments_that_scored_every_candida
     with pytest.raises(ValueError, match="every candidate"):
         choose(s[s.experiment == "e3"].assign(feature_set=["x"]).pipe(
             lambda d: pd.concat([d, d.assign(experiment="e4", feature_set="y")])))
+
+
+def test_recipe_choice_uses_the_scores_alone_and_defaults_to_the_first_recipe():
+    from synperf.evaluation.selection import choose_recipe
+
+    recipes = {"paper": {"loss": "mre"}, "log_ratio": {"loss": "log_ratio"}, "small": {"min_steps_per_epoch": 16}}
+    scores = pd.DataFrame({"recipe": ["paper", "paper", "log_ratio", "log_ratio", "small", "small"],
+                           "fold": ["losgo:a", "losgo:b"] * 3, "mape_pct": [30.0, 50.0, 20.0, 40.0, 35.0, 5.0]})
+    c = choose_recipe(scores, recipes)
+    assert c["chosen"] == "small" and c["overrides"] == {"min_steps_per_epoch": 16}
+    assert c["mape_pct"] == {"paper": 40.0, "log_ratio": 30.0, "small": 20.0} and c["folds"] == 2
+    # a tie goes to the recipe listed first; no fold (one seen GPU) keeps the first
+    tie = scores.assign(mape_pct=[10.0, 10.0, 10.0, 10.0, 12.0, 12.0])
+    assert choose_recipe(tie, recipes)["chosen"] == "paper"
+    assert choose_recipe(scores.iloc[0:0], recipes)["chosen"] == "paper"
+
+
+def test_recipe_scores_never_touch_unseen_or_heldout_rows(vidur_gemm, registry, tmp_path):
+    """The recipe stage of score_selection on a poisoned table chooses and scores exactly as on the clean one."""
+    import json
+
+    from synperf.data.io import write_parquet
+    from synperf.pipeline.selection import score_selection
+
+    table, meta = vidur_gemm
+    poisoned = table.copy()
+    bad = poisoned["split"].isin(["test_seen", "unseen"]).to_numpy()
+    poisoned.loc[bad, "latency_us"] = poisoned.loc[bad, "latency_us"] * 1000
+    recipes = {"paper": {"loss": "mre"}, "log_ratio": {"loss": "log_ratio"}}
+    out = {}
+    for name, t in (("clean", table), ("poisoned", poisoned)):
+        d = tmp_path / name
+        d.mkdir()
+        write_parquet(t, d / "f.parquet")
+        (d / "f.json").write_text(json.dumps(meta))
+        score_selection([], "gemm_fp16_vidur", str(registry.path), 0,
+                        {"hidden_sizes": [32, 16], "max_epochs": 6, "early_stopping_patience": 3, "batch_size": 256},
+                        1, recipes=recipes, recipe_features=(str(d / "f.parquet"), str(d / "f.json")),
+                        out_recipes=str(d / "r.csv"), out_recipe=str(d / "r.json"))
+        out[name] = (pd.read_csv(d / "r.csv"), json.loads((d / "r.json").read_text()))
+    np.testing.assert_allclose(out["clean"][0]["mape_pct"], out["poisoned"][0]["mape_pct"])
+    assert out["clean"][1] == out["poisoned"][1]
+    assert set(out["clean"][0]["recipe"]) == {"paper", "log_ratio"}

@@ -95,3 +95,20 @@ def choose(scores: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     table["best"] = per.idxmin(axis=1)
     table.loc["geometric mean"] = list(mean) + [chosen]
     return chosen, table.reset_index(names="experiment")
+
+
+def choose_recipe(scores: pd.DataFrame, recipes: dict) -> dict:
+    """An experiment's training recipe: the lowest mean leave-one-seen-GPU-out MAPE over folds (ties: the first
+    listed). ``scores`` has a ``recipe`` column (:func:`score_feature_set` per recipe). An experiment without
+    folds (one seen GPU) keeps the first recipe listed, the configured default.
+
+    Returns:
+        ``{"chosen", "overrides", "mape_pct": {recipe: mean MAPE}, "folds", "protocol"}``.
+    """
+    names = list(recipes)
+    mean = scores.groupby("recipe")["mape_pct"].mean().reindex(names) if len(scores) else pd.Series(dtype=float)
+    chosen = names[0] if mean.dropna().empty else str(mean.idxmin())
+    return {"chosen": chosen, "overrides": dict(recipes[chosen]),
+            "mape_pct": {k: (None if pd.isna(v) else round(float(v), 3)) for k, v in mean.items()},
+            "folds": int(scores["fold"].nunique()) if len(scores) else 0,
+            "protocol": "leave one seen GPU out, inside the configured training rows, primary feature set"}

@@ -49,6 +49,7 @@ class TrainConfig:
     lr: float = 1e-3
     weight_decay: float = 1e-4
     batch_size: int = 1024
+    min_steps_per_epoch: int = 0
     max_epochs: int = 300
     early_stopping_patience: int = 30
     lr_patience: int = 15
@@ -298,7 +299,8 @@ def fit_network(net: nn.Module, batch_loss, n_rows: int, cfg: TrainConfig, val_l
                 optimizer_lr: float | None = None) -> dict:
     """The one training loop of every network here (the efficiency MLP and the NeuSight baseline's).
 
-    Seeded mini-batch AdamW over ``n_rows`` rows (``cfg.lr``, ``cfg.weight_decay``, ``cfg.batch_size``,
+    Seeded mini-batch AdamW over ``n_rows`` rows (``cfg.lr``, ``cfg.weight_decay``, batches of
+    :func:`batch_rows` rows,
     gradient norm clipped at ``cfg.grad_clip``, up to ``cfg.max_epochs`` epochs). With ``val_loss`` (a callable
     returning the validation loss) the step size follows ReduceLROnPlateau (``lr_patience``, ``lr_factor``,
     ``min_lr``), training stops after ``early_stopping_patience`` epochs without improvement and the best epoch's
@@ -316,13 +318,14 @@ def fit_network(net: nn.Module, batch_loss, n_rows: int, cfg: TrainConfig, val_l
     sched = (torch.optim.lr_scheduler.ReduceLROnPlateau(opt, patience=cfg.lr_patience, factor=cfg.lr_factor,
                                                         min_lr=cfg.min_lr) if val_loss is not None else None)
     gen = torch.Generator().manual_seed(cfg.seed)
+    batch = batch_rows(n_rows, cfg)
     best, best_state, since, curve = float("inf"), None, 0, []
     for epoch in range(cfg.max_epochs):
         net.train()
         perm = torch.randperm(n_rows, generator=gen)
         total = 0.0
-        for i in range(0, n_rows, cfg.batch_size):
-            b = perm[i:i + cfg.batch_size]
+        for i in range(0, n_rows, batch):
+            b = perm[i:i + batch]
             if len(b) < 2:  # BatchNorm needs 2 rows
                 continue
             opt.zero_grad()
@@ -348,7 +351,23 @@ def fit_network(net: nn.Module, batch_loss, n_rows: int, cfg: TrainConfig, val_l
     if best_state is not None:
         net.load_state_dict(best_state)
     net.eval()
-    return {"best_val_loss": best, "epochs_run": len(curve), "curve": curve}
+    return {"best_val_loss": best, "epochs_run": len(curve), "curve": curve, "batch_size": batch}
+
+
+#: smallest mini-batch :func:`batch_rows` shrinks to
+MIN_BATCH_ROWS = 64
+
+
+def batch_rows(n_rows: int, cfg: TrainConfig) -> int:
+    """Rows per mini-batch: ``cfg.batch_size``, or with ``cfg.min_steps_per_epoch`` > 0 the largest power of two
+    that gives at least that many steps per epoch over ``n_rows`` rows, between :data:`MIN_BATCH_ROWS` and
+    ``cfg.batch_size``. A small training table (a few thousand rows) then takes as many optimiser steps per
+    epoch as a large one instead of one or two.
+    """
+    if cfg.min_steps_per_epoch <= 0 or n_rows <= 0:
+        return cfg.batch_size
+    fit = 2 ** int(np.floor(np.log2(max(n_rows / cfg.min_steps_per_epoch, 1.0))))
+    return int(min(cfg.batch_size, max(MIN_BATCH_ROWS, fit)))
 
 
 def train(ff: FeatureFrame, latency_us: pd.Series, groups: pd.Series, cfg: TrainConfig,
@@ -393,6 +412,7 @@ def train(ff: FeatureFrame, latency_us: pd.Series, groups: pd.Series, cfg: Train
         "n_target_clipped": n_clipped,
         "best_val_loss": best,
         "epochs_run": len(curve),
+        "batch_size": fitted["batch_size"],
         "curve": [[e, round(a, 6), round(b, 6)] for e, a, b in curve],
         **(extra_meta or {}),
     }

@@ -15,7 +15,7 @@ from synperf.model.estimator import TrainConfig, TrainedModel
 def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: dict, registry_path: str, seed: int,
                        training: dict, protocols: list[str], methods: list[str] | None, threads: int,
                        out_table: str, out_cdf: str | None = None, model_dir: str | None = None, *,
-                       measured_dir: str | None = None) -> None:
+                       measured_dir: str | None = None, recipe: str | None = None) -> None:
     """All methods (our MLP and every baseline) under the evaluation protocols, for one experiment.
 
     ``features``/``features_meta``: the experiment's feature table of the primary feature set
@@ -26,7 +26,7 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
     ``synperf_mlp`` on the configured fold, so the configured numbers equal the main table's; the leave-one-out
     folds train their own MLP with ``training``. A fold whose train/test labels equal an earlier fold's (a
     leave-one-architecture-out fold of an architecture with one GPU is that GPU's leave-one-GPU-out fold) reuses
-    its predictions.
+    its predictions. ``recipe``: the experiment's chosen training recipe (its overrides apply over ``training``).
 
     Writes ``out_table``: one row per (protocol, fold, method, gpu, split, scope) with MAPE, median and p90 APE
     and coverage; ``scope`` is ``all`` (every row the method covers) or ``nearest_covered`` (only the rows
@@ -44,7 +44,11 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
     table = read_table(features).reset_index(drop=True)
     meta = json.loads(Path(features_meta).read_text())
     gpus = list(exp["seen"]) + list(exp.get("unseen", []))
-    cfg = TrainConfig.from_dict({**training, "seed": seed, "threads": threads})
+    from synperf.pipeline.train import recipe_overrides
+
+    overrides = recipe_overrides(recipe)
+    overrides.pop("recipe", None)
+    cfg = TrainConfig.from_dict({**training, **overrides, "seed": seed, "threads": threads})
     pretrained = {"configured": TrainedModel.load(model_dir)} if model_dir else None
     summaries, cdfs, done = [], [], {}
     for protocol in protocols:

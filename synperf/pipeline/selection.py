@@ -13,13 +13,21 @@ from synperf.model.estimator import TrainConfig
 
 
 def score_selection(candidates: list[tuple[str, str, str]], exp_name: str, registry_path: str, seed: int,
-                    training: dict, threads: int, *, measured_dir: str | None = None) -> None:
+                    training: dict, threads: int, *, measured_dir: str | None = None,
+                    recipes: dict | None = None, recipe_features: tuple[str, str] | None = None,
+                    out_recipes: str | None = None, out_recipe: str | None = None) -> None:
     """Leave-one-seen-GPU-out score of each candidate feature set of one experiment
     (:func:`synperf.evaluation.selection.score_feature_set`) on its configured training rows; one row per fold
-    (an empty table for a single seen GPU).
+    (an empty table for a single seen GPU). Then, with ``recipes``, the training recipes on the primary feature
+    set, and the experiment's recipe chosen from those scores alone.
 
     Args:
-        candidates: ``(feature table, its meta JSON, output CSV)`` per candidate feature set.
+        candidates: ``(feature table, its meta JSON, output CSV)`` per candidate feature set, each trained with
+            ``training`` (the configured one under the selection budget).
+        recipes: ``{name: overrides of training}``, scored on ``recipe_features`` (the primary feature set's table
+            and meta); ``out_recipes`` gets their scores (CSV, column ``recipe``), ``out_recipe`` the choice
+            (JSON: ``chosen``, its ``overrides``, the mean validation MAPE per recipe,
+            :func:`synperf.evaluation.selection.choose_recipe`).
     """
     import logging
 
@@ -33,6 +41,18 @@ def score_selection(candidates: list[tuple[str, str, str]], exp_name: str, regis
         meta = json.loads(Path(features_meta).read_text())
         write_csv(score_feature_set(read_table(features), meta, exp_name, registry, cfg, seed, log=log.info),
                   out_table)
+    if not recipes:
+        return
+    from synperf.evaluation.selection import choose_recipe
+
+    table, meta = read_table(recipe_features[0]), json.loads(Path(recipe_features[1]).read_text())
+    parts = []
+    for name, overrides in recipes.items():
+        rcfg = TrainConfig.from_dict({**training, **overrides, "seed": seed, "threads": threads})
+        parts.append(score_feature_set(table, meta, exp_name, registry, rcfg, seed, log=log.info).assign(recipe=name))
+    scores = pd.concat(parts, ignore_index=True)
+    write_csv(scores, out_recipes)
+    write_json(choose_recipe(scores, recipes), out_recipe)
 
 
 def choose_feature_set(score_tables: list[str], configured: str, training: dict, out_table: str,

@@ -39,7 +39,7 @@ def select_group(meta: dict, group: str) -> dict:
 
 
 def train_experiment(features: str, features_meta: str, exp_name: str, exp: dict, training: dict, seed: int,
-                     threads: int, out_dir: str, group: str = "all", table=None):
+                     threads: int, out_dir: str, group: str = "all", table=None, recipe: str | None = None):
     """Train one experiment's MLP on its ``train`` rows (features of ``group``) and save it under ``out_dir``.
 
     ``table`` is the feature table already read from ``features`` (read here when None). Returns the
@@ -57,6 +57,7 @@ def train_experiment(features: str, features_meta: str, exp_name: str, exp: dict
         "experiment": exp_name, "kernel": exp["kernel"], "feature_set": meta["feature_set"], "feature_group": group,
         "train_gpus": sorted(tr["gpu"].unique()), "seen_gpus": exp["seen"], "unseen_gpus": exp.get("unseen", []),
         "sources": exp.get("sources"), "data_sha256": data_hash(tr[list(KEY_COLUMNS) + ["latency_us"]]),
+        "recipe": recipe,
     })
     model.meta["train_seconds"] = round(time.time() - t0, 1)
     from synperf.evaluation.leak_check import check_model_meta
@@ -68,8 +69,21 @@ def train_experiment(features: str, features_meta: str, exp_name: str, exp: dict
     return model
 
 
-def train_models(exp_name: str, exp: dict, models: list[dict], seed: int, threads: int) -> None:
+def recipe_overrides(recipe: str | None) -> dict:
+    """The ``overrides`` of a recipe choice JSON (:func:`synperf.evaluation.selection.choose_recipe`) plus its name
+    under ``recipe``; ``{}`` without one."""
+    if not recipe:
+        return {}
+    choice = json.loads(Path(recipe).read_text())
+    return {**choice["overrides"], "recipe": choice["chosen"]}
+
+
+def train_models(exp_name: str, exp: dict, models: list[dict], seed: int, threads: int,
+                 recipe: str | None = None) -> None:
     """Train and score every model of one experiment, one after the other, each feature table read once.
+
+    ``recipe``: the experiment's chosen training recipe (JSON of :func:`synperf.evaluation.selection.choose_recipe`);
+    its overrides apply over every model's ``training`` (the budget keys stay the model's).
 
     Args:
         models: one dict per model: ``feature_set``, ``group``, ``training`` (the model's budget), ``table`` and
@@ -78,12 +92,14 @@ def train_models(exp_name: str, exp: dict, models: list[dict], seed: int, thread
     """
     from synperf.pipeline.evaluate import evaluate_experiment
 
+    overrides = recipe_overrides(recipe)
+    name = overrides.pop("recipe", None)
     tables: dict[str, object] = {}
     for m in models:
         if m["table"] not in tables:
             tables[m["table"]] = read_table(m["table"])
         table = tables[m["table"]]
-        model = train_experiment(m["table"], m["meta"], exp_name, exp, dict(m["training"]), seed, threads,
-                                 m["model_dir"], group=m["group"], table=table)
+        model = train_experiment(m["table"], m["meta"], exp_name, exp, {**m["training"], **overrides}, seed, threads,
+                                 m["model_dir"], group=m["group"], table=table, recipe=name)
         evaluate_experiment(m["table"], m["meta"], m["model_dir"], exp_name, m["predictions"], m["mape"],
                             table=table, model=model)

@@ -133,9 +133,12 @@ def figure(mape: pd.DataFrame, path: str) -> None:
     save_figure(fig, path, dpi=110)
 
 
-def evaluation_section(leaks: list[dict], selection_table: str | None, selection_choice: str | None) -> list[str]:
+def evaluation_section(leaks: list[dict], selection_table: str | None, selection_choice: str | None,
+                       recipe_choices: list[str] | None = None) -> list[str]:
     """Markdown lines of the evaluation contract: the split rules, the leak checks (one row per experiment,
-    each unseen GPU's twin share) and the leave-one-seen-GPU-out selection of the primary feature set."""
+    each unseen GPU's twin share) and the leave-one-seen-GPU-out selection of the primary feature set and of each
+    experiment's training recipe (``recipe_choices``: the JSONs of
+    :func:`synperf.evaluation.selection.choose_recipe`)."""
     md = ["## Evaluation contract", "",
           "*Held out* means enforced: a problem (the family's launch parameters, e.g. GEMM m, n, k and batch; not "
           "the implementation, KV-cache dtype, routing or tuning config; `synperf.data.schema.PROBLEM_COLUMNS`) is held "
@@ -188,9 +191,21 @@ def evaluation_section(leaks: list[dict], selection_table: str | None, selection
                f"By leave one seen GPU out inside each experiment's training rows ({choice['folds']} folds; budget "
                f"{choice['budget']}): each seen GPU in turn is predicted by an MLP trained on the other seen GPUs. "
                "Held-out problems and unseen GPUs never inform the choice. Validation MAPE (%), mean over folds; "
-               f"the last row is the geometric mean over experiments. Chosen: `{choice['chosen']}`; {verdict}. Hyper-parameters "
-               "and budgets are fixed in `config/config.yaml`, not chosen by comparing numbers.", "",
+               f"the last row is the geometric mean over experiments. Chosen: `{choice['chosen']}`; {verdict}. The other "
+               "hyper-parameters and the budgets are fixed in `config/config.yaml`, not chosen by comparing numbers.", "",
                md_table(table), ""]
+    if recipe_choices:
+        rows = []
+        for p in recipe_choices:
+            c = json.loads(Path(p).read_text())
+            rows.append({"experiment": Path(p).parent.name, **{k: ("–" if v is None else f"{v:.1f}")
+                                                               for k, v in c["mape_pct"].items()},
+                         "folds": c["folds"], "chosen": c["chosen"]})
+        md += ["### How each experiment's training recipe was chosen", "",
+               "The recipes of `selection.recipes` (loss and mini-batch rule, over `training`), scored the same way "
+               "on the primary feature set; each experiment's MLPs, the protocol folds' included, train with its "
+               "winner. An experiment without folds keeps the first recipe. Validation MAPE (%), mean over folds.", "",
+               md_table(pd.DataFrame(rows)), ""]
     return md
 
 
@@ -214,7 +229,8 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
     ``e2e`` (optional) adds the end-to-end section (:func:`synperf.reporting.e2e_report.e2e_section`): a dict with
     ``summary``, ``configs``, ``breakdown`` (CSVs), ``overhead`` (JSON) and ``figure`` (PNG path).
     ``evaluation`` (optional) adds the evaluation contract (:func:`evaluation_section`): ``leak_checks`` (the
-    primary feature set's leak-check JSONs), ``selection_table`` (CSV) and ``selection_choice`` (JSON).
+    primary feature set's leak-check JSONs), ``selection_table`` (CSV), ``selection_choice`` (JSON) and
+    ``recipe_choices`` (per-experiment recipe JSONs).
     ``benchmarks`` (optional): the run's Snakemake benchmark files; the report gets a "Where the time goes" section
     and ``out_stage_times`` the table (:func:`synperf.reporting.stage_times.stage_times`).
     ``registry_path`` and ``measured_dir`` name the GPU registry the run used (the config's ``gpu_registry`` and
@@ -272,7 +288,8 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
                    f"{r.experiment} on {r.gpu} {r.mape_pct:.1f}%" for r in worst.head(4).itertuples()) + ".", ""]
     md += ["![MAPE per experiment and GPU](figures/mape_by_gpu.png)", ""]
     if evaluation:
-        md += evaluation_section(leaks, evaluation.get("selection_table"), evaluation.get("selection_choice"))
+        md += evaluation_section(leaks, evaluation.get("selection_table"), evaluation.get("selection_choice"),
+                                 evaluation.get("recipe_choices"))
     if protocols:
         from synperf.reporting.methods_report import load_tables, methods_section
 
