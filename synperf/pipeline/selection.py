@@ -37,10 +37,11 @@ def score_selection(candidates: list[tuple[str, str, str]], exp_name: str, regis
     log = logging.getLogger(__name__)
     cfg = TrainConfig.from_dict({**training, "seed": seed, "threads": threads})
     registry = load_registry(registry_path, measured_dir)
+    done = {}
     for features, features_meta, out_table in candidates:
         meta = json.loads(Path(features_meta).read_text())
-        write_csv(score_feature_set(read_table(features), meta, exp_name, registry, cfg, seed, log=log.info),
-                  out_table)
+        done[features] = score_feature_set(read_table(features), meta, exp_name, registry, cfg, seed, log=log.info)
+        write_csv(done[features], out_table)
     if not recipes:
         return
     from synperf.evaluation.selection import choose_recipe
@@ -49,6 +50,9 @@ def score_selection(candidates: list[tuple[str, str, str]], exp_name: str, regis
     parts = []
     for name, overrides in recipes.items():
         rcfg = TrainConfig.from_dict({**training, **overrides, "seed": seed, "threads": threads})
+        if rcfg == cfg and recipe_features[0] in done:  # the recipe is the candidates' own training: same scores
+            parts.append(done[recipe_features[0]].assign(recipe=name))
+            continue
         parts.append(score_feature_set(table, meta, exp_name, registry, rcfg, seed, log=log.info).assign(recipe=name))
     scores = pd.concat(parts, ignore_index=True)
     write_csv(scores, out_recipes)
