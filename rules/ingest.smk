@@ -39,5 +39,6 @@ rule merge_measurements:
         summary="results/measurements/summary.json",
     params:
         measured_dir=MEASURED_DIR,
+        quality=config["ingest"].get("quality", {}),
     script:
         "../scripts/merge_measurements.py"

@@ -8,4 +8,5 @@ from synperf.pipeline.ingest import merge_measurements
 
 sm = snakemake  # noqa: F821
 merge_measurements(list(sm.input.tables), list(sm.input.summaries), list(sm.input.own), sm.input.registry,
-                   sm.output.table, sm.output.summary, measured_dir=sm.params.measured_dir)
+                   sm.output.table, sm.output.summary, measured_dir=sm.params.measured_dir,
+                   quality=sm.params.quality)
