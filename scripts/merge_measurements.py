@@ -4,7 +4,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821  (this checkout's synperf first)
 
-from synperf.pipeline.ingest import merge_measurements
+from synperf.pipeline.merge import merge_measurements
 
 sm = snakemake  # noqa: F821
 merge_measurements(list(sm.input.tables), list(sm.input.summaries), list(sm.input.own), sm.input.registry,

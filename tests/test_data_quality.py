@@ -16,7 +16,7 @@ from synperf.data.quality import (QualitySettings, ceiling_violations, dominates
                                   sibling_excluded, sibling_slowdowns)
 from synperf.data.schema import conform, reduce_duplicates
 from synperf.pipeline.common import select_rows
-from synperf.pipeline.ingest import merge_measurements
+from synperf.pipeline.merge import merge_measurements
 
 REPO = Path(__file__).resolve().parent.parent
 GPUS = REPO / "config" / "gpus.yaml"
