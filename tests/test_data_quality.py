@@ -288,3 +288,16 @@ def test_l40s_flashinfer_prefill_fails_the_ceiling_without_its_name(public_data,
     assert dropped["impossible_throughput:attention_prefill:l40s"] == int(bad.sum()) == 1171
     hit = t[bad.to_numpy()]
     assert ((hit["num_kv_heads"] < hit["num_heads"])).all()                     # only GQA/MQA shapes: KV-head timing
+
+
+def test_report_shows_the_spread_and_sibling_tables(tmp_path):
+    from synperf.reporting.report import _quality_tables
+
+    df = pd.concat([_pair(120, 2.0), gemm_rows([{"m": 8, "n": 64, "k": 64, "latency_us": 3.0, "source_version": "a"},
+                                                {"m": 8, "n": 64, "k": 64, "latency_us": 9.0, "source_version": "b"}])],
+                   ignore_index=True)
+    _, summ = merge(tmp_path, [df])
+    md = "\n".join(_quality_tables(summ))
+    assert "| h100_sxm | gemm | 1 | 1 | 1 | 1 | 3.0 | 3.0 | aiconfigurator@a;aiconfigurator@b |" in md
+    assert "| h200_sxm | gemm | bfloat16 | vllm 0.18.0 | h100_sxm | vllm 0.19.0 | 120 | 2.0 | True |" in md
+    assert _quality_tables({"dropped": {}}) == []                              # a summary from before the checks

@@ -338,6 +338,12 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
     write_text("\n".join(md), out_md)
 
 
+_SPREAD_COLUMNS = ["gpu", "kernel", "duplicate_keys", "cross_source_keys", "spread_keys", "cross_source_spread_keys",
+                   "max_ratio", "median_ratio", "sources"]
+_SIBLING_COLUMNS = ["gpu", "kernel", "dtype", "source_version", "compared_gpu", "compared_source_version",
+                    "shared_shapes", "median_ratio", "flagged"]
+
+
 def _quality_tables(merge: dict) -> list[str]:
     """Markdown for the merge step's duplicate-spread and sibling tables (:mod:`synperf.data.quality`);
     nothing for a summary written before those checks existed."""
@@ -345,6 +351,7 @@ def _quality_tables(merge: dict) -> list[str]:
     settings = merge.get("quality_settings", {})
     if "duplicate_spread" in merge:
         spread = pd.DataFrame(merge["duplicate_spread"])
+        spread = spread[[c for c in _SPREAD_COLUMNS if c in spread.columns]]
         md += ["### Duplicate keys and their spread", "",
                "Keys (kernel, parameters, GPU) measured more than once. Duplicates are reduced to their median only "
                "within one source and version; *cross-source keys* were measured by more than one source or "
@@ -353,6 +360,7 @@ def _quality_tables(merge: dict) -> list[str]:
         md += [md_table(spread) if len(spread) else "No key was measured more than once.", ""]
     if "sibling_comparisons" in merge:
         comps = pd.DataFrame(merge["sibling_comparisons"])
+        comps = comps[[c for c in _SIBLING_COLUMNS if c in comps.columns]]
         flagged = comps[comps["flagged"].astype(bool)] if len(comps) else comps
         md += ["### Sibling GPUs slower than a less capable GPU", "",
                "Each GPU is compared with every GPU it matches or exceeds on dense peak for the dtype, DRAM "
