@@ -301,3 +301,5 @@ def test_report_shows_the_spread_and_sibling_tables(tmp_path):
     assert "| h100_sxm | gemm | 1 | 1 | 1 | 1 | 3.0 | 3.0 | aiconfigurator@a;aiconfigurator@b |" in md
     assert "| h200_sxm | gemm | bfloat16 | vllm 0.18.0 | h100_sxm | vllm 0.19.0 | 120 | 2.0 | True |" in md
     assert _quality_tables({"dropped": {}}) == []                              # a summary from before the checks
+    assert "`no_peak:gemm_fp8:a100_sxm4_80gb:fp8` 1,200" in "\n".join(
+        _quality_tables({"quality_unchecked": {"no_peak:gemm_fp8:a100_sxm4_80gb:fp8": 1200}}))

@@ -368,4 +368,8 @@ def _quality_tables(merge: dict) -> list[str]:
                f"below with a median latency ratio above {settings.get('sibling_slowdown', '?')}x over at least "
                f"{settings.get('sibling_min_shapes', '?')} shared shapes are excluded from training and scoring.", ""]
         md += [md_table(flagged) if len(flagged) else f"No group flagged ({len(comps)} comparisons).", ""]
+    if merge.get("quality_unchecked"):
+        md += ["Rows kept without a ceiling check (the registry has no peak for the dtype, or the work model does "
+               "not know it): " + ", ".join(f"`{k}` {v:,}" for k, v in sorted(merge["quality_unchecked"].items())) + ".",
+               ""]
     return md
