@@ -43,6 +43,7 @@ rule merge_measurements:
         summary="results/measurements/summary.json",
     params:
         measured_dir=MEASURED_DIR,
+        quality=config["ingest"].get("quality", {}),
     benchmark:
         "results/benchmarks/merge_measurements.tsv"
     log:

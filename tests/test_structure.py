@@ -60,9 +60,13 @@ def test_rule_scripts_import_only_their_stage():
                 and m != "synperf.pipeline.rule"], report
     train = module_closure(REPO / "scripts" / "train.py")
     assert "synperf.model.estimator" in train and not [m for m in train if m.startswith("synperf.reporting")]
-    for script in ("ingest", "merge_measurements"):
-        mods = module_closure(REPO / "scripts" / f"{script}.py")
-        assert not [m for m in mods if m.startswith(("synperf.model", "synperf.evaluation"))], (script, mods)
+    mods = module_closure(REPO / "scripts" / "ingest.py")
+    assert not [m for m in mods if m.startswith(("synperf.model", "synperf.evaluation"))], mods
+    # the merge's physical-ceiling check uses the work formulas of synperf.model.kernels (and the schedule they
+    # import), nothing else of the model
+    mods = module_closure(REPO / "scripts" / "merge_measurements.py")
+    assert not [m for m in mods if m.startswith(("synperf.model", "synperf.evaluation"))
+                and not m.startswith(("synperf.model.kernels", "synperf.model.schedule")) and m != "synperf.model"], mods
     # lazy imports inside functions count, and so do the packages' __init__ files
     assert "synperf.evaluation.leak_check" in train and "synperf.model" in train
     assert all(Path(p).is_file() for p in code_closure(REPO / "scripts" / "train.py"))

@@ -11,7 +11,8 @@ import yaml
 
 from synperf.pipeline.evaluate import evaluate_experiment
 from synperf.pipeline.features import experiment_features
-from synperf.pipeline.ingest import ingest_source, merge_measurements
+from synperf.pipeline.ingest import ingest_source
+from synperf.pipeline.merge import merge_measurements
 from synperf.pipeline.protocols import evaluate_protocols
 from synperf.pipeline.train import train_experiment, train_models
 from synperf.api import predict

@@ -61,8 +61,10 @@ source_file            str       file the row came from, relative to the data ro
 =====================  ========  ==============================================================
 
 The key of a row is every column except the latency, spread, sample-count and
-provenance columns: duplicate keys are reduced to their median by
-:func:`reduce_duplicates`.
+provenance columns (:data:`KEY_COLUMNS`). Rows of one key from one source and source
+version are reduced to their median by :func:`reduce_duplicates`; measurements of one
+key by different sources or versions stay separate rows (:data:`MERGE_KEY_COLUMNS`),
+and how far they disagree is reported by :func:`synperf.data.quality.duplicate_spread`.
 """
 
 from __future__ import annotations
@@ -151,6 +153,8 @@ COLUMNS: dict[str, str] = {
 }
 
 KEY_COLUMNS: tuple[str, ...] = tuple(IDENTITY_COLUMNS) + tuple(PARAM_COLUMNS)
+#: what duplicates are reduced over: the key plus who measured it (never merged across sources or versions)
+MERGE_KEY_COLUMNS: tuple[str, ...] = KEY_COLUMNS + ("source", "source_version")
 
 #: Parameters that must be present (non-null) for each kernel family.
 KERNEL_PARAMS: dict[str, tuple[str, ...]] = {
@@ -267,15 +271,17 @@ def validate(df: pd.DataFrame, where: str, gpu_ids: set[str] | None = None) -> p
 
 
 def reduce_duplicates(df: pd.DataFrame) -> tuple[pd.DataFrame, int]:
-    """Reduce rows with the same key (:data:`KEY_COLUMNS`) to one row with the median latency.
+    """Reduce rows with the same key, source and source version (:data:`MERGE_KEY_COLUMNS`) to one row
+    with the median latency.
 
     Spread columns take the median too, ``n_samples`` and ``n_duplicates`` are
-    summed, provenance is taken from the first row. Returns the reduced table and
-    the number of rows removed.
+    summed, ``source_file`` and the launch columns are taken from the first row. Rows
+    of one key from different sources or versions are kept apart. Returns the reduced
+    table and the number of rows removed.
     """
     if df.empty:
         return df, 0
-    keys = list(KEY_COLUMNS)
+    keys = list(MERGE_KEY_COLUMNS)
     grouped = df.groupby(keys, dropna=False, sort=False)
     sizes = grouped["latency_us"].transform("size")
     if (sizes == 1).all():
@@ -285,7 +291,7 @@ def reduce_duplicates(df: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     g = multi.groupby(keys, dropna=False, sort=False)
     agg: dict[str, str] = {c: "median" for c in MEASURE_COLUMNS if COLUMNS[c] == "float64"}
     agg.update({"n_samples": "sum", "n_duplicates": "sum", "latency_stat": "first"})
-    agg.update({c: "first" for c in {**LAUNCH_COLUMNS, **PROVENANCE_COLUMNS}})
+    agg.update({c: "first" for c in {**LAUNCH_COLUMNS, **PROVENANCE_COLUMNS} if c not in keys})
     red = g.agg(agg).reset_index()
     red["n_samples"] = red["n_samples"].where(red["n_samples"] > 0, pd.NA)
     out = conform(pd.concat([single, red], ignore_index=True))

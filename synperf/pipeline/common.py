@@ -10,10 +10,13 @@ from synperf.model.features import FeatureFrame
 
 
 def select_rows(df: pd.DataFrame, exp: dict) -> pd.DataFrame:
-    """Rows of one experiment: its kernel, optionally restricted to sources and dtypes."""
+    """Rows of one experiment: its kernel, optionally restricted to sources and dtypes.
+
+    The filters apply to every row alike: our own measurements (``source`` ``synperf_profiler``) join an
+    experiment with ``sources`` only when it lists ``synperf_profiler``."""
     sel = df["kernel"] == exp["kernel"]
     if exp.get("sources"):
-        sel &= df["source"].isin(exp["sources"]) | (df["source"] == "synperf_profiler")
+        sel &= df["source"].isin(exp["sources"])
     if exp.get("dtypes"):
         sel &= df["dtype"].isin(exp["dtypes"])
     return df[sel]

@@ -1,18 +1,13 @@
-"""Pipeline stage: public sources -> canonical measurement tables; merge with our own measurements."""
+"""Pipeline stage: public sources -> canonical measurement tables (the merge is :mod:`synperf.pipeline.merge`)."""
 
 from __future__ import annotations
 
-import json
 import time
-from collections import Counter
 from pathlib import Path
-
-import pandas as pd
 
 from synperf.data.hardware import load_registry
 from synperf.data.ingest import ADAPTERS
-from synperf.data.io import read_table, write_json, write_parquet
-from synperf.data.schema import conform, reduce_duplicates, validate
+from synperf.data.io import write_json, write_parquet
 
 
 def ingest_source(source: str, data_dir: str, registry_path: str, source_cfg: dict | None,
@@ -24,33 +19,3 @@ def ingest_source(source: str, data_dir: str, registry_path: str, source_cfg: di
     write_parquet(res.table, out_table)
     write_json({"source": source, "rows": len(res.table), "dropped": dict(res.dropped), "files": res.files,
                 "seconds": round(time.time() - t0, 2)}, out_summary)
-
-
-def merge_measurements(tables: list[str], summaries: list[str], own_measurements: list[str], registry_path: str,
-                       out_table: str, out_summary: str, *, measured_dir: str | None = None) -> None:
-    """Concatenate source tables and our own measurements, reduce duplicate keys to their median.
-
-    Raises:
-        InputError: a table (e.g. a profiled Parquet under data/measurements) is unreadable or not canonical.
-    """
-    registry = load_registry(registry_path, measured_dir)
-    frames = []
-    for path in list(tables) + list(own_measurements):
-        df = read_table(path)
-        if path in own_measurements:
-            df = conform(df)
-        frames.append(validate(df, str(path), registry.ids))
-    df = pd.concat(frames, ignore_index=True)
-    rows_in = len(df)
-    df, removed = reduce_duplicates(df)
-    dropped: Counter = Counter()
-    for s in summaries:
-        dropped.update(json.loads(Path(s).read_text())["dropped"])
-    counts = df.groupby(["source", "kernel", "gpu"]).size().reset_index(name="rows")
-    write_parquet(df, out_table)
-    write_json({
-        "rows_in": rows_in, "rows_out": len(df), "duplicate_rows_merged": removed,
-        "duplicate_keys": int((df["n_duplicates"] > 1).sum()),
-        "dropped": dict(dropped), "own_measurement_files": list(own_measurements),
-        "row_counts": counts.to_dict(orient="records"),
-    }, out_summary)

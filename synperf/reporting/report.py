@@ -351,11 +351,52 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
             "yes" if ((k, s) in used or (k, "*") in used) else "no" for k, s in zip(counts_view.kernel, counts_view.source)]
     md += ["## Measurements", "",
            f"Rows read: {merge['rows_in']:,}. Duplicate keys (the same kernel, parameters and GPU measured more "
-           f"than once): {merge['duplicate_keys']:,} keys, reduced to their median, which removed "
+           f"than once by one source and version): {merge['duplicate_keys']:,} keys, reduced to their median, which removed "
            f"{merge['duplicate_rows_merged']:,} rows; {merge['rows_out']:,} rows remain.", "",
            "### Rows per source, kernel and GPU", "", md_table(counts_view), "",
            "### Rows dropped, by reason", "",
            "`known_bad:*` are the rows the public data's README lists as wrong; `unsupported_*` are kernels no "
-           "family here models; `nested_subset_copy` are exact copies across pipeweave's nested sweep files.", "",
+           "family here models; `nested_subset_copy` are exact copies across pipeweave's nested sweep files; "
+           "`impossible_throughput:*` / `impossible_bandwidth:*` are rows faster than their GPU's FLOP/s or DRAM "
+           "ceiling allows and `sibling_slower:*` the rows of a GPU group systematically slower than a less "
+           "capable GPU (synperf/data/quality.py, thresholds `ingest.quality`).", "",
            md_table(dropped), ""]
+    md += _quality_tables(merge)
     write_text("\n".join(md), out_md)
+
+
+_SPREAD_COLUMNS = ["gpu", "kernel", "duplicate_keys", "cross_source_keys", "spread_keys", "cross_source_spread_keys",
+                   "max_ratio", "median_ratio", "sources"]
+_SIBLING_COLUMNS = ["gpu", "kernel", "dtype", "source_version", "compared_gpu", "compared_source_version",
+                    "shared_shapes", "median_ratio", "flagged"]
+
+
+def _quality_tables(merge: dict) -> list[str]:
+    """Markdown for the merge step's duplicate-spread and sibling tables (:mod:`synperf.data.quality`);
+    nothing for a summary written before those checks existed."""
+    md: list[str] = []
+    settings = merge.get("quality_settings", {})
+    if "duplicate_spread" in merge:
+        spread = pd.DataFrame(merge["duplicate_spread"])
+        spread = spread[[c for c in _SPREAD_COLUMNS if c in spread.columns]]
+        md += ["### Duplicate keys and their spread", "",
+               "Keys (kernel, parameters, GPU) measured more than once. Duplicates are reduced to their median only "
+               "within one source and version; *cross-source keys* were measured by more than one source or "
+               f"version and stay separate rows. *Spread keys*: max/min latency above "
+               f"{settings.get('duplicate_spread_ratio', '?')}x.", ""]
+        md += [md_table(spread) if len(spread) else "No key was measured more than once.", ""]
+    if "sibling_comparisons" in merge:
+        comps = pd.DataFrame(merge["sibling_comparisons"])
+        comps = comps[[c for c in _SIBLING_COLUMNS if c in comps.columns]]
+        flagged = comps[comps["flagged"].astype(bool)] if len(comps) else comps
+        md += ["### Sibling GPUs slower than a less capable GPU", "",
+               "Each GPU is compared with every GPU it matches or exceeds on dense peak for the dtype, DRAM "
+               "bandwidth, SM count and clock, over the shapes both measured with the same kernel label. Groups "
+               f"below with a median latency ratio above {settings.get('sibling_slowdown', '?')}x over at least "
+               f"{settings.get('sibling_min_shapes', '?')} shared shapes are excluded from training and scoring.", ""]
+        md += [md_table(flagged) if len(flagged) else f"No group flagged ({len(comps)} comparisons).", ""]
+    if merge.get("quality_unchecked"):
+        md += ["Rows kept without a ceiling check (the registry has no peak for the dtype, or the work model does "
+               "not know it): " + ", ".join(f"`{k}` {v:,}" for k, v in sorted(merge["quality_unchecked"].items())) + ".",
+               ""]
+    return md

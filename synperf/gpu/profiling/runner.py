@@ -52,7 +52,7 @@ from synperf.data.schema import COLUMNS, conform, validate
 from synperf.gpu.profiling import SOURCE, ProfilingError, supports_kernel
 from synperf.gpu.profiling.grids import Grid, estimate_seconds, load_grid, minutes, point_key
 from synperf.gpu.profiling.nvml import GPUIdentity, clock_drop, is_throttled, uuid_hex
-from synperf.gpu.profiling.timing import HostTimer, Timer, TimingSettings, rotation_count
+from synperf.gpu.profiling.timing import HostTimer, Timer, TimingSettings, label_l2_state, rotation_count
 
 log = logging.getLogger("synperf.gpu.profiling")
 
@@ -420,6 +420,7 @@ def make_measure(kernel: str, ctx, timer: Timer, timing: TimingSettings,
         if timing.check and case.check is not None:
             case.check()
         before = identity.snapshot() if identity is not None else {}
+        copies = 1
         if timing.method == "graph" and case.rotate is not None and ctx.is_cuda:
             copies = 1 if timing.l2 == "hot" else rotation_count(
                 case.input_bytes, ctx.l2_bytes, timing.rotation_factor, timing.max_rotation_bytes,
@@ -427,6 +428,7 @@ def make_measure(kernel: str, ctx, timer: Timer, timing: TimingSettings,
             result = timer.measure_rotating(case.rotate(copies))
         else:
             result = timer.measure(case.fn)
+        label_l2_state(result, timing.l2, case.input_bytes, copies, ctx.l2_bytes)
         after = identity.snapshot() if identity is not None else {}
         row = {"implementation": case.implementation, **case.config, **result.stats()}
         extra = {**result.describe(), "details": case.details, "nvml_before": before, "nvml_after": after,

@@ -209,6 +209,41 @@ def rotation_count(input_bytes: int, l2_bytes: int, factor: float = 5.0, max_byt
     return int(max(1, n))
 
 
+def rotation_l2_state(input_bytes: int, copies: int, l2_bytes: int) -> str:
+    """L2 state a graph replay over rotated input copies gives: ``"cold"`` or ``"warm"``.
+
+    Cold when the copies together exceed the L2 size (``copies x input_bytes > l2_bytes``): a copy's lines
+    are evicted before the replay comes back to it. Otherwise (a capped rotation count, or inputs of unknown
+    size, ``input_bytes <= 0``) part of the inputs stays in L2 between calls and the point is warm-L2.
+    Sizes in bytes.
+    """
+    return "cold" if input_bytes > 0 and int(copies) * int(input_bytes) > int(l2_bytes) else "warm"
+
+
+def label_l2_state(result: "TimingResult", l2: str, input_bytes: int, copies: int, l2_bytes: int) -> "TimingResult":
+    """Record in ``result.extra["l2_state"]`` whether the timed calls started with a cold or warm L2.
+
+    ``l2`` is the requested policy (``flush`` or ``hot``). Host-clock timing (CPU) is ``"none"``; events timing with a flush is cold, ``hot`` is
+    warm; a CUDA-graph replay with ``l2: flush`` is what :func:`rotation_l2_state` says, and a warm one also
+    gets ``_warm_l2`` appended to ``l2_policy`` and the reason in ``note``. Returns ``result``.
+    """
+    if result.method == "host_clock":
+        result.extra["l2_state"] = "none"
+    elif l2 == "hot":
+        result.extra["l2_state"] = "warm"
+    elif result.method != "cuda_graph":
+        result.extra["l2_state"] = "cold" if result.l2_policy.startswith("flush") else "warm"
+    else:
+        state = rotation_l2_state(input_bytes, copies, l2_bytes)
+        result.extra["l2_state"] = state
+        if state == "warm":
+            result.l2_policy += "_warm_l2"
+            why = (f"{copies} rotated input cop{'y' if copies == 1 else 'ies'} of {input_bytes} B total "
+                   f"{copies * max(input_bytes, 0)} B <= L2 {l2_bytes} B: inputs partly L2-resident (warm L2)")
+            result.note = f"{result.note}; {why}" if result.note else why
+    return result
+
+
 def graph_calls(settings_calls: int, rotations: int) -> int:
     """Kernel calls captured in one graph: at least ``settings_calls``, a multiple of ``rotations``
     so every input copy is used equally often."""

@@ -15,11 +15,36 @@ from __future__ import annotations
 from synperf.gpu.profiling.grids import point_key
 from synperf.gpu.profiling.launchers import Case, Context, Unsupported, assert_close, check_first, generator, randn, sample_rows, torch_dtype
 
+#: ``torch._scaled_mm`` (cuBLASLt FP8) needs k (``mat1.size(1)``, ``mat2.size(0)``) and n (``mat2.size(1)``) to be
+#: multiples of 16 (torch ``_meta_registrations.py``, ``meta_scaled_mm``); m is free.
+FP8_DIM_MULTIPLE = 16
+
+
+def fp8_shape_problem(n: int, k: int) -> str:
+    """Why an FP8 GEMM of this shape cannot run on ``torch._scaled_mm``, or ``""`` when it can.
+
+    ``n``, ``k``: output features and reduction length (elements). The rule is :data:`FP8_DIM_MULTIPLE`.
+    """
+    bad = [f"{name}={v}" for name, v in (("n", n), ("k", k)) if v % FP8_DIM_MULTIPLE]
+    if not bad:
+        return ""
+    return (f"FP8 GEMM needs n and k to be multiples of {FP8_DIM_MULTIPLE} (torch._scaled_mm / cuBLASLt FP8), "
+            f"got {', '.join(bad)}")
+
 
 def prepare(point: dict, ctx: Context) -> Case:
+    """Inputs and launch of one GEMM point.
+
+    Raises:
+        Unsupported: FP8 on a GPU below compute capability 8.9, a torch without ``_scaled_mm``, or an FP8 shape
+            whose n or k is not a multiple of 16 (:func:`fp8_shape_problem`); raised before any input is
+            allocated, so the point is skipped with that reason and nothing is launched.
+    """
     import torch
 
     m, n, k = int(point["m"]), int(point["n"]), int(point["k"])
+    if point["kernel"] == "gemm_fp8" and (why := fp8_shape_problem(n, k)):
+        raise Unsupported(why)
     gen = generator(ctx, point_key(point))
     scale = k ** -0.25
     if point["kernel"] == "gemm_fp8":
