@@ -70,7 +70,9 @@ def ingest(data_dir: Path, registry, cfg: dict | None = None) -> IngestResult:
         gated = df["use_gated_mlp"].astype(str).str.lower().isin(["true", "1"])
         base = {
             "gpu": gpu, "dtype": "float16", "source": "vidur",
-            "source_version": f"vidur@{UPSTREAM_COMMIT} sarathi-serve {model}",
+            # one profiling code version for every model folder: the same shape profiled for two models is one
+            # measurement repeated (reduced to the median), the model stays in source_file
+            "source_version": f"vidur@{UPSTREAM_COMMIT} sarathi-serve",
             "source_file": rel(path, data_dir),
         }
         shapes = {
