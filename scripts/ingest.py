@@ -12,7 +12,8 @@ sm = snakemake  # noqa: F821
 
 def main():
     ingest_source(sm.wildcards.source, sm.params.data_dir, sm.input.registry, dict(sm.params.cfg),
-                  sm.output.table, sm.output.summary, measured_dir=sm.params.measured_dir)
+                  sm.output.table, sm.output.summary, measured_dir=sm.params.measured_dir,
+                  listed_files=list(sm.input.files))
 
 
 run(sm, main)

@@ -1,6 +1,7 @@
 """Adapters on the real public data, and on broken copies of it."""
 
 import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -111,3 +112,31 @@ def test_nan_latency_stops_with_file_and_row(public_data, registry, tmp_path):
     df.to_csv(dst, index=False)
     with pytest.raises(InputError, match=r"Tesla T4.csv: row 7 .*'Latency'"):
         neusight.ingest(tmp_path, registry)
+
+
+def test_a_data_file_outside_the_manifest_is_refused(public_data, tmp_path):
+    """The ingest rule's inputs are the manifest's files: a file the adapter would also read, but which the DAG
+    does not track, stops the ingest with one line naming it (instead of being read behind the DAG's back)."""
+    import shutil
+
+    import yaml
+
+    from synperf.data.io import InputError
+    from synperf.pipeline.ingest import ingest_source
+
+    repo = Path(__file__).resolve().parent.parent
+    manifest = yaml.safe_load((repo / "config" / "public_data_manifest.yaml").read_text())["files"]
+    data = tmp_path / "data"
+    shutil.copytree(public_data / "vidur", data / "vidur")
+    listed = [str(data / p) for p in manifest if p.startswith("vidur/")]
+    cfg = yaml.safe_load((repo / "config" / "config.yaml").read_text())["ingest"]["vidur"]
+    reg = str(repo / "config" / "gpus.yaml")
+    ingest_source("vidur", str(data), reg, cfg, str(tmp_path / "t.parquet"), str(tmp_path / "s.json"),
+                  listed_files=listed)
+    extra = data / "vidur" / "compute" / "a100" / "meta-llama" / "Llama-3-8b-copy" / "mlp.csv"
+    extra.parent.mkdir(parents=True)
+    shutil.copy(data / "vidur" / "compute" / "a100" / "meta-llama" / "Llama-2-7b-hf" / "mlp.csv", extra)
+    with pytest.raises(InputError, match=r"Llama-3-8b-copy/mlp.csv: read by the vidur adapter but not listed"):
+        ingest_source("vidur", str(data), reg, cfg, str(tmp_path / "t2.parquet"), str(tmp_path / "s2.json"),
+                      listed_files=listed)
+    assert not (tmp_path / "t2.parquet").exists()

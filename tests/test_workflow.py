@@ -16,6 +16,7 @@ from synperf.pipeline.merge import merge_measurements
 from synperf.pipeline.protocols import evaluate_protocols
 from synperf.pipeline.train import train_experiment, train_models
 from synperf.api import predict
+from synperf.data.io import InputError
 from synperf.reporting.report import build_report
 
 REPO = Path(__file__).resolve().parent.parent
@@ -162,3 +163,23 @@ def test_neusight_experiment_keeps_the_upstream_train_and_test_files(public_data
     assert (s[seen & in_test] == "test_seen").all() and (s[seen & ~in_test] == "train").all()
     assert (s[rows.gpu.isin(exp["unseen"])] == "unseen").all()
     assert (seen & in_test).sum() > 1000 and (seen & ~in_test).sum() > 50_000
+
+
+def test_a_config_selection_that_yields_nothing_names_its_key(public_data, tmp_path):
+    reg = str(REPO / "config/gpus.yaml")
+    cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    src, summ = tmp_path / "vidur.parquet", tmp_path / "vidur.json"
+    ingest_source("vidur", str(public_data), reg, cfg["ingest"]["vidur"], str(src), str(summ))
+    allp, alls = tmp_path / "all.parquet", tmp_path / "summary.json"
+    merge_measurements([str(src)], [str(summ)], [], reg, str(allp), str(alls))
+    base = cfg["experiments"]["rmsnorm"]
+    out = {"v1": (str(tmp_path / "f.parquet"), str(tmp_path / "f.json"))}
+    cases = [({**base, "unseen": ["a40", "l40s"]}, r"experiments\.rn\.unseen: l40s has no rmsnorm rows"),
+             ({**base, "dtypes": ["bfloat16"]}, r"experiments\.rn\.dtypes: 'bfloat16' selects no rmsnorm row"),
+             ({**base, "sources": ["aiconfigurator"]}, r"experiments\.rn\.sources: 'aiconfigurator' selects no")]
+    for exp, message in cases:
+        with pytest.raises(InputError, match=message):
+            experiment_features(str(allp), "rn", exp, reg, out, 0)
+        assert not (tmp_path / "f.parquet").exists()
+    experiment_features(str(allp), "rn", base, reg, out, 0)   # the configured experiment selects rows on every GPU
+    assert set(pd.read_parquet(tmp_path / "f.parquet")["gpu"]) == {"a100_sxm4_80gb", "h100_sxm", "a40"}

@@ -33,10 +33,26 @@ def experiment_features(measurements: str, exp_name: str, exp: dict, registry_pa
             the meta JSON (``numeric``, ``linear``, ``categorical``, row and split counts).
 
     Raises:
-        InputError: the experiment selects no training row (names the kernel, seen GPUs and sources).
+        InputError: a configured GPU, source or dtype of the experiment selects no row, or the experiment has no
+            training row (names the config key, e.g. ``experiments.gemm.unseen``, and the value).
     """
     registry = load_registry(registry_path, measured_dir)
-    df = select_rows(read_table(measurements), exp)
+    all_rows = read_table(measurements)
+    kernel_rows = all_rows[all_rows["kernel"] == exp["kernel"]]
+    for key, column, among in (("sources", "source", kernel_rows),
+                               ("dtypes", "dtype", select_rows(all_rows, {**exp, "dtypes": None}))):
+        for value in exp.get(key) or []:
+            if not (among[column] == value).any():
+                raise InputError(f"experiments.{exp_name}.{key}: {value!r} selects no {exp['kernel']} row of the "
+                                 "measurements; remove it or add its data")
+    df = select_rows(all_rows, exp)
+    for key in ("seen", "unseen"):
+        have = set(df["gpu"].astype(str))
+        for g in exp.get(key) or []:
+            if str(g) not in have:
+                raise InputError(f"experiments.{exp_name}.{key}: {g} has no {exp['kernel']} rows (sources "
+                                 f"{exp.get('sources') or 'any'}, dtypes {exp.get('dtypes') or 'any'}); remove it "
+                                 "or add its measurements")
     gpus = [str(g) for g in list(exp["seen"]) + list(exp.get("unseen", []))]
     split = experiment_split(df, exp, seed)
     keep = df["gpu"].astype(str).isin(gpus).to_numpy()
