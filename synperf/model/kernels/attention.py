@@ -216,6 +216,33 @@ def fa2_tile(D: int, spec, causal: bool = True) -> tuple[int, int, int, int]:
     return 64, 64, 4, hd
 
 
+def check_supported(df: pd.DataFrame, kernel: str, registry, where: str = "params") -> None:
+    """Refuse attention launches no modelled kernel runs: an unlisted implementation label, a head_dim above
+    :data:`MAX_HEAD_DIM`, FlashAttention on a GPU older than compute capability 8.0, or a prefill tile whose
+    shared memory exceeds the GPU's per-CTA limit. ``df`` holds ``gpu``, ``implementation``, ``head_dim``
+    (and for prefill ``seq_len``, ``num_heads``, ``num_kv_heads``); one check per distinct combination.
+
+    Raises:
+        InputError: ``"<where> row <i>: <reason>"`` for the first offending row.
+    """
+    cols = ["gpu", "implementation", "head_dim"] + (["seq_len", "num_heads", "num_kv_heads"]
+                                                   if kernel == "attention_prefill" else [])
+    keys = df[cols].astype(str).agg("|".join, axis=1)
+    for i in np.flatnonzero(~keys.duplicated().to_numpy()):
+        r = df.iloc[i]
+        spec = registry[str(r["gpu"])]
+        try:
+            path = attention_path(str(r["implementation"]), spec, kernel)
+            D = int(r["head_dim"])
+            _check_head_dim(path, D, spec)
+            if kernel == "attention_prefill":
+                tq, tkv, _, _, _, warps, hd = _prefill_geometry(path, int(r["seq_len"]), int(r["num_heads"]),
+                                                                int(r["num_kv_heads"]), D, spec)
+                _slots(path, spec, tq, tkv, hd, warps)
+        except InputError as exc:
+            raise InputError(f"{where} row {i}: {exc}") from None
+
+
 def _kv_elem_bytes(dtype: str) -> float:
     from synperf.model.kernels.dtypes import DTYPE_BYTES
 
