@@ -56,7 +56,7 @@ from synperf.model.kernels.tasks import TaskSet, ceil_div, uniform_summary  # no
 #:  * ``sgemm_32x32x32_NT[_vec]`` (P4, P100): M x N x K; only square tiles occur, first taken as m;
 #:  * ``{maxwell,volta,ampere}_sgemm_128x64_{nn,tn}``, ``..._sliced1x4_tn`` and
 #:    ``cutlass_80_simt_sgemm_128x128_8x4_nn_align1``: the first number tiles our n (cuBLAS is column-major:
-#:    its m is our n), exact on 82-99% of rows per GPU against 31-92% the other way round.
+#:    its m is our n), exact on 77-99% of rows per GPU against 31-92% the other way round.
 TILE_NAME_PATTERNS = (
     ("xmma", re.compile(r"_tilesize(\d+)x(\d+)x\d+_"), 1),
     ("sgemm_mxnxk", re.compile(r"(?:^|_)sgemm_(\d+)x(\d+)x\d+_"), 1),
