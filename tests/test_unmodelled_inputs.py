@@ -52,7 +52,7 @@ def _aic_tree(root, gpu_folder, device, labels, extra_tables=()):
 
 
 def test_fa4_label_is_dropped_and_counted_not_modelled_as_fa3(tmp_path, registry):
-    """vLLM 0.24's ``vllm_flash_attn_fa4`` used to fall into the FA3 path on H100 (substring match)."""
+    """vLLM 0.24's ``vllm_flash_attn_fa4`` is not FA3 on H100, though its name contains ``flash_attn``."""
     _aic_tree(tmp_path, "h100_sxm", "NVIDIA H100 80GB HBM3", ["vllm_flash_attn"] * 3 + ["vllm_flash_attn_fa4"] * 2)
     res = aiconfigurator.ingest(tmp_path, registry)
     assert len(res.table) == 3 and set(res.table["implementation"]) == {"vllm_flash_attn"}
@@ -60,7 +60,7 @@ def test_fa4_label_is_dropped_and_counted_not_modelled_as_fa3(tmp_path, registry
 
 
 def test_fa4_label_on_b200_is_dropped_too(tmp_path, registry):
-    """On B200 the same label used to be priced as FA2."""
+    """On B200 the same label is not FA2 either."""
     _aic_tree(tmp_path, "b200_sxm", "NVIDIA B200", ["vllm_flash_attn_fa4"] * 4 + ["vllm_flashinfer"])
     res = aiconfigurator.ingest(tmp_path, registry)
     assert res.table["implementation"].tolist() == ["vllm_flashinfer"]
@@ -68,7 +68,7 @@ def test_fa4_label_on_b200_is_dropped_too(tmp_path, registry):
 
 
 def test_a_table_without_a_reader_is_counted(tmp_path, registry):
-    """An MLA table used to be skipped without a word; its rows are now counted under its file name."""
+    """An MLA table has no reader: its rows are counted under its file name."""
     _aic_tree(tmp_path, "h100_sxm", "NVIDIA H100 80GB HBM3", ["vllm_flash_attn"],
               extra_tables=[("mla_context_perf.parquet", 7), ("mla_generation_perf.parquet", 5)])
     res = aiconfigurator.ingest(tmp_path, registry)
@@ -78,7 +78,7 @@ def test_a_table_without_a_reader_is_counted(tmp_path, registry):
 
 
 def test_unknown_gemm_kernel_source_is_dropped_and_counted(tmp_path, registry):
-    """Constructed: a GEMM table with a cutlass label next to ``vllm_default`` (the GEMM label was never checked)."""
+    """Constructed: a GEMM table with a cutlass label next to ``vllm_default`` (the dtype alone does not say which kernel ran)."""
     d = tmp_path / "aiconfigurator" / "h100_sxm" / "gemm" / "vllm" / "0.24.0"
     d.mkdir(parents=True)
     base = {"framework": "VLLM", "version": "0.24.0", "device": "NVIDIA H100 80GB HBM3", "op_name": "gemm",
@@ -147,7 +147,7 @@ def _vidur_copy(public_data, tmp_path, rename):
 
 
 def test_vidur_renamed_activation_column_is_an_error(public_data, tmp_path, registry):
-    """A renamed ``mlp_act`` column used to lose the SiLU&Mul rows with exit 0 and nothing counted."""
+    """A renamed ``mlp_act`` column would otherwise lose every SiLU&Mul row of the file."""
     _vidur_copy(public_data, tmp_path, ("time_stats.mlp_act.", "time_stats.mlp_activation."))
     with pytest.raises(InputError, match=r"mlp\.csv: missing column\(s\) \['time_stats\.mlp_act\.median'\]"):
         vidur.ingest(tmp_path, registry)
@@ -182,7 +182,7 @@ def test_vidur_unknown_and_unmodelled_ops_are_counted(public_data, tmp_path, reg
 @pytest.mark.parametrize("gpu", ["l40s", "rtx_pro_6000_blackwell_server"])
 def test_fa2_head_dim_256_on_100kb_smem_uses_the_64x64_tile(registry, gpu):
     """flash_fwd_launch_template.h run_mha_fwd_hdim256: 99 KB per CTA < 2*256*(128+128) B -> 64 x 64, 4 warps,
-    (64 + 2*64)*256*2 = 96 KiB of shared memory: one CTA per SM (used to be a raw ValueError)."""
+    (64 + 2*64)*256*2 = 96 KiB of shared memory: one CTA per SM (the 128 x 64 tile needs 128 KiB)."""
     assert attention.fa2_tile(256, registry[gpu]) == (64, 64, 4, 256)
     d = attention.decompose_prefill(prefill(gpu, head_dim=256), registry).iloc[0]
     assert d["tile_q"] == 64 and d["ctas_per_sm"] == 1
@@ -245,7 +245,7 @@ def test_flash_attention_on_volta_is_refused(registry):
 # ------------------------------------------------------------------------------------------------------------
 
 def test_prefill_with_cached_prefix_covers_the_kv_length(registry):
-    """seq 512 with kv 512, 8,192 or 65,536 used to get the same work. Causal over the last 512 rows of the
+    """seq 512 with kv 512, 8,192 or 65,536: more work with a longer context. Causal over the last 512 rows of the
     context: pairs = 512*(L-512) + 512*513/2."""
     df = pd.concat([prefill("h100_sxm", seq_len=512, kv_len=L) for L in (512, 8192, 65536)], ignore_index=True)
     w = attention.work_prefill(df)
@@ -292,7 +292,7 @@ def _moe(T, E, ep):
 
 def test_moe_default_config_uses_local_experts(registry):
     """E = 256, EP 8 -> 32 local experts; 64 tokens > 32, so vLLM's default is BLOCK_M 64 (the global count,
-    256 >= 64, used to give 16)."""
+    256 >= 64, would give 16)."""
     from synperf.gpu.profiling.triton_kernels.fused_moe import default_config as profiler_default
 
     s = fused_moe.summary(_moe(64, 256, 8), registry["h100_sxm"])
@@ -326,8 +326,8 @@ def test_every_naming_scheme_is_parsed():
 
 
 def test_xmma_tile_from_its_name_no_invented_split_k(registry):
-    """m = 256, n = 384 with the 64 x 128 xmma tile: 4 x 3 = 12 CTAs, as the grid says -> split-K 1 (the 128 x 128
-    default gave 2 x 3 = 6 tiles and an invented split-K of 2)."""
+    """m = 256, n = 384 with the 64 x 128 xmma tile: 4 x 3 = 12 CTAs, as the grid says -> split-K 1 (a 128 x 128
+    tile would give 2 x 3 = 6 tiles and an invented split-K of 2)."""
     df = rows("gemm", gpu="h100_sxm", dtype="float32", m=256, n=384, k=1024, batch=1, kernel_name=XMMA, grid_ctas=12)
     d = gemm.decompose(df, registry).iloc[0]
     assert (d["tile_m"], d["tile_n"], d["split_k"], d["num_tasks"]) == (64, 128, 1, 12)
@@ -356,7 +356,7 @@ def test_neusight_unmatched_names_are_dropped_and_counted(tmp_path, registry):
 
 
 def test_real_h100_xmma_rows_get_no_invented_split_k(public_data, registry):
-    """1,225 of the 3,190 H100 xmma rows used to get split-K > 1 from the 128 x 128 fallback tile."""
+    """With a 128 x 128 fallback tile, 1,225 of the 3,190 H100 xmma rows would get split-K > 1."""
     res = neusight.ingest(public_data, registry)
     assert res.dropped["unsupported_kernel_name:neusight"] == 0
     t = res.table
