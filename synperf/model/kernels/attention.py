@@ -227,8 +227,7 @@ def check_supported(df: pd.DataFrame, kernel: str, registry, where: str = "param
     """
     cols = ["gpu", "implementation", "head_dim"] + (["seq_len", "num_heads", "num_kv_heads"]
                                                    if kernel == "attention_prefill" else [])
-    keys = df[cols].astype(str).agg("|".join, axis=1)
-    for i in np.flatnonzero(~keys.duplicated().to_numpy()):
+    for i in np.flatnonzero(~df[cols].astype(str).duplicated().to_numpy()):
         r = df.iloc[i]
         spec = registry[str(r["gpu"])]
         try:
