@@ -15,7 +15,7 @@ from synperf.data.ingest import aiconfigurator, neusight, vidur
 from synperf.data.io import InputError
 from synperf.data.schema import conform
 from synperf.model.kernels import attention, fused_moe, gemm
-from synperf.model.kernels.implementations import IMPLEMENTATIONS, implementation_model
+from synperf.data.implementations import IMPLEMENTATIONS, implementation_model
 
 
 def rows(kernel, gpu="a100_sxm4_80gb", **params):

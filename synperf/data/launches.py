@@ -4,8 +4,8 @@ A size is an integer >= 1 (``window_size`` >= 0, 0 = full attention); attention 
 KV heads; a prefill attends to at least its own query tokens (``kv_len >= seq_len``); the dtype is one the
 families model and the GPU has a peak for (:data:`synperf.data.hardware` ``_PEAK_COLUMN``: FP8 needs FP8
 Tensor Cores, compute capability 8.9+); the ``implementation`` label, where given, is one
-:data:`synperf.model.kernels.implementations.IMPLEMENTATIONS` lists for the family. Anything else is an :class:`synperf.data.io.InputError` naming the
-column, the first offending row and what was expected. Attention launches are also checked against the
+:data:`synperf.data.implementations.IMPLEMENTATIONS` lists for the family. Anything else is an
+:class:`synperf.data.io.InputError` naming the column, the first offending row and what was expected. Attention launches are also checked against the
 kernels that run them (:func:`synperf.model.kernels.attention.check_supported`: head_dim, architecture,
 shared memory).
 """
@@ -39,7 +39,7 @@ def check_launches(df: pd.DataFrame, kernel: str, registry, where: str = "params
             (for ``implementation``, the allowed labels of the family).
     """
     if "implementation" in df.columns:
-        from synperf.model.kernels.implementations import check_implementations
+        from synperf.data.implementations import check_implementations
 
         check_implementations(df, kernel, where)
     for col in KERNEL_PARAMS[kernel]:

@@ -12,7 +12,7 @@ Unmodelled inputs are dropped and counted, never read as something else:
   ``unsupported_table:aiconfigurator:<file name>``;
 * a ``kernel_source`` not listed for its family (:data:`GEMM_SOURCES`, :data:`MOE_IMPLEMENTATIONS`; attention
   labels pass through unchanged and must be listed in
-  :data:`synperf.model.kernels.implementations.IMPLEMENTATIONS`) counts as
+  :data:`synperf.data.implementations.IMPLEMENTATIONS`) counts as
   ``unsupported_implementation:<family>:<kernel_source>``; a GEMM dtype not in :data:`GEMM_KERNEL` as
   ``unsupported_dtype:gemm:<dtype>``.
 
@@ -28,7 +28,7 @@ import pandas as pd
 
 from synperf.data.io import InputError
 from synperf.data.ingest.common import MS_TO_US, IngestResult, check_latency, find_files, finish, load, rel
-from synperf.model.kernels.implementations import IMPLEMENTATIONS
+from synperf.data.implementations import IMPLEMENTATIONS
 
 UPSTREAM_COMMIT = "095f58a"
 _COMMON = ["device", "version", "kernel_source", "latency"]

@@ -8,7 +8,7 @@ a batched GEMM with batch = B, m = M, k = N, n = K. Training files are
 (the upstream split is kept in ``source_file``).
 
 The tile of each row is read from ``Kernel Name`` by
-:data:`synperf.model.kernels.gemm.TILE_NAME_PATTERNS`; a row whose name no pattern matches is dropped and
+:data:`synperf.data.implementations.TILE_NAME_PATTERNS`; a row whose name no pattern matches is dropped and
 counted as ``unsupported_kernel_name:neusight`` (none in the shipped files).
 """
 
@@ -35,7 +35,7 @@ def ingest(data_dir: Path, registry, cfg: dict | None = None) -> IngestResult:
     files = find_files(data_dir, "neusight/dataset/train/collect/*/p2.1.0/*.csv", "neusight")
     files += [p for p in (data_dir / "neusight/dataset/test/linear.csv", data_dir / "neusight/dataset/test/bmm.csv")
               if p.exists()]
-    from synperf.model.kernels.gemm import parse_tile_name
+    from synperf.data.implementations import parse_tile_name
 
     frames, dropped = [], Counter()
     for path in files:

@@ -12,7 +12,7 @@ family, with float64 columns:
   replaces it with real tasks).
 
 Bytes per element of each dtype: :mod:`synperf.model.kernels.dtypes`. Which kernel model an
-``implementation`` label gets: :mod:`synperf.model.kernels.implementations` (the one label table).
+``implementation`` label gets: :mod:`synperf.data.implementations` (the one label table).
 
 These are the inputs of feature set v1 (:mod:`synperf.model.features.v1`).
 """

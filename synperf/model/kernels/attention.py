@@ -92,7 +92,7 @@ def work_decode(df: pd.DataFrame) -> pd.DataFrame:
 # --------------------------------------------------------------------------------------------------
 # Decomposition (analytical core)
 #
-# Paths, by the implementation's model (:mod:`synperf.model.kernels.implementations`) and compute capability
+# Paths, by the implementation's model (:mod:`synperf.data.implementations`) and compute capability
 # (public-data README: vLLM's FlashAttention backend is FA2 on A100/L40S and FA3 on Hopper; `vllm_flashinfer`
 # is FlashInfer):
 #  * FA2 (flash-attention 2.x, csrc/flash_attn/src/flash_fwd_launch_template.h, ``run_mha_fwd_hdim*``, forward
@@ -129,7 +129,7 @@ import math  # noqa: E402
 from functools import lru_cache  # noqa: E402
 
 from synperf.data.io import InputError  # noqa: E402
-from synperf.model.kernels.implementations import implementation_model  # noqa: E402
+from synperf.data.implementations import implementation_model  # noqa: E402
 from synperf.model.kernels.tasks import TaskSet, uniform_summary  # noqa: E402
 
 MAX_SPLITS = 64
@@ -156,7 +156,7 @@ def max_smem_per_cta(spec) -> int:
 def attention_path(implementation: str, spec, kernel: str = "attention_prefill") -> str:
     """``fa2``, ``fa3`` or ``flashinfer`` for an implementation label on a GPU.
 
-    The label maps to its model through :data:`synperf.model.kernels.implementations.IMPLEMENTATIONS`
+    The label maps to its model through :data:`synperf.data.implementations.IMPLEMENTATIONS`
     (``fa_vllm``: FA3 on compute capability 9.x, FA2 elsewhere; ``fa2``; ``flashinfer``).
 
     Raises:

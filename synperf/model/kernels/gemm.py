@@ -43,37 +43,9 @@ def work(df: pd.DataFrame) -> pd.DataFrame:
 #  * FP8 scaled-mm: 128x128 tiles, one CTA per tile, no split-K, M and N padded to the tile (the SynPerf
 #    authors' FP8 path, reproduced against their features in tests/test_oracle_fp8.py).
 # --------------------------------------------------------------------------------------------------
-import re  # noqa: E402
-
+from synperf.data.implementations import TILE_NAME_PATTERNS, parse_tile_name  # noqa: E402,F401
 from synperf.data.io import InputError  # noqa: E402
 from synperf.model.kernels.tasks import TaskSet, ceil_div, uniform_summary  # noqa: E402
-
-#: cuBLAS kernel-name patterns, tried in order: (scheme, regex with two tile groups, which group is our m).
-#: Which number is m was checked on the NeuSight grids (grid CTAs = batch * ceil(m / tile_m) * ceil(n / tile_n)):
-#:  * ``sm80_xmma_gemm_..._tilesize64x128x8_stage3_...`` (H100, 3,190 rows): M x N x K, first = m; exact on
-#:    99.3% of the 880 non-square rows (the rest have batch > 65,535, where grid z is capped), 49% the other
-#:    way round;
-#:  * ``sgemm_32x32x32_NT[_vec]`` (P4, P100): M x N x K; only square tiles occur, first taken as m;
-#:  * ``{maxwell,volta,ampere}_sgemm_128x64_{nn,tn}``, ``..._sliced1x4_tn`` and
-#:    ``cutlass_80_simt_sgemm_128x128_8x4_nn_align1``: the first number tiles our n (cuBLAS is column-major:
-#:    its m is our n), exact on 77-99% of rows per GPU against 31-92% the other way round.
-TILE_NAME_PATTERNS = (
-    ("xmma", re.compile(r"_tilesize(\d+)x(\d+)x\d+_"), 1),
-    ("sgemm_mxnxk", re.compile(r"(?:^|_)sgemm_(\d+)x(\d+)x\d+_"), 1),
-    ("sgemm_nxm", re.compile(r"_(\d+)x(\d+)_"), 2),
-)
-
-
-def parse_tile_name(kernel_name) -> tuple[int, int] | None:
-    """(tile_m, tile_n) of a cuBLAS kernel name by :data:`TILE_NAME_PATTERNS`, in our GEMM's frame
-    (``y[m, n] = x[m, k] @ W[n, k]^T``); None when no pattern matches."""
-    name = str(kernel_name)
-    for _, rx, m_group in TILE_NAME_PATTERNS:
-        mt = rx.search(name)
-        if mt:
-            a, b = int(mt.group(1)), int(mt.group(2))
-            return (a, b) if m_group == 1 else (b, a)
-    return None
 
 
 def _unparsed_name_error(where: str, name) -> InputError:
