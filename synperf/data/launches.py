@@ -3,8 +3,11 @@
 A size is an integer >= 1 (``window_size`` >= 0, 0 = full attention); attention query heads are a multiple of
 KV heads; a prefill attends to at least its own query tokens (``kv_len >= seq_len``); the dtype is one the
 families model and the GPU has a peak for (:data:`synperf.data.hardware` ``_PEAK_COLUMN``: FP8 needs FP8
-Tensor Cores, compute capability 8.9+). Anything else is an :class:`synperf.data.io.InputError` naming the
-column, the first offending row and what was expected.
+Tensor Cores, compute capability 8.9+); the ``implementation`` label, where given, is one
+:data:`synperf.data.implementations.IMPLEMENTATIONS` lists for the family. Anything else is an
+:class:`synperf.data.io.InputError` naming the column, the first offending row and what was expected. Attention launches are also checked against the
+kernels that run them (:func:`synperf.model.kernels.attention.check_supported`: head_dim, architecture,
+shared memory).
 """
 
 from __future__ import annotations
@@ -32,8 +35,13 @@ def check_launches(df: pd.DataFrame, kernel: str, registry, where: str = "params
     :data:`synperf.data.schema.KERNEL_PARAMS`), positions are reported from 0.
 
     Raises:
-        InputError: ``"<where> row <i>: <column> = <value>; expected ..."`` for the first offending value.
+        InputError: ``"<where> row <i>: <column> = <value>; expected ..."`` for the first offending value
+            (for ``implementation``, the allowed labels of the family).
     """
+    if "implementation" in df.columns:
+        from synperf.data.implementations import check_implementations
+
+        check_implementations(df, kernel, where)
     for col in KERNEL_PARAMS[kernel]:
         if PARAM_COLUMNS.get(col) != "Int64" or col not in df.columns:
             continue
@@ -53,6 +61,9 @@ def check_launches(df: pd.DataFrame, kernel: str, registry, where: str = "params
             i = _first_bad(bad)
             raise InputError(f"{where} row {i}: num_heads = {h[i]} with num_kv_heads = {kv[i]}; expected num_heads "
                              "to be a multiple of num_kv_heads (grouped-query attention)")
+        from synperf.model.kernels.attention import check_supported
+
+        check_supported(df, kernel, registry, where)
         if kernel == "attention_prefill":
             q, k = (df[c].to_numpy(dtype="int64") for c in ("seq_len", "kv_len"))
             bad = k < q

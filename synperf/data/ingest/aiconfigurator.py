@@ -5,6 +5,18 @@ Layout: ``aiconfigurator/<gpu>/{gemm,attention,moe}/vllm/<version>/*.parquet``;
 public-data README: L40S prefill rows run by ``vllm_flashinfer`` (fp8 KV), and
 isolated GEMM spikes (a latency more than 3x both neighbours along ``m`` for the
 same GPU, dtype, n, k).
+
+Unmodelled inputs are dropped and counted, never read as something else:
+
+* a table file with no reader in :data:`_TABLES` (e.g. an MLA table) counts its rows as
+  ``unsupported_table:aiconfigurator:<file name>``;
+* a ``kernel_source`` not listed for its family (:data:`GEMM_SOURCES`, :data:`MOE_IMPLEMENTATIONS`; attention
+  labels pass through unchanged and must be listed in
+  :data:`synperf.data.implementations.IMPLEMENTATIONS`) counts as
+  ``unsupported_implementation:<family>:<kernel_source>``; a GEMM dtype not in :data:`GEMM_KERNEL` as
+  ``unsupported_dtype:gemm:<dtype>``.
+
+Every row read is thus either in the table or under one dropped-rows key.
 """
 
 from __future__ import annotations
@@ -14,7 +26,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from synperf.data.io import InputError
 from synperf.data.ingest.common import MS_TO_US, IngestResult, check_latency, find_files, finish, load, rel
+from synperf.data.implementations import IMPLEMENTATIONS
 
 UPSTREAM_COMMIT = "095f58a"
 _COMMON = ["device", "version", "kernel_source", "latency"]
@@ -24,6 +38,8 @@ GEMM_KERNEL = {"bfloat16": "gemm", "fp8": "gemm_fp8", "fp8_block": "gemm_fp8"}
 # inside the timing (public-data README).
 GEMM_IMPL = {"bfloat16": "cublas", "fp8": "vllm_fp8_per_tensor", "fp8_block": "vllm_fp8_block"}
 MOE_IMPLEMENTATIONS = {"vllm_fused_moe": "triton_fused_moe"}
+#: GEMM ``kernel_source`` labels read (the implementation then follows the dtype, :data:`GEMM_IMPL`)
+GEMM_SOURCES = ("vllm_default",)
 SPIKE_FACTOR = 3.0
 
 
@@ -58,8 +74,16 @@ def gemm_spikes(gpu: pd.Series, dtype: pd.Series, m: pd.Series, n: pd.Series, k:
     return pd.Series(marked.fillna(False).to_numpy(dtype=bool), index=d.index)
 
 
+def _drop_unsupported_sources(df, allowed, family, dropped):
+    """Rows whose ``kernel_source`` is in ``allowed``; the others are counted per label."""
+    unsupported = ~df["kernel_source"].astype(str).isin(list(allowed))
+    for ks, cnt in df.loc[unsupported, "kernel_source"].astype(str).value_counts().items():
+        dropped[f"unsupported_implementation:{family}:{ks}"] += int(cnt)
+    return df[~unsupported]
+
+
 def _gemm(df, path, root, registry, dropped):
-    df = df.copy()
+    df = _drop_unsupported_sources(df.copy(), GEMM_SOURCES, "gemm", dropped)
     unsupported = ~df["gemm_dtype"].isin(list(GEMM_KERNEL))
     for dt, cnt in df.loc[unsupported, "gemm_dtype"].value_counts().items():
         dropped[f"unsupported_dtype:gemm:{dt}"] += int(cnt)
@@ -82,6 +106,7 @@ def _attention(df, path, root, registry, dropped, kernel):
         bad = (df["device"] == "NVIDIA L40S") & (df["kernel_source"] == "vllm_flashinfer")
         dropped["known_bad:l40s_flashinfer_prefill"] += int(bad.sum())
         df = df[~bad]
+    df = _drop_unsupported_sources(df, IMPLEMENTATIONS[kernel], kernel, dropped)
     out = _base(df, path, root, registry)
     out["kernel"] = kernel
     out["implementation"] = df["kernel_source"]
@@ -99,11 +124,7 @@ def _attention(df, path, root, registry, dropped, kernel):
 
 
 def _moe(df, path, root, registry, dropped):
-    df = df.copy()
-    unsupported = ~df["kernel_source"].isin(list(MOE_IMPLEMENTATIONS))
-    for ks, cnt in df.loc[unsupported, "kernel_source"].value_counts().items():
-        dropped[f"unsupported_implementation:fused_moe:{ks}"] += int(cnt)
-    df = df[~unsupported]
+    df = _drop_unsupported_sources(df.copy(), MOE_IMPLEMENTATIONS, "fused_moe", dropped)
     out = _base(df, path, root, registry)
     out["kernel"] = "fused_moe"
     out["implementation"] = df["kernel_source"].map(MOE_IMPLEMENTATIONS)
@@ -130,8 +151,25 @@ _TABLES = {
 }
 
 
+def _row_count(path: Path) -> int:
+    """Rows of a Parquet file from its footer (the file is not decoded).
+
+    Raises:
+        InputError: the file is not readable Parquet (names the file).
+    """
+    import pyarrow.parquet as pq
+
+    try:
+        return int(pq.ParquetFile(path).metadata.num_rows)
+    except Exception as exc:  # pyarrow raises ArrowInvalid / OSError for truncated or foreign files
+        raise InputError(f"{path}: not a readable Parquet file ({type(exc).__name__}: {exc})") from None
+
+
 def ingest(data_dir: Path, registry, cfg: dict | None = None) -> IngestResult:
     """Read every aiconfigurator table under ``data_dir/aiconfigurator``.
+
+    Tables without a reader and rows with an unmodelled ``kernel_source`` or dtype are dropped and counted
+    (module docstring).
 
     Raises:
         InputError: a file is unreadable, lacks a column, has a bad latency, or
@@ -143,6 +181,8 @@ def ingest(data_dir: Path, registry, cfg: dict | None = None) -> IngestResult:
     for path in find_files(data_dir, "aiconfigurator/*/*/vllm/*/*.parquet", "aiconfigurator"):
         cols, fn = _TABLES.get(path.name, (None, None))
         if fn is None:
+            dropped[f"unsupported_table:aiconfigurator:{path.name}"] += _row_count(path)
+            files.append(rel(path, data_dir))
             continue
         df = load(path, _COMMON + cols)
         frames.append(fn(df, path, data_dir, registry, dropped))

@@ -6,6 +6,10 @@ launch overhead included. ``linear.csv``: ``torch.nn.Linear(N, K)`` on an input
 a batched GEMM with batch = B, m = M, k = N, n = K. Training files are
 ``train/collect/{linear,bmm}/p2.1.0/<device>.csv``; test files ``test/{linear,bmm}.csv``
 (the upstream split is kept in ``source_file``).
+
+The tile of each row is read from ``Kernel Name`` by
+:data:`synperf.data.implementations.TILE_NAME_PATTERNS`; a row whose name no pattern matches is dropped and
+counted as ``unsupported_kernel_name:neusight`` (none in the shipped files).
 """
 
 from __future__ import annotations
@@ -31,9 +35,17 @@ def ingest(data_dir: Path, registry, cfg: dict | None = None) -> IngestResult:
     files = find_files(data_dir, "neusight/dataset/train/collect/*/p2.1.0/*.csv", "neusight")
     files += [p for p in (data_dir / "neusight/dataset/test/linear.csv", data_dir / "neusight/dataset/test/bmm.csv")
               if p.exists()]
-    frames = []
+    from synperf.data.implementations import parse_tile_name
+
+    frames, dropped = [], Counter()
     for path in files:
         df = load(path, COLUMNS)
+        if "Kernel Name" in df.columns:
+            names = df["Kernel Name"]
+            parsed = {nm: parse_tile_name(nm) for nm in names.dropna().astype(str).unique()}
+            unmatched = names.notna() & names.astype(str).map(lambda nm: parsed.get(nm) is None)
+            dropped["unsupported_kernel_name:neusight"] += int(unmatched.sum())
+            df = df[~unmatched]
         check_latency(df["Latency"], path, "Latency")
         gpu = df["Device"].map(lambda n: registry.id_for_device_name(n, str(path)))
         is_bmm = df["OPName"].astype(str).str.lower().eq("bmm")
@@ -57,4 +69,4 @@ def ingest(data_dir: Path, registry, cfg: dict | None = None) -> IngestResult:
             "source_file": rel(path, data_dir),
         })
         frames.append(out)
-    return IngestResult(finish(frames, registry, "neusight"), Counter(), [rel(p, data_dir) for p in files])
+    return IngestResult(finish(frames, registry, "neusight"), dropped, [rel(p, data_dir) for p in files])

@@ -10,6 +10,12 @@ Per-GPU shapes, with head dim ``d = E / n_head`` (public-data README):
 * ``mlp_down_proj``: GEMM [T, F/tp] x [F/tp, E]
 * ``mlp_act``: SiLU-and-Mul [T, 2F/tp] -> [T, F/tp] (phi-2 uses GELU: dropped)
 * ``input_layernorm``, ``post_attention_layernorm``: RMSNorm over E (phi-2 uses LayerNorm: dropped)
+
+Every ``time_stats.<op>.*`` column goes through :data:`OPS`: an op that is not listed there, or is listed
+as not modelled (``attn_rope``, ``add``, ``emb``), is counted as ``unsupported_op:vidur:<op>`` (rows with a
+value). A file that lacks an op it always carries (:data:`REQUIRED_OPS`, plus ``post_attention_layernorm``
+for RMSNorm models) is refused with an InputError naming the file and the column, so renamed columns cannot
+make a family's rows vanish.
 """
 
 from __future__ import annotations
@@ -29,6 +35,11 @@ NORM_OPS = ("input_layernorm", "post_attention_layernorm")
 DEFAULT_GPU_MAP = {"a100": "a100_sxm4_80gb", "a40": "a40", "h100": "h100_sxm"}
 # models whose norm is LayerNorm and whose activation is GELU (not RMSNorm / SiLU&Mul)
 NON_LLAMA_MODELS = {"microsoft/phi-2"}
+#: every op of ``mlp.csv`` -> the family it is read as (None: measured but not a modelled family)
+OPS = {**{op: "gemm" for op in GEMM_OPS}, **{op: "rmsnorm" for op in NORM_OPS}, "mlp_act": "silu_mul",
+       "attn_rope": None, "add": None, "emb": None}
+#: ops every ``mlp.csv`` carries (public-data README); RMSNorm models also carry ``post_attention_layernorm``
+REQUIRED_OPS = GEMM_OPS + ("input_layernorm", "mlp_act")
 
 
 def _op_frame(df: pd.DataFrame, op: str, path: Path) -> pd.DataFrame:
@@ -49,7 +60,8 @@ def ingest(data_dir: Path, registry, cfg: dict | None = None) -> IngestResult:
     :data:`DEFAULT_GPU_MAP`).
 
     Raises:
-        InputError: unknown GPU folder, missing column, bad latency.
+        InputError: unknown GPU folder, a missing shape column or a missing op an ``mlp.csv`` always carries
+            (:data:`REQUIRED_OPS`; the message names the file and the column), bad latency.
     """
     data_dir = Path(data_dir)
     gpu_map = dict((cfg or {}).get("gpu_map") or DEFAULT_GPU_MAP)
@@ -61,7 +73,13 @@ def ingest(data_dir: Path, registry, cfg: dict | None = None) -> IngestResult:
         if gpu not in registry.ids:
             registry[gpu]  # raises a clear error
         model = f"{parts[3]}/{parts[4]}"
-        df = load(path, SHAPE_COLUMNS + [f"time_stats.{op}.median" for op in GEMM_OPS])
+        llama_like = model not in NON_LLAMA_MODELS
+        required = REQUIRED_OPS + (("post_attention_layernorm",) if llama_like else ())
+        df = load(path, SHAPE_COLUMNS + [f"time_stats.{op}.median" for op in required])
+        for op in sorted({c.split(".")[1] for c in df.columns if c.startswith("time_stats.") and c.count(".") >= 2}):
+            if OPS.get(op) is None:
+                dropped[f"unsupported_op:vidur:{op}"] += int(df[f"time_stats.{op}.median"].notna().sum()
+                                                            if f"time_stats.{op}.median" in df.columns else len(df))
         T = df["num_tokens"].astype("int64")
         E = df["n_embd"].astype("int64")
         F = df["n_expanded_embd"].astype("int64")
@@ -84,23 +102,21 @@ def ingest(data_dir: Path, registry, cfg: dict | None = None) -> IngestResult:
         for op, (m, n, k) in shapes.items():
             f = _op_frame(df, op, path).assign(kernel="gemm", implementation="cublas", m=m, n=n, k=k, batch=1, **base)
             frames.append(f)
-        llama_like = model not in NON_LLAMA_MODELS
         for op in NORM_OPS:
             col = f"time_stats.{op}.median"
-            if col not in df.columns or df[col].isna().all():
+            if col not in df.columns:  # phi-2 has no post-attention norm
                 continue
             if not llama_like:
                 dropped["unsupported_op:vidur:layernorm"] += len(df)
                 continue
             frames.append(_op_frame(df, op, path).assign(
                 kernel="rmsnorm", implementation="vllm_rms_norm", num_tokens=T, hidden_size=E, **base))
-        if "time_stats.mlp_act.median" in df.columns:
-            keep = gated & llama_like
-            dropped["unsupported_op:vidur:gelu"] += int((~keep).sum())
-            sub = df[keep]
-            if len(sub):
-                frames.append(_op_frame(sub, "mlp_act", path).assign(
-                    kernel="silu_mul", implementation="vllm_silu_and_mul", num_tokens=T[keep],
-                    hidden_size=(F // tp)[keep], **base))
+        keep = gated & llama_like
+        dropped["unsupported_op:vidur:gelu"] += int((~keep).sum())
+        sub = df[keep]
+        if len(sub):
+            frames.append(_op_frame(sub, "mlp_act", path).assign(
+                kernel="silu_mul", implementation="vllm_silu_and_mul", num_tokens=T[keep],
+                hidden_size=(F // tp)[keep], **base))
         files.append(rel(path, data_dir))
     return IngestResult(finish(frames, registry, "vidur"), dropped, files)

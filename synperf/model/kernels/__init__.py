@@ -11,7 +11,8 @@ family, with float64 columns:
   for how well the launch fills the SMs (decomposition v1; the analytical core
   replaces it with real tasks).
 
-Bytes per element of each dtype: :mod:`synperf.model.kernels.dtypes`.
+Bytes per element of each dtype: :mod:`synperf.model.kernels.dtypes`. Which kernel model an
+``implementation`` label gets: :mod:`synperf.data.implementations` (the one label table).
 
 These are the inputs of feature set v1 (:mod:`synperf.model.features.v1`).
 """

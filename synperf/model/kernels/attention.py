@@ -1,9 +1,11 @@
 """Attention prefill (causal, FlashAttention style) and decode over a paged KV cache.
 
 Shapes per row: ``batch_size`` sequences, ``num_heads`` query heads sharing
-``num_kv_heads`` KV heads (GQA), ``head_dim``; prefill attends causally over
-``seq_len = kv_len`` tokens, decode has one query per sequence over ``kv_len``
-cached tokens. ``window_size > 0`` limits each query to the last ``window_size`` keys.
+``num_kv_heads`` KV heads (GQA), ``head_dim``; prefill computes ``seq_len`` new query
+tokens that attend causally over a context of ``kv_len >= seq_len`` tokens (the last
+``seq_len`` positions of the context; ``kv_len - seq_len`` tokens are a cached prefix,
+0 for a fresh prompt), decode has one query per sequence over ``kv_len`` cached
+tokens. ``window_size > 0`` limits each query to the last ``window_size`` keys.
 """
 
 from __future__ import annotations
@@ -15,15 +17,25 @@ import pandas as pd
 V1_TILE_Q = 128
 
 
-def causal_pairs(seq_len: pd.Series, window: pd.Series) -> pd.Series:
+def causal_pairs(seq_len: pd.Series, window: pd.Series, kv_len: pd.Series | None = None) -> pd.Series:
     """(query, key) pairs per head and sequence under a causal mask with an optional window.
 
-    Full causal: S(S+1)/2. Window w < S: w(w+1)/2 + (S-w)·w. Exact integer counts.
+    The ``S = seq_len`` queries are the last S positions of a ``L = kv_len`` token context (``kv_len`` None:
+    L = S), so query i (0-based) at position P + i, P = L - S, sees min(P + i + 1, w) keys (w = window, 0 = no
+    window). Sum over i, with a = P + 1 and b = P + S: (a + b)·S/2 when w >= b; S·w when w <= a; else
+    (a + w)(w - a + 1)/2 + (b - w)·w. Fresh prompt (P = 0): S(S+1)/2, or w(w+1)/2 + (S-w)·w for w < S.
+    Exact integer counts (float64).
     """
     s = seq_len.astype("float64")
+    L = s if kv_len is None else kv_len.astype("float64").where(kv_len.notna(), s)
+    a = L - s + 1.0
+    b = L
     w = window.astype("float64").fillna(0.0)
-    w = w.where((w > 0) & (w < s), s)
-    return w * (w + 1) / 2 + (s - w) * w
+    w = w.where(w > 0, np.inf)
+    full = (a + b) * s / 2.0
+    capped = s * w
+    mid = (a + w) * (w - a + 1.0) / 2.0 + (b - w) * w
+    return full.where(w >= b, capped.where(w <= a, mid))
 
 
 def _kv_bytes(df: pd.DataFrame) -> pd.Series:
@@ -32,18 +44,28 @@ def _kv_bytes(df: pd.DataFrame) -> pd.Series:
     return dtype_bytes(df["kv_cache_dtype"])
 
 
+def _prefill_kv_len(df: pd.DataFrame) -> pd.Series:
+    """Context length of each prefill row: ``kv_len`` where given, else ``seq_len`` (fresh prompt)."""
+    S = df["seq_len"].astype("float64")
+    if "kv_len" not in df.columns:
+        return S
+    return df["kv_len"].astype("float64").where(df["kv_len"].notna(), S)
+
+
 def work_prefill(df: pd.DataFrame) -> pd.DataFrame:
-    """FLOPs = 4·B·H·pairs·D (QKᵀ and PV); XU ops = B·H·pairs (one exp per score);
-    DRAM bytes = Q + O (2 B) + K + V (KV dtype) read once."""
+    """FLOPs = 4·B·H·pairs·D (QKᵀ and PV, pairs from :func:`causal_pairs` over the ``kv_len`` context);
+    XU ops = B·H·pairs (one exp per score); DRAM bytes = Q + O over ``seq_len`` tokens (2 B) + K + V over
+    ``kv_len`` tokens (KV dtype), each read once."""
     from synperf.model.kernels.dtypes import dtype_bytes
 
     B, S, H, Hkv, D = (df[c].astype("float64") for c in ("batch_size", "seq_len", "num_heads", "num_kv_heads",
                                                           "head_dim"))
-    pairs = causal_pairs(df["seq_len"], df["window_size"])
+    L = _prefill_kv_len(df)
+    pairs = causal_pairs(df["seq_len"], df["window_size"], L)
     act_b = dtype_bytes(df["dtype"])
     return pd.DataFrame({
         "flops": 4.0 * B * H * pairs * D,
-        "dram_bytes": B * S * (2.0 * H * D * act_b + 2.0 * Hkv * D * _kv_bytes(df)),
+        "dram_bytes": B * (S * 2.0 * H * D * act_b + L * 2.0 * Hkv * D * _kv_bytes(df)),
         "xu_ops": B * H * pairs,
         "parallel_units": B * H * np.ceil(S / V1_TILE_Q),
     }, index=df.index)
@@ -70,16 +92,26 @@ def work_decode(df: pd.DataFrame) -> pd.DataFrame:
 # --------------------------------------------------------------------------------------------------
 # Decomposition (analytical core)
 #
-# Paths, by implementation and compute capability (public-data README: vLLM's FlashAttention backend is
-# FA2 on A100/L40S and FA3 on Hopper; `vllm_flashinfer` is FlashInfer):
-#  * FA2 (flash-attention 2.x, csrc/flash_attn/src/flash_fwd_launch_template.h, sm80 traits): CTA tile
-#    128 query rows x 64 keys for head_dim 128 (128 x 128 for head_dim <= 64), 4 warps; one CTA per
+# Paths, by the implementation's model (:mod:`synperf.data.implementations`) and compute capability
+# (public-data README: vLLM's FlashAttention backend is FA2 on A100/L40S and FA3 on Hopper; `vllm_flashinfer`
+# is FlashInfer):
+#  * FA2 (flash-attention 2.x, csrc/flash_attn/src/flash_fwd_launch_template.h, ``run_mha_fwd_hdim*``, forward
+#    without dropout): the tile depends on the head dim rounded up to 32/64/96/128/192/256
+#    (static_switch.h ``HEADDIM_SWITCH``) and on the architecture, see :func:`fa2_tile`; one CTA per
 #    (q-tile, batch, query head), grid x = q-tile (fastest), hardware scheduler; no GQA packing.
 #  * FA3 (flash-attention 3, hopper/, tile_scheduler.hpp): persistent, one CTA per SM, 128 x 128 tiles,
 #    work packets taken longest-first (causal) -> software min-heap scheduler.
 #  * FlashInfer FA2-style (method.md): query heads of one KV head packed (GQA packing), CTA_TILE_Q =
 #    128 if the packed query length > 64 (head_dim < 256), 64 if > 16, else 16; a task is
 #    (request, q-tile, kv-chunk, kv-head); at most 2 CTAs per SM.
+#  * head_dim: FA2 and FA3 refuse head_dim > 256 (flash_api.cpp: "FlashAttention forward only supports head
+#    dimension at most 256") and FA2/FA3 need compute capability 8.0+ ("FlashAttention only supports Ampere
+#    GPUs or newer"); FlashInfer's kernels are built for head_dim 64, 128 and 256. Such launches, and a tile
+#    whose shared memory exceeds the GPU's per-CTA limit, are refused with an InputError naming head_dim and
+#    GPU.
+#  * Cached prefix (kv_len > seq_len): the seq_len queries are the last rows of a kv_len context; the mask is
+#    aligned bottom-right, so q-tile i reads keys up to (kv_len - seq_len) + its last query row (FA2's
+#    ``n_block_max = ceil(((m_block + 1) * kBlockM + seqlen_k - seqlen_q) / kBlockN)``).
 #  * Decode (seq_len 1): split-KV planning. The KV sequence is split into chunks when the base grid
 #    (sequences x heads) does not fill the GPU: the number of splits maximises wave efficiency as
 #    FlashAttention's ``num_splits_heuristic`` does (the smallest split count within 85% of the best,
@@ -96,18 +128,118 @@ def work_decode(df: pd.DataFrame) -> pd.DataFrame:
 import math  # noqa: E402
 from functools import lru_cache  # noqa: E402
 
+from synperf.data.io import InputError  # noqa: E402
+from synperf.data.implementations import implementation_model  # noqa: E402
 from synperf.model.kernels.tasks import TaskSet, uniform_summary  # noqa: E402
 
 MAX_SPLITS = 64
 MIN_KEYS_PER_SPLIT = 64
+#: largest head_dim the FlashAttention-2/3 and FlashInfer kernels are built for (see the comment above)
+MAX_HEAD_DIM = 256
+#: FA2 head-dim template instances (static_switch.h ``HEADDIM_SWITCH``)
+FA2_HEAD_DIMS = (32, 64, 96, 128, 192, 256)
 
 
-def attention_path(implementation: str, spec) -> str:
-    """``fa2``, ``fa3`` or ``flashinfer`` for an implementation label on a GPU."""
-    major = int(str(spec.compute_capability).split(".")[0])
-    if implementation == "vllm_flashinfer" or "flashinfer" in str(implementation):
+def _cc(spec) -> tuple[int, int]:
+    major, _, minor = str(spec.compute_capability).partition(".")
+    return int(major), int(minor or 0)
+
+
+def max_smem_per_cta(spec) -> int:
+    """Largest shared memory one CTA may opt into, bytes: the SM's capacity minus the 1 KB the driver reserves
+    per CTA on compute capability 8.0+ (CUDA C++ Programming Guide, "Technical Specifications per Compute
+    Capability": 163 KB on 8.0, 99 KB on 8.6/8.9/12.0, 227 KB on 9.0/10.x), the full capacity before."""
+    kb = float(spec.smem_per_sm_kb) - (1.0 if _cc(spec)[0] >= 8 else 0.0)
+    return int(kb * 1024)
+
+
+def attention_path(implementation: str, spec, kernel: str = "attention_prefill") -> str:
+    """``fa2``, ``fa3`` or ``flashinfer`` for an implementation label on a GPU.
+
+    The label maps to its model through :data:`synperf.data.implementations.IMPLEMENTATIONS`
+    (``fa_vllm``: FA3 on compute capability 9.x, FA2 elsewhere; ``fa2``; ``flashinfer``).
+
+    Raises:
+        InputError: the label is not listed for ``kernel``.
+    """
+    model = implementation_model(kernel, implementation)
+    if model == "flashinfer":
         return "flashinfer"
-    return "fa3" if major == 9 else "fa2"
+    if model == "fa2":
+        return "fa2"
+    return "fa3" if _cc(spec)[0] == 9 else "fa2"
+
+
+def _check_head_dim(path: str, D: int, spec) -> None:
+    if D > MAX_HEAD_DIM:
+        kernel = "FlashInfer" if path == "flashinfer" else f"FlashAttention ({path.upper()})"
+        raise InputError(f"attention head_dim = {D} on GPU {spec.id!r}: {kernel} is built for head_dim <= "
+                         f"{MAX_HEAD_DIM}; no modelled kernel runs it")
+    if path in ("fa2", "fa3") and _cc(spec)[0] < 8:
+        raise InputError(f"attention on GPU {spec.id!r} (compute capability {spec.compute_capability}): "
+                         f"FlashAttention ({path.upper()}) needs compute capability 8.0 or newer")
+
+
+def fa2_tile(D: int, spec, causal: bool = True) -> tuple[int, int, int, int]:
+    """FlashAttention-2 forward tile for head_dim ``D`` on ``spec``: (kBlockM query rows, kBlockN keys, warps,
+    template head dim).
+
+    Source: flash-attention 2.x ``csrc/flash_attn/src/flash_fwd_launch_template.h`` (``run_mha_fwd_hdim*``,
+    no dropout), with sm8x = compute capability 8.x other than 8.0 (A10, A40, L4, L40S, RTX 4090):
+
+    * head dim 32, 64: 128 x 128, 4 warps;
+    * 96: sm8x causal 64 x 64, otherwise 128 x 64, 4 warps;
+    * 128: sm8x 64 x 64 (causal) or 128 x 32 (not causal), otherwise 128 x 64, 4 warps;
+    * 192: 128 x 64, 8 warps;
+    * 256: 128 x 64 with 8 warps when the per-CTA shared-memory limit is >= 2·256·(128 + 2·64) B and the SM has
+      < 4·256·(64 + 2·64) B (A100), otherwise 64 x 64 with 4 warps (L40S, RTX PRO 6000, H100).
+
+    Raises:
+        InputError: ``D`` > 256 or the GPU is older than compute capability 8.0.
+    """
+    _check_head_dim("fa2", D, spec)
+    hd = next(h for h in FA2_HEAD_DIMS if D <= h)
+    major, minor = _cc(spec)
+    sm8x = major == 8 and minor > 0
+    if hd <= 64:
+        return 128, 128, 4, hd
+    if hd == 96:
+        return (64, 64, 4, hd) if (sm8x and causal) else (128, 64, 4, hd)
+    if hd == 128:
+        if sm8x:
+            return (64, 64, 4, hd) if causal else (128, 32, 4, hd)
+        return 128, 64, 4, hd
+    if hd == 192:
+        return 128, 64, 8, hd
+    if max_smem_per_cta(spec) >= 2 * hd * (128 + 2 * 64) and spec.smem_per_sm_kb * 1024 < 4 * hd * (64 + 2 * 64):
+        return 128, 64, 8, hd
+    return 64, 64, 4, hd
+
+
+def check_supported(df: pd.DataFrame, kernel: str, registry, where: str = "params") -> None:
+    """Refuse attention launches no modelled kernel runs: an unlisted implementation label, a head_dim above
+    :data:`MAX_HEAD_DIM`, FlashAttention on a GPU older than compute capability 8.0, or a prefill tile whose
+    shared memory exceeds the GPU's per-CTA limit. ``df`` holds ``gpu``, ``implementation``, ``head_dim``
+    (and for prefill ``seq_len``, ``num_heads``, ``num_kv_heads``); one check per distinct combination.
+
+    Raises:
+        InputError: ``"<where> row <i>: <reason>"`` for the first offending row.
+    """
+    cols = ["gpu", "implementation", "head_dim"] + (["seq_len", "num_heads", "num_kv_heads"]
+                                                   if kernel == "attention_prefill" else [])
+    for i in np.flatnonzero(~df[cols].astype(str).duplicated().to_numpy()):
+        r = df.iloc[i]
+        spec = registry[str(r["gpu"])]
+        try:
+            path = attention_path(str(r["implementation"]), spec, kernel)
+            D = int(r["head_dim"])
+            _check_head_dim(path, D, spec)
+            if kernel == "attention_prefill":
+                tq, tkv, _, _, _, warps, hd = _prefill_geometry(path, int(r["seq_len"]), int(r["num_heads"]),
+                                                                int(r["num_kv_heads"]), D, spec)
+                _slots(path, spec, tq, tkv, hd, warps)
+        except InputError as exc:
+            raise InputError(f"{where} row {i}: {exc}") from None
 
 
 def _kv_elem_bytes(dtype: str) -> float:
@@ -116,47 +248,79 @@ def _kv_elem_bytes(dtype: str) -> float:
     return DTYPE_BYTES.get(str(dtype), 2.0)
 
 
-def _prefill_geometry(path: str, S: int, H: int, Hkv: int, D: int) -> tuple[int, int, float, int, float]:
-    """(tile_q, tile_kv, query positions per q-tile, rows to tile, units per q-tile) of a prefill path."""
+def _prefill_geometry(path: str, S: int, H: int, Hkv: int, D: int, spec
+                      ) -> tuple[int, int, float, int, float, int, int]:
+    """(tile_q, tile_kv, query positions per q-tile, rows to tile, units per q-tile, warps, smem head dim) of a
+    prefill path on ``spec``.
+
+    Raises:
+        InputError: head_dim or GPU not run by the path (:func:`_check_head_dim`).
+    """
+    _check_head_dim(path, D, spec)
     group = max(1, H // max(1, Hkv))
     if path == "flashinfer":
         packed = S * group
         tq = 128 if packed > 64 and D < 256 else (64 if packed > 16 else 16)
-        return tq, (64 if D >= 128 else 128), tq / group, packed, Hkv
-    tq, tkv = (128, 64 if D >= 128 else 128) if path == "fa2" else (128, 128)
-    return tq, tkv, float(tq), S, H
+        return tq, (64 if D >= 128 else 128), tq / group, packed, Hkv, 4, D
+    if path == "fa2":
+        tq, tkv, warps, hd = fa2_tile(D, spec, causal=True)
+        return tq, tkv, float(tq), S, H, warps, hd
+    return 128, 128, 128.0, S, H, 4, D
 
 
-def _q_tile_classes(rows_total: int, tq: int, tkv: int, q_per_tile: float, S: int, w: int):
-    """Per q-tile: kv tiles read (causal, optional sliding window) and valid query rows."""
+def _q_tile_classes(rows_total: int, tq: int, tkv: int, q_per_tile: float, S: int, w: int, prefix: int = 0):
+    """Per q-tile: kv tiles read (causal over a ``prefix + S`` context, optional sliding window) and valid
+    query rows."""
     n_q = math.ceil(rows_total / tq)
     i = np.arange(n_q)
-    q_end = np.minimum((i + 1) * q_per_tile, S)
-    q_start = i * q_per_tile
+    q_end = prefix + np.minimum((i + 1) * q_per_tile, S)
+    q_start = prefix + i * q_per_tile
     kv_lo = np.floor(np.maximum(0.0, q_start - w + 1) / tkv) * tkv if w > 0 else np.zeros(n_q)
     kv_tiles = np.ceil(np.maximum(np.ceil(q_end) - kv_lo, 1) / tkv)
     valid = np.minimum(tq, rows_total - i * tq).astype("float64")
     return kv_tiles, valid
 
 
-def _slots(path: str, spec, tq: int, tkv: int, D: int) -> int:
+def _slots(path: str, spec, tq: int, tkv: int, D: int, warps: int = 4) -> int:
+    """Resident CTAs per SM of a prefill path; ``D`` is the head dim the kernel's shared memory is sized for.
+
+    Raises:
+        InputError: the tile's shared memory (Q tile + K and V tiles, 2 B each) exceeds the GPU's per-CTA limit.
+    """
     from synperf.model.schedule import ctas_per_sm
 
     if path == "fa3":
         return 1
-    n = ctas_per_sm(spec, 128, (tq + 2 * tkv) * D * 2)
+    smem = (tq + 2 * tkv) * D * 2
+    if smem > max_smem_per_cta(spec):
+        raise InputError(f"attention head_dim = {D} on GPU {spec.id!r}: the {path} tile {tq} x {tkv} needs "
+                         f"{smem / 1024:.0f} KB of shared memory per CTA, the GPU allows "
+                         f"{max_smem_per_cta(spec) / 1024:.0f} KB")
+    n = ctas_per_sm(spec, 32 * warps, smem)
     return min(2, n) if path == "flashinfer" else n
+
+
+def _prefix(row: dict, S: int) -> int:
+    L = row.get("kv_len")
+    L = S if L is None or L != L else int(L)
+    return max(0, L - S)
 
 
 def prefill_tasks(row: dict, spec) -> TaskSet:
     """Task set of one causal prefill launch (canonical parameter names); tasks are placed by their
-    KV-tile count (work is proportional to it)."""
+    KV-tile count (work is proportional to it). ``kv_len`` > ``seq_len`` is a cached prefix the queries also
+    attend to.
+
+    Raises:
+        InputError: unknown implementation label, or a head_dim/GPU no modelled kernel runs.
+    """
     B, S, H, Hkv, D = (int(row[c]) for c in ("batch_size", "seq_len", "num_heads", "num_kv_heads", "head_dim"))
     w = int(row.get("window_size") or 0)
+    P = _prefix(row, S)
     kvb = _kv_elem_bytes(row["kv_cache_dtype"])
     path = attention_path(str(row["implementation"]), spec)
-    tq, tkv, qpt, rows_total, units_per_seq = _prefill_geometry(path, S, H, Hkv, D)
-    kvt, valid = _q_tile_classes(rows_total, tq, tkv, qpt, S, w)
+    tq, tkv, qpt, rows_total, units_per_seq, warps, hd = _prefill_geometry(path, S, H, Hkv, D, spec)
+    kvt, valid = _q_tile_classes(rows_total, tq, tkv, qpt, S, w, P)
     kv = kvt * tkv
     return TaskSet(
         counts=np.full(len(kvt), B * units_per_seq),
@@ -164,9 +328,9 @@ def prefill_tasks(row: dict, spec) -> TaskSet:
         fma_ops=2.0 * valid * kv,
         xu_ops=valid * kv + valid * kvt,
         load_bytes=tq * D * 2.0 + kv * D * 2.0 * kvb,
-        dram_bytes=B * S * (H * D * 2.0 + 2.0 * Hkv * D * kvb),
+        dram_bytes=B * (S * H * D * 2.0 + (S + P) * 2.0 * Hkv * D * kvb),
         store_bytes=B * S * H * D * 2.0,
-        ctas_per_sm=_slots(path, spec, tq, tkv, D),
+        ctas_per_sm=_slots(path, spec, tq, tkv, hd, warps),
         policy="persistent" if path == "fa3" else "hardware",
         order="descending" if path == "fa3" else "interleaved",
         dims=[{"path": path, "tile_q": tq, "tile_kv": tkv, "kv": float(k)} for k in kv],
@@ -175,12 +339,12 @@ def prefill_tasks(row: dict, spec) -> TaskSet:
 
 @lru_cache(maxsize=None)
 def _prefill_signature(units: int, rows_total: int, tq: int, tkv: int, qpt: float, S: int, w: int, sms: int,
-                       slots: int, persistent: bool) -> tuple[float, ...]:
+                       slots: int, persistent: bool, prefix: int = 0) -> tuple[float, ...]:
     """Sums over one launch's q-tiles and over the busiest SM's tasks: (n_q, sum kvt, sum valid*kvt,
     sum mma_rows*kvt, busiest tasks, busiest sum kvt, busiest sum valid*kvt, busiest sum mma_rows*kvt)."""
     from synperf.model.schedule import busiest_sm
 
-    kvt, valid = _q_tile_classes(rows_total, tq, tkv, qpt, S, w)
+    kvt, valid = _q_tile_classes(rows_total, tq, tkv, qpt, S, w, prefix)
     mma = np.minimum(tq, np.ceil(valid / 16.0) * 16.0)
     per_sm = busiest_sm(np.full(len(kvt), units), kvt, sms, slots, "persistent" if persistent else "hardware",
                         "descending" if persistent else "interleaved")
@@ -191,19 +355,27 @@ def _prefill_signature(units: int, rows_total: int, tq: int, tkv: int, qpt: floa
 
 def decompose_prefill(df: pd.DataFrame, registry) -> pd.DataFrame:
     """Vectorised :func:`prefill_tasks` + scheduling summary: the per-launch sums only depend on a small
-    signature (tiles, units, sequence, window, SMs, occupancy), which is simulated once and cached."""
+    signature (tiles, units, sequence, cached prefix, window, SMs, occupancy), which is simulated once and
+    cached.
+
+    Raises:
+        InputError: unknown implementation label, or a head_dim/GPU no modelled kernel runs.
+    """
     out = []
     for gpu, g in df.groupby("gpu", sort=False):
         spec = registry[gpu]
+        L = _prefill_kv_len(g)
         recs = []
-        for r in g[["batch_size", "seq_len", "num_heads", "num_kv_heads", "head_dim", "window_size",
-                    "implementation"]].itertuples(index=False):
+        for r, Lr in zip(g[["batch_size", "seq_len", "num_heads", "num_kv_heads", "head_dim", "window_size",
+                            "implementation"]].itertuples(index=False), L.to_numpy()):
             B, S, H, Hkv, D, w, impl = (int(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]),
                                         int(r[5] if r[5] == r[5] else 0), str(r[6]))
+            P = max(0, int(Lr) - S)
             path = attention_path(impl, spec)
-            tq, tkv, qpt, rows_total, ups = _prefill_geometry(path, S, H, Hkv, D)
-            slots = _slots(path, spec, tq, tkv, D)
-            sig = _prefill_signature(B * ups, rows_total, tq, tkv, qpt, S, w, spec.sm_count, slots, path == "fa3")
+            tq, tkv, qpt, rows_total, ups, warps, hd = _prefill_geometry(path, S, H, Hkv, D, spec)
+            slots = _slots(path, spec, tq, tkv, hd, warps)
+            sig = _prefill_signature(B * ups, rows_total, tq, tkv, qpt, S, w, spec.sm_count, slots, path == "fa3",
+                                     P)
             recs.append((B * ups, tq, tkv, slots, float(path == "fa3")) + sig)
         a = pd.DataFrame(recs, index=g.index, columns=["units", "tq", "tkv", "slots", "persistent", "n_q", "kvt",
                                                       "vkvt", "mkvt", "b_n", "b_kvt", "b_vkvt", "b_mkvt"])
@@ -218,7 +390,7 @@ def decompose_prefill(df: pd.DataFrame, registry) -> pd.DataFrame:
         s["fma_all_ops"] = a["units"] * 2.0 * a["tkv"] * a["vkvt"]
         s["xu_all_ops"] = a["units"] * (a["tkv"] + 1.0) * a["vkvt"]
         s["load_all_bytes"] = a["units"] * (a["n_q"] * a["tq"] * D * 2.0 + a["tkv"] * D * 2.0 * kvb * a["kvt"])
-        s["dram_bytes"] = B * S * (H * D * 2.0 + 2.0 * Hkv * D * kvb)
+        s["dram_bytes"] = B * (S * H * D * 2.0 + L * 2.0 * Hkv * D * kvb)
         s["store_bytes"] = B * S * H * D * 2.0
         s["sm_max_tensor_ops"] = 4.0 * a["tkv"] * D * a["b_mkvt"]
         s["sm_max_fma_ops"] = 2.0 * a["tkv"] * a["b_vkvt"]
@@ -252,7 +424,11 @@ def num_splits(base_tasks, kv_tiles, num_sms: int):
 
 
 def decompose_decode(df: pd.DataFrame, registry) -> pd.DataFrame:
-    """Vectorised decode decomposition + scheduling summary (one task class per launch)."""
+    """Vectorised decode decomposition + scheduling summary (one task class per launch).
+
+    Raises:
+        InputError: unknown implementation label, or a head_dim/GPU no modelled kernel runs.
+    """
     out = []
     for gpu, g in df.groupby("gpu", sort=False):
         spec = registry[gpu]
@@ -261,7 +437,9 @@ def decompose_decode(df: pd.DataFrame, registry) -> pd.DataFrame:
         w = g["window_size"].astype("float64").fillna(0.0)
         L = L.where(~((w > 0) & (w < L)), w)
         kvb = g["kv_cache_dtype"].astype(str).map(_kv_elem_bytes)
-        paths = g["implementation"].astype(str).map(lambda x: attention_path(x, spec))
+        paths = g["implementation"].astype(str).map(lambda x: attention_path(x, spec, "attention_decode"))
+        for path, D_row in sorted(set(zip(paths, g["head_dim"].astype("int64")))):
+            _check_head_dim(path, int(D_row), spec)
         # every path packs the query heads of one KV head into one task for decode: FA3 and FlashInfer by
         # design, FA2 through its seqlen_q / n_groups swap for seqlen_q = 1 (flash_api.cpp)
         packed = pd.Series(True, index=g.index)

@@ -66,7 +66,8 @@ def work(df: pd.DataFrame) -> pd.DataFrame:
 # with K = hidden, the w2 launch one per (M block, N block of hidden) with K = I_local; SiLU&Mul runs
 # between them (one row per routed pair). Config: the row's own (pipeweave sweeps) or vLLM's
 # ``get_default_config`` heuristic: fp8_block -> BM 64, BN 128, BK 128, GROUP 32; otherwise BM 64, BN 64,
-# BK 32, GROUP 8, and BM 16, BN 32, BK 64, GROUP 1 when num_tokens <= num_experts; num_warps 4,
+# BK 32, GROUP 8, and BM 16, BN 32, BK 64, GROUP 1 when num_tokens <= the experts this GPU holds
+# (E / moe_ep_size: vLLM passes ``w1.size(0)``, the local expert count, as ``E``); num_warps 4,
 # num_stages 3. (vLLM also ships per-GPU tuned JSON configs for some shapes; which one a run loaded is
 # not recorded in the public data, so the default is assumed.)
 # Tokens per expert: ``balanced`` and ``random`` -> T*topk/E each (remainder spread); ``power_law_a`` ->
@@ -78,12 +79,20 @@ from functools import lru_cache  # noqa: E402
 from synperf.model.kernels.tasks import TaskSet  # noqa: E402
 
 
-def default_config(num_tokens: int, num_experts: int, dtype: str) -> dict:
-    """vLLM ``get_default_config`` (see the module comment)."""
+def default_config(num_tokens: int, num_local_experts: int, dtype: str) -> dict:
+    """vLLM ``get_default_config`` (see the module comment).
+
+    Args:
+        num_tokens: tokens entering the layer on this GPU (``M``).
+        num_local_experts: experts this GPU holds, ``num_experts / moe_ep_size`` (vLLM's ``E`` is
+            ``w1.size(0)`` in ``fused_experts_impl``; our profiler's
+            :func:`synperf.gpu.profiling.triton_kernels.fused_moe.default_config` takes the same count).
+        dtype: weight dtype (``fp8_block`` has its own block-scaled config).
+    """
     if dtype == "fp8_block":
         return {"block_size_m": 64, "block_size_n": 128, "block_size_k": 128, "group_size_m": 32, "num_warps": 4,
                 "num_stages": 3}
-    if num_tokens <= num_experts:
+    if num_tokens <= num_local_experts:
         return {"block_size_m": 16, "block_size_n": 32, "block_size_k": 64, "group_size_m": 1, "num_warps": 4,
                 "num_stages": 3}
     return {"block_size_m": 64, "block_size_n": 64, "block_size_k": 32, "group_size_m": 8, "num_warps": 4,
@@ -126,7 +135,7 @@ def tasks(row: dict, spec) -> TaskSet:
     I_l = int(row["inter_size"]) // int(row["moe_tp_size"])
     E, ep, topk = int(row["num_experts"]), int(row["moe_ep_size"]), int(row["topk"])
     dtype = str(row["dtype"])
-    cfg = default_config(T, E, dtype)
+    cfg = default_config(T, max(1, E // max(1, ep)), dtype)
     for key in cfg:
         v = row.get(key)
         if v is not None and v == v and not (isinstance(v, float) and np.isnan(v)):

@@ -31,9 +31,10 @@ def work(df: pd.DataFrame) -> pd.DataFrame:
 
 # --------------------------------------------------------------------------------------------------
 # Decomposition (analytical core). cuBLAS is closed source, so tile shapes are inferred:
-#  * NeuSight FP32 rows name the launched kernel (e.g. ``ampere_sgemm_128x64_tn``) and its grid: the tile
-#    is read from the name (first number along n, cuBLAS being column-major) and split-K from grid CTAs /
-#    output tiles (NeuSight dataset, Kernel Name, Grid x/y/z).
+#  * NeuSight FP32 rows name the launched kernel and its grid: the tile is read from the name with the
+#    patterns of :data:`TILE_NAME_PATTERNS` (every naming scheme in the NeuSight data) and split-K from grid
+#    CTAs / output tiles (NeuSight dataset, Kernel Name, Grid x/y/z). A name no pattern matches is refused
+#    (ingest drops and counts it), never read as a default tile.
 #  * bf16/fp16 on SM80/86/89: 128x128 output tiles (64x128 when m <= 64), the common cuBLAS/CUTLASS
 #    ``*_128x128_*`` / ``*_64x128_*`` kernels; split-K when the output tiles fill fewer than all SMs and K is
 #    long: split = min(SMs // tiles, K // 1024) (method.md: split-K for small M·N with large K).
@@ -42,11 +43,14 @@ def work(df: pd.DataFrame) -> pd.DataFrame:
 #  * FP8 scaled-mm: 128x128 tiles, one CTA per tile, no split-K, M and N padded to the tile (the SynPerf
 #    authors' FP8 path, reproduced against their features in tests/test_oracle_fp8.py).
 # --------------------------------------------------------------------------------------------------
-import re  # noqa: E402
-
+from synperf.data.implementations import TILE_NAME_PATTERNS, parse_tile_name  # noqa: E402,F401
+from synperf.data.io import InputError  # noqa: E402
 from synperf.model.kernels.tasks import TaskSet, ceil_div, uniform_summary  # noqa: E402
 
-_NAME_TILE = re.compile(r"_(\d+)x(\d+)_")
+
+def _unparsed_name_error(where: str, name) -> InputError:
+    return InputError(f"{where}: kernel_name = {str(name)!r} matches no cuBLAS tile-name pattern "
+                      f"({', '.join(p for p, _, _ in TILE_NAME_PATTERNS)}); its tile is unknown")
 SPLITK_MIN_K_PER_SPLIT = 1024
 MMA_TILE_K = 32  # k-depth of one pipeline stage (bf16), for shared-memory sizing
 STAGES = 4
@@ -61,14 +65,20 @@ def tile_config(m: int, n: int, k: int, dtype: str, spec, kernel_name: str | Non
     """Tile shape, split-K and scheduling of one GEMM launch (see the module comment for sources).
 
     Returns a dict with tile_m, tile_n, split_k, k_slice, tiles (output tiles incl. batch), persistent.
+
+    Raises:
+        InputError: ``kernel_name`` is given but matches none of :data:`TILE_NAME_PATTERNS`.
     """
     major = _arch_major(spec)
     if dtype in ("fp8", "fp8_block"):
         tm, tn, persistent, split = 128, 128, False, 1
     else:
         tm, tn = (64 if m <= 64 else 128), 128
-        if kernel_name and (mt := _NAME_TILE.search(str(kernel_name))):
-            tn, tm = int(mt.group(1)), int(mt.group(2))  # cuBLAS is column-major: its first tile dim is our n
+        named = parse_tile_name(kernel_name) if kernel_name else None
+        if kernel_name and named is None:
+            raise _unparsed_name_error("gemm", kernel_name)
+        if named:
+            tm, tn = named
         elif major >= 9 and m >= 4096 and n >= 4096:
             tn = 256
         persistent = major >= 9 and dtype != "float32"
@@ -110,7 +120,11 @@ def tasks(row: dict, spec) -> TaskSet:
 
 
 def decompose(df: pd.DataFrame, registry) -> pd.DataFrame:
-    """Vectorised :func:`tasks` + scheduling summary for many GEMM rows (one task class per launch)."""
+    """Vectorised :func:`tasks` + scheduling summary for many GEMM rows (one task class per launch).
+
+    Raises:
+        InputError: a ``kernel_name`` matches none of :data:`TILE_NAME_PATTERNS` (the message names the row).
+    """
     from synperf.model.kernels.dtypes import DTYPE_BYTES
 
     out = []
@@ -125,12 +139,16 @@ def decompose(df: pd.DataFrame, registry) -> pd.DataFrame:
         tm = pd.Series(np.where(fp8, 128, np.where(m <= 64, 64, 128)), index=g.index)
         tn = pd.Series(np.where(~fp8 & (major >= 9) & (m >= 4096) & (n >= 4096), 256, 128), index=g.index)
         if "kernel_name" in g.columns and g["kernel_name"].notna().any():
-            named = g["kernel_name"].astype("string").str.extract(r"_(\d+)x(\d+)_").astype("float64")
-            has = named[0].notna() & ~fp8
-            # cuBLAS is column-major: ``sgemm_128x32`` tiles our n by 128 and our m by 32 (checked on the
-            # NeuSight grids: grid CTAs = ceil(n / 128) * ceil(m / 32))
-            tm = tm.where(~has, named[1]).astype("int64")
-            tn = tn.where(~has, named[0]).astype("int64")
+            names = g["kernel_name"].astype("string")
+            parsed = {nm: parse_tile_name(nm) for nm in names.dropna().unique()}
+            bad = [nm for nm, t in parsed.items() if t is None]
+            if bad:
+                raise _unparsed_name_error(f"gemm row {names[names == bad[0]].index[0]} (GPU {gpu})", bad[0])
+            has = names.notna().to_numpy() & ~fp8.to_numpy()
+            ptm = names.astype(object).map({nm: t[0] for nm, t in parsed.items()}).astype("float64")
+            ptn = names.astype(object).map({nm: t[1] for nm, t in parsed.items()}).astype("float64")
+            tm = tm.where(~has, ptm).astype("int64")
+            tn = tn.where(~has, ptn).astype("int64")
         tiles = b * np.ceil(m / tm).astype("int64") * np.ceil(n / tn).astype("int64")
         split = pd.Series(1, index=g.index)
         auto = (~fp8) & (tiles < spec.sm_count) & (k >= 2 * SPLITK_MIN_K_PER_SPLIT)
