@@ -50,10 +50,10 @@ def test_vidur_shapes(public_data, registry):
     res = vidur.ingest(public_data, registry)
     t = res.table
     sel = ((t.gpu == "a100_sxm4_80gb") & (t.kernel == "gemm") & (t.m == 4096) & (t.k == 4096) & (t.n == 12288)
-           & t.source_version.str.contains("Llama-2-7b-hf"))
+           & t.source_file.str.contains("Llama-2-7b-hf"))
     # first row of Llama-2-7b mlp.csv on A100: attn_pre_proj median 1.911 ms (tp 1: n = (32 + 64) * 128)
     assert sel.sum() >= 1 and t.loc[sel, "latency_us"].iloc[0] == pytest.approx(1911.0)
-    silu = t[(t.kernel == "silu_mul") & (t.gpu == "a100_sxm4_80gb") & t.source_version.str.contains("Llama-2-7b-hf")]
+    silu = t[(t.kernel == "silu_mul") & (t.gpu == "a100_sxm4_80gb") & t.source_file.str.contains("Llama-2-7b-hf")]
     assert set(silu["hidden_size"]) <= {11008, 5504, 2752, 1376}
     assert res.dropped["unsupported_op:vidur:gelu"] > 0  # phi-2
 
