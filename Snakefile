@@ -32,13 +32,6 @@ check_data_dir(config)
 EXPERIMENTS = sorted(config["experiments"])
 
 
-def code_inputs(script):
-    """The synperf modules a rule script imports, transitively (read with ast, synperf/imports.py): the rule's
-    code inputs, so editing e.g. a feature set reruns what depends on it and editing the report reruns only
-    the report (the profiler's and the characterization's code are imported by no pipeline rule)."""
-    return code_closure(Path(workflow.basedir, script))
-
-
 FEATURE_SET = config["feature_set"]
 COMPARE_SETS = [fs for fs in config.get("compare_feature_sets", []) if fs != FEATURE_SET]
 ABLATION = config.get("ablation", {})
@@ -60,6 +53,7 @@ wildcard_constraints:
     group="all|math|memory",
 
 
+include: "rules/common.smk"
 include: "rules/download.smk"
 include: "rules/ingest.smk"
 include: "rules/features.smk"

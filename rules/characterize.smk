@@ -39,17 +39,17 @@ rule characterize_gpu:
     # GPU-less run re-measure it. To measure again: --forcerun characterize_gpu.
     output:
         HARDWARE_DIR + "/{gpu}.json",
+    log:
+        "results/logs/characterize_{gpu}.log",
     wildcard_constraints:
         gpu="|".join(sorted(REGISTRY.ids)),
+    resources:
+        gpu=1,
     params:
         python=sys.executable,
         entry=os.path.join(workflow.basedir, "scripts", "characterize.py"),
         registry=config["gpu_registry"],
         settings=json.dumps(CHARACTERIZE.get("settings") or {}, sort_keys=True),
-    resources:
-        gpu=1,
-    log:
-        "results/logs/characterize_{gpu}.log",
     shell:
         "{params.python:q} {params.entry:q} --gpu {wildcards.gpu} --out {output:q} --registry {params.registry:q}"
         " --settings {params.settings:q} --log {log:q}"

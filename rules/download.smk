@@ -7,14 +7,14 @@ DOWNLOAD_DIR = config.get("download_dir", "resources/public-data")
 
 rule download_public_file:
     output:
-        DOWNLOAD_DIR + "/{relpath}",
+        f"{DOWNLOAD_DIR}/{{relpath}}",
+    log:
+        "results/logs/download/{relpath}.log",
     wildcard_constraints:
         relpath="|".join(re.escape(p) for p in MANIFEST),
+    retries: 2
     params:
         url=lambda wc: MANIFEST[wc.relpath]["url"],
         sha256=lambda wc: MANIFEST[wc.relpath]["sha256"],
-    retries: 2
-    log:
-        "results/logs/download/{relpath}.log",
     script:
         "../scripts/download_file.py"

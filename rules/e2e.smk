@@ -17,13 +17,13 @@ rule e2e:
         models="results/e2e/e2e_models.csv",
         overhead="results/e2e/overhead.json",
         figure="results/e2e/e2e_breakdown.png",
+    log:
+        "results/logs/e2e.log",
+    benchmark:
+        "results/benchmarks/e2e.tsv"
     params:
         data_dir=config["public_data_dir"],
         feature_set=FEATURE_SET,
         measured_dir=MEASURED_DIR,
-    benchmark:
-        "results/benchmarks/e2e.tsv"
-    log:
-        "results/logs/e2e.log",
     script:
         "../scripts/e2e.py"

@@ -1,13 +1,3 @@
-from synperf.data.hardware import measured_files
-
-# the measured hardware files merged over the registry (none when characterize.use_measured is false)
-MEASURED_FILES = [str(p) for p in measured_files(MEASURED_DIR)]
-
-
-def feature_outputs(ext):
-    return expand(f"results/features/{{fs}}/{{{{experiment}}}}.{ext}", fs=FEATURE_SETS_BUILT)
-
-
 # Features, split label and target of one experiment's rows, every feature set in one job (they share the
 # decomposition and the scheduling of the rows).
 rule features:
@@ -19,15 +9,15 @@ rule features:
     output:
         tables=feature_outputs("parquet"),
         metas=feature_outputs("json"),
+    log:
+        "results/logs/features/{experiment}.log",
+    benchmark:
+        "results/benchmarks/features/{experiment}.tsv"
     params:
         exp=lambda wc: config["experiments"][wc.experiment],
         feature_sets=FEATURE_SETS_BUILT,
         seed=config["seed"],
         measured_dir=MEASURED_DIR,
-    benchmark:
-        "results/benchmarks/features/{experiment}.tsv"
-    log:
-        "results/logs/features/{experiment}.log",
     script:
         "../scripts/features.py"
 
@@ -43,14 +33,14 @@ rule check_leaks:
         hardware=MEASURED_FILES,
     output:
         reports=expand("results/leak_check/{fs}/{{experiment}}.json", fs=FEATURE_SETS_BUILT),
+    log:
+        "results/logs/check_leaks/{experiment}.log",
+    benchmark:
+        "results/benchmarks/check_leaks/{experiment}.tsv"
     params:
         exp=lambda wc: config["experiments"][wc.experiment],
         training=config["training"],
         seed=config["seed"],
         measured_dir=MEASURED_DIR,
-    benchmark:
-        "results/benchmarks/check_leaks/{experiment}.tsv"
-    log:
-        "results/logs/check_leaks/{experiment}.log",
     script:
         "../scripts/check_leaks.py"

@@ -1,14 +1,5 @@
 # One job per public source: its files -> canonical measurement table; then one merge with our own
 # profiled measurements (data/measurements/<gpu>/<kernel>.parquet).
-from pathlib import Path
-
-
-def source_files(wildcards):
-    prefix = wildcards.source + "/"
-    return [f"{config['public_data_dir']}/{p}" for p in MANIFEST if p.startswith(prefix)]
-
-
-OWN_MEASUREMENTS = sorted(str(p) for p in Path(config["measurements_dir"]).glob("*/*.parquet"))
 
 
 rule ingest_source:
@@ -19,14 +10,14 @@ rule ingest_source:
     output:
         table="results/measurements/sources/{source}.parquet",
         summary="results/measurements/sources/{source}.json",
+    log:
+        "results/logs/ingest/{source}.log",
+    benchmark:
+        "results/benchmarks/ingest_source/{source}.tsv"
     params:
         data_dir=config["public_data_dir"],
         cfg=lambda wc: config["ingest"].get(wc.source, {}),
         measured_dir=MEASURED_DIR,
-    benchmark:
-        "results/benchmarks/ingest_source/{source}.tsv"
-    log:
-        "results/logs/ingest/{source}.log",
     script:
         "../scripts/ingest.py"
 
@@ -41,12 +32,12 @@ rule merge_measurements:
     output:
         table="results/measurements/all.parquet",
         summary="results/measurements/summary.json",
+    log:
+        "results/logs/ingest/merge.log",
+    benchmark:
+        "results/benchmarks/merge_measurements.tsv"
     params:
         measured_dir=MEASURED_DIR,
         quality=config["ingest"].get("quality", {}),
-    benchmark:
-        "results/benchmarks/merge_measurements.tsv"
-    log:
-        "results/logs/ingest/merge.log",
     script:
         "../scripts/merge_measurements.py"

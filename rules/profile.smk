@@ -26,7 +26,10 @@ def local_gpu_id():
         path = os.pathsep.join(p for p in (workflow.basedir, os.environ.get("PYTHONPATH")) if p)
         proc = subprocess.run(
             [sys.executable, "-m", "synperf.gpu.profiling.nvml", "--registry", config["gpu_registry"]],
-            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": path})
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": path},
+        )
         if proc.returncode != 0:
             raise WorkflowError(proc.stderr.strip() or f"GPU detection failed (exit {proc.returncode})")
         _LOCAL_GPU["gpu"] = json.loads(proc.stdout)["gpu"]
@@ -53,7 +56,8 @@ def profile_all_targets(wildcards):
         raise WorkflowError(
             "profile_all: config key profiling.gpus is empty; list the registry ids of the GPU types to profile, "
             "e.g. --config 'profiling={gpus: [h100_sxm, a100_sxm4_80gb]}', and submit with "
-            "--workflow-profile workflow/profiles/slurm (docs/profiling.md). On one GPU machine use profile_local.")
+            "--workflow-profile workflow/profiles/slurm (docs/profiling.md). On one GPU machine use profile_local."
+        )
     for gpu in gpus:
         REGISTRY[gpu]  # unknown id: InputError naming it
     if workflow.local_exec and not workflow.dryrun:
@@ -79,19 +83,19 @@ rule profile_kernel:
     # (finished points are kept: the sweep resumes from its shards unless the timing settings changed).
     output:
         config["measurements_dir"] + "/{gpu}/{kernel}.parquet",
+    log:
+        "results/logs/profile_{gpu}_{kernel}.log",
     wildcard_constraints:
         gpu="|".join(sorted(REGISTRY.ids)),
         kernel="|".join(PROFILED_KERNELS),
+    resources:
+        gpu=1,
     params:
         python=sys.executable,
         entry=os.path.join(workflow.basedir, "scripts", "profile.py"),
         sweep=lambda wc: f"{SWEEPS_DIR}/{wc.kernel}.yaml",
         registry=config["gpu_registry"],
         profiling=json.dumps(PROFILING, sort_keys=True),
-    resources:
-        gpu=1,
-    log:
-        "results/logs/profile_{gpu}_{kernel}.log",
     # shell, not script: a script newer than its output reruns the job (see scripts/profile.py)
     shell:
         "{params.python:q} {params.entry:q} --kernel {wildcards.kernel} --gpu {wildcards.gpu} --sweep {params.sweep:q}"

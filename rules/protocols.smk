@@ -2,25 +2,14 @@
 # leave-one-GPU-out and leave-one-architecture-out (synperf/evaluation/protocols.py). Part of the default target: the report
 # reads these tables. `protocols.experiments` run every protocol, `protocols.configured_only` the configured split
 # only. On the configured split synperf_mlp is the experiment's primary model (no retraining).
-PROTOCOLS = config.get("protocols", {})
-PROTOCOL_NAMES = PROTOCOLS.get("names", ["configured", "logo", "loao"])
-PROTOCOL_EXPERIMENTS = list(PROTOCOLS.get("experiments", EXPERIMENTS))
-PROTOCOL_EXPERIMENTS += [e for e in PROTOCOLS.get("configured_only", []) if e not in PROTOCOL_EXPERIMENTS]
-
-
-def protocol_names(experiment):
-    """Protocols run for one experiment: all configured names, or only `configured` for `configured_only`."""
-    if experiment in PROTOCOLS.get("experiments", EXPERIMENTS):
-        return PROTOCOL_NAMES
-    return ["configured"]
 
 
 rule evaluate_protocols:
     input:
+        **RECIPE_INPUT,
         table=f"results/features/{FEATURE_SET}/{{experiment}}.parquet",
         meta=f"results/features/{FEATURE_SET}/{{experiment}}.json",
         leak_check=f"results/leak_check/{FEATURE_SET}/{{experiment}}.json",
-        **RECIPE_INPUT,
         registry=config["gpu_registry"],
         model=f"models/{{experiment}}/{FEATURE_SET}-all/model.pt",
         model_meta=f"models/{{experiment}}/{FEATURE_SET}-all/meta.json",
@@ -29,6 +18,11 @@ rule evaluate_protocols:
     output:
         table="results/protocols/{experiment}.csv",
         cdf="results/protocols/{experiment}_cdf.csv",
+    log:
+        "results/logs/evaluate_protocols/{experiment}.log",
+    benchmark:
+        "results/benchmarks/evaluate_protocols/{experiment}.tsv"
+    threads: 1
     params:
         exp=lambda wc: config["experiments"][wc.experiment],
         training=lambda wc: {**config["training"], **PROTOCOLS.get("training", {})},
@@ -36,11 +30,6 @@ rule evaluate_protocols:
         methods=PROTOCOLS.get("methods"),
         seed=config["seed"],
         measured_dir=MEASURED_DIR,
-    benchmark:
-        "results/benchmarks/evaluate_protocols/{experiment}.tsv"
-    log:
-        "results/logs/evaluate_protocols/{experiment}.log",
-    threads: 1
     script:
         "../scripts/evaluate_protocols.py"
 

@@ -1,25 +1,13 @@
 # The Markdown report, its tables and figures. Outputs wrapped in report() are registered with Snakemake's report
 # mechanism: after a run, `snakemake --report results/report.zip` builds a browsable HTML report of them
 # (captions in workflow/report/).
-def _tables(experiments, feature_set, group):
-    return [f"results/tables/mape/{e}/{feature_set}-{group}.csv" for e in experiments]
-
-
-def benchmark_files():
-    """The benchmark file of every job the report depends on (rules/*.smk `benchmark:` paths)."""
-    per_exp = {"features": EXPERIMENTS, "check_leaks": EXPERIMENTS, "train": EXPERIMENTS,
-               "train_ablation": ABLATION.get("experiments", []), "score_selection": SELECTION_EXPERIMENTS,
-               "evaluate_protocols": PROTOCOL_EXPERIMENTS}
-    files = [f"results/benchmarks/ingest_source/{s}.tsv" for s in config["ingest"]["sources"]]
-    files += [f"results/benchmarks/{r}/{e}.tsv" for r, exps in per_exp.items() for e in exps]
-    return files + [f"results/benchmarks/{r}.tsv" for r in ("merge_measurements", "choose_feature_set", "e2e")]
-
-
 rule report:
     input:
-        mape=_tables(EXPERIMENTS, FEATURE_SET, "all"),
-        compare=[t for fs in COMPARE_SETS for t in _tables(EXPERIMENTS, fs, "all")],
-        ablation=[t for g in ABLATION.get("groups", []) for t in _tables(ABLATION.get("experiments", []), FEATURE_SET, g)],
+        mape=mape_tables(EXPERIMENTS, FEATURE_SET, "all"),
+        compare=[t for fs in COMPARE_SETS for t in mape_tables(EXPERIMENTS, fs, "all")],
+        ablation=[
+            t for g in ABLATION.get("groups", []) for t in mape_tables(ABLATION.get("experiments", []), FEATURE_SET, g)
+        ],
         merge="results/measurements/summary.json",
         model_meta=[f"models/{e}/{FEATURE_SET}-all/meta.json" for e in EXPERIMENTS],
         feature_meta=[f"results/features/{FEATURE_SET}/{e}.json" for e in EXPERIMENTS],
@@ -39,38 +27,56 @@ rule report:
         code=code_inputs("scripts/report.py"),
         registry=config["gpu_registry"],
         hardware=MEASURED_FILES,
+    output:
+        md=report("results/report.md", caption="../workflow/report/report_md.rst", category="1. Report"),
+        mape=report("results/tables/mape.csv", caption="../workflow/report/mape.rst", category="2. MAPE tables"),
+        summary=report(
+            "results/tables/mape_summary.csv", caption="../workflow/report/mape_summary.rst", category="2. MAPE tables"
+        ),
+        compare=report(
+            "results/tables/feature_set_comparison.csv",
+            caption="../workflow/report/compare.rst",
+            category="2. MAPE tables",
+        ),
+        ablation=report(
+            "results/tables/ablation.csv", caption="../workflow/report/ablation.rst", category="2. MAPE tables"
+        ),
+        counts=report("results/tables/row_counts.csv", caption="../workflow/report/counts.rst", category="4. Data"),
+        stage_times=report(
+            "results/tables/stage_times.csv", caption="../workflow/report/stage_times.rst", category="4. Data"
+        ),
+        dropped=report("results/tables/dropped_rows.csv", caption="../workflow/report/dropped.rst", category="4. Data"),
+        figure=report(
+            "results/figures/mape_by_gpu.png", caption="../workflow/report/fig_mape.rst", category="1. Report"
+        ),
+        protocol_summary=report(
+            "results/tables/protocols_summary.csv",
+            caption="../workflow/report/protocols_summary.rst",
+            category="3. Methods compared",
+        ),
+        protocol_per_gpu=report(
+            "results/tables/protocols_per_gpu.csv",
+            caption="../workflow/report/protocols_per_gpu.rst",
+            category="3. Methods compared",
+        ),
+        methods_fig=report(
+            "results/figures/methods_by_protocol.png",
+            caption="../workflow/report/fig_methods.rst",
+            category="3. Methods compared",
+        ),
+        cdf_fig=report(
+            "results/figures/error_cdf.png", caption="../workflow/report/fig_cdf.rst", category="3. Methods compared"
+        ),
+        scatter_fig=report(
+            "results/figures/predicted_vs_measured.png",
+            caption="../workflow/report/fig_scatter.rst",
+            category="1. Report",
+        ),
+    log:
+        "results/logs/report.log",
     params:
         experiments=config["experiments"],
         protocol_experiments=[e for e in PROTOCOLS.get("experiments", EXPERIMENTS)],
         measured_dir=MEASURED_DIR,
-    output:
-        md=report("results/report.md", caption="../workflow/report/report_md.rst", category="1. Report"),
-        mape=report("results/tables/mape.csv", caption="../workflow/report/mape.rst", category="2. MAPE tables"),
-        summary=report("results/tables/mape_summary.csv", caption="../workflow/report/mape_summary.rst",
-                       category="2. MAPE tables"),
-        compare=report("results/tables/feature_set_comparison.csv", caption="../workflow/report/compare.rst",
-                       category="2. MAPE tables"),
-        ablation=report("results/tables/ablation.csv", caption="../workflow/report/ablation.rst",
-                        category="2. MAPE tables"),
-        counts=report("results/tables/row_counts.csv", caption="../workflow/report/counts.rst",
-                      category="4. Data"),
-        stage_times=report("results/tables/stage_times.csv", caption="../workflow/report/stage_times.rst",
-                           category="4. Data"),
-        dropped=report("results/tables/dropped_rows.csv", caption="../workflow/report/dropped.rst",
-                       category="4. Data"),
-        figure=report("results/figures/mape_by_gpu.png", caption="../workflow/report/fig_mape.rst",
-                      category="1. Report"),
-        protocol_summary=report("results/tables/protocols_summary.csv",
-                                caption="../workflow/report/protocols_summary.rst", category="3. Methods compared"),
-        protocol_per_gpu=report("results/tables/protocols_per_gpu.csv",
-                                caption="../workflow/report/protocols_per_gpu.rst", category="3. Methods compared"),
-        methods_fig=report("results/figures/methods_by_protocol.png", caption="../workflow/report/fig_methods.rst",
-                           category="3. Methods compared"),
-        cdf_fig=report("results/figures/error_cdf.png", caption="../workflow/report/fig_cdf.rst",
-                       category="3. Methods compared"),
-        scatter_fig=report("results/figures/predicted_vs_measured.png",
-                           caption="../workflow/report/fig_scatter.rst", category="1. Report"),
-    log:
-        "results/logs/report.log",
     script:
         "../scripts/report.py"

@@ -1,10 +1,6 @@
 # Model selection without the test GPUs (synperf/evaluation/selection.py): each candidate feature set is scored by leave one
 # seen GPU out inside every experiment's configured training rows; `choose_feature_set` writes the selection table
 # and whether the configured primary `feature_set` is the winner (the report shows both).
-SELECTION_EXPERIMENTS = list(SELECTION.get("experiments") or EXPERIMENTS)
-# Training recipes (`selection.recipes`, overrides of `training`) are scored on the primary feature set in the same
-# job; the experiment's models then train with the recipe its scores chose (RECIPE_CHOICE, see the Snakefile).
-RECIPE_OUTPUTS = {"recipes": "results/selection/{experiment}/recipes.csv", "recipe": RECIPE_CHOICE} if RECIPES else {}
 
 
 rule score_selection:
@@ -18,36 +14,39 @@ rule score_selection:
         primary_table=f"results/features/{FEATURE_SET}/{{experiment}}.parquet",
         primary_meta=f"results/features/{FEATURE_SET}/{{experiment}}.json",
     output:
-        tables=expand("results/selection/{{experiment}}/{fs}.csv", fs=SELECTION["candidates"]),
         **RECIPE_OUTPUTS,
+        tables=expand("results/selection/{{experiment}}/{fs}.csv", fs=SELECTION["candidates"]),
+    log:
+        "results/logs/selection/{experiment}.log",
+    benchmark:
+        "results/benchmarks/score_selection/{experiment}.tsv"
+    threads: 1
     params:
         training={**config["training"], **SELECTION.get("training", {})},
         recipes=RECIPES,
         seed=config["seed"],
         measured_dir=MEASURED_DIR,
-    threads: 1
-    benchmark:
-        "results/benchmarks/score_selection/{experiment}.tsv"
-    log:
-        "results/logs/selection/{experiment}.log",
     script:
         "../scripts/score_selection.py"
 
 
 rule choose_feature_set:
     input:
-        scores=expand("results/selection/{experiment}/{feature_set}.csv", experiment=SELECTION_EXPERIMENTS,
-                      feature_set=SELECTION["candidates"]),
+        scores=expand(
+            "results/selection/{experiment}/{feature_set}.csv",
+            experiment=SELECTION_EXPERIMENTS,
+            feature_set=SELECTION["candidates"],
+        ),
         code=code_inputs("scripts/choose_feature_set.py"),
     output:
         table="results/tables/selection.csv",
         choice="results/selection/choice.json",
+    log:
+        "results/logs/selection/choose.log",
+    benchmark:
+        "results/benchmarks/choose_feature_set.tsv"
     params:
         configured=FEATURE_SET,
         training={**config["training"], **SELECTION.get("training", {})},
-    benchmark:
-        "results/benchmarks/choose_feature_set.tsv"
-    log:
-        "results/logs/selection/choose.log",
     script:
         "../scripts/choose_feature_set.py"

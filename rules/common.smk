@@ -1,0 +1,107 @@
+# Names and path helpers shared by the rule files (included by the Snakefile before them): what each stage
+# reads and writes, derived from the config once.
+from pathlib import Path
+
+from synperf.data.hardware import measured_files
+
+
+def code_inputs(script):
+    """The synperf modules a rule script imports, transitively (read with ast, synperf/imports.py): the rule's
+    code inputs, so editing e.g. a feature set reruns what depends on it and editing the report reruns only
+    the report (the profiler's and the characterization's code are imported by no pipeline rule)."""
+    return code_closure(Path(workflow.basedir, script))
+
+
+# ---- ingest
+def source_files(wildcards):
+    """The manifest's files of one source, under the configured data folder: the ingest rule's inputs."""
+    prefix = f"{wildcards.source}/"
+    return [f"{config['public_data_dir']}/{p}" for p in MANIFEST if p.startswith(prefix)]
+
+
+OWN_MEASUREMENTS = sorted(str(p) for p in Path(config["measurements_dir"]).glob("*/*.parquet"))
+
+
+# ---- features
+# the measured hardware files merged over the registry (none when characterize.use_measured is false)
+MEASURED_FILES = [str(p) for p in measured_files(MEASURED_DIR)]
+
+
+def feature_outputs(ext):
+    """Every built feature set's table (``parquet``) or meta (``json``) of one experiment (wildcard left in)."""
+    return expand(f"results/features/{{fs}}/{{{{experiment}}}}.{ext}", fs=FEATURE_SETS_BUILT)
+
+
+# ---- train
+COMPARE_TRAINING = {**config["training"], **(config.get("compare_training") or {})}
+
+
+def model_outputs(models):
+    """Output paths of the (feature set, group) models of one experiment (wildcard left in)."""
+    names = [f"{fs}-{g}" for fs, g in models]
+    return {
+        "models": [f"models/{{experiment}}/{n}/model.pt" for n in names],
+        "metas": [f"models/{{experiment}}/{n}/meta.json" for n in names],
+        "predictions": [f"results/predictions/{{experiment}}/{n}.parquet" for n in names],
+        "mape": [f"results/tables/mape/{{experiment}}/{n}.csv" for n in names],
+    }
+
+
+def model_specs(models):
+    """Per model: feature set, group, budget and its feature table (the rule script adds the output paths)."""
+    return [
+        {
+            "feature_set": fs,
+            "group": g,
+            "training": config["training"] if (fs, g) == (FEATURE_SET, "all") else COMPARE_TRAINING,
+            "table": f"results/features/{fs}/{{experiment}}.parquet",
+            "meta": f"results/features/{fs}/{{experiment}}.json",
+        }
+        for fs, g in models
+    ]
+
+
+TRAINED = [(FEATURE_SET, "all")] + [(fs, "all") for fs in COMPARE_SETS]
+ABLATED = [(FEATURE_SET, g) for g in ABLATION.get("groups", [])]
+
+
+# ---- protocols
+PROTOCOLS = config.get("protocols", {})
+PROTOCOL_NAMES = PROTOCOLS.get("names", ["configured", "logo", "loao"])
+PROTOCOL_EXPERIMENTS = list(PROTOCOLS.get("experiments", EXPERIMENTS))
+PROTOCOL_EXPERIMENTS += [e for e in PROTOCOLS.get("configured_only", []) if e not in PROTOCOL_EXPERIMENTS]
+
+
+def protocol_names(experiment):
+    """Protocols run for one experiment: all configured names, or only `configured` for `configured_only`."""
+    if experiment in PROTOCOLS.get("experiments", EXPERIMENTS):
+        return PROTOCOL_NAMES
+    return ["configured"]
+
+
+# ---- selection
+SELECTION_EXPERIMENTS = list(SELECTION.get("experiments") or EXPERIMENTS)
+# Training recipes (`selection.recipes`, overrides of `training`) are scored on the primary feature set in the same
+# job; the experiment's models then train with the recipe its scores chose (RECIPE_CHOICE, see the Snakefile).
+RECIPE_OUTPUTS = {"recipes": "results/selection/{experiment}/recipes.csv", "recipe": RECIPE_CHOICE} if RECIPES else {}
+
+
+# ---- report
+def mape_tables(experiments, feature_set, group):
+    """The MAPE tables of one (feature set, group) model per experiment."""
+    return [f"results/tables/mape/{e}/{feature_set}-{group}.csv" for e in experiments]
+
+
+def benchmark_files():
+    """The benchmark file of every job the report depends on (rules/*.smk `benchmark:` paths)."""
+    per_exp = {
+        "features": EXPERIMENTS,
+        "check_leaks": EXPERIMENTS,
+        "train": EXPERIMENTS,
+        "train_ablation": ABLATION.get("experiments", []),
+        "score_selection": SELECTION_EXPERIMENTS,
+        "evaluate_protocols": PROTOCOL_EXPERIMENTS,
+    }
+    files = [f"results/benchmarks/ingest_source/{s}.tsv" for s in config["ingest"]["sources"]]
+    files += [f"results/benchmarks/{r}/{e}.tsv" for r, exps in per_exp.items() for e in exps]
+    return files + [f"results/benchmarks/{r}.tsv" for r in ("merge_measurements", "choose_feature_set", "e2e")]
