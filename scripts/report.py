@@ -23,4 +23,5 @@ build_report(list(sm.input.mape), sm.input.merge, list(sm.input.model_meta), lis
              registry_path=sm.input.registry, measured_dir=sm.params.measured_dir,
              e2e={"summary": sm.input.e2e_summary, "configs": sm.input.e2e_configs,
                   "breakdown": sm.input.e2e_breakdown, "overhead": sm.input.e2e_overhead,
-                  "figure": sm.input.e2e_figure})
+                  "figure": sm.input.e2e_figure},
+             ceiling={"dir": str(Path(sm.input.ceiling_summary).parent), "figure": sm.input.ceiling_figure})

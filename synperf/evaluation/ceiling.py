@@ -219,15 +219,18 @@ def moe_default_gaps(defaults: pd.DataFrame, models_dir, feature_set: str, regis
     return out
 
 
-def read_demo(public_data, gpu_map: dict[str, str]) -> pd.DataFrame:
-    """The authors' ``demo/topk_underperforming_<GPU>.csv`` lists (GPUs not in ``gpu_map`` are left out),
-    canonical shape columns and ``gpu``; ``avg_duration`` is the default config's latency (us)."""
+def read_demo(public_data, gpu_map: dict[str, str], registry=None) -> pd.DataFrame:
+    """The authors' ``demo/topk_underperforming_<GPU>.csv`` lists, canonical shape columns and ``gpu`` (the
+    file's GPU token through ``gpu_map``, else its lower-case form when that is a registry id; other files are
+    left out); ``avg_duration`` is the default config's latency (us)."""
     frames = []
+    ids = registry.ids if registry is not None else set()
     for p in sorted((Path(public_data) / "pipeweave/pipetuning_test/demo").glob("topk_underperforming_*.csv")):
         token = p.stem[len("topk_underperforming_"):]
-        if token not in gpu_map:
+        gpu = gpu_map.get(token) or (token.lower() if token.lower() in ids else None)
+        if gpu is None:
             continue
-        frames.append(_canon_shape(pd.read_csv(p)).assign(gpu=gpu_map[token]))
+        frames.append(_canon_shape(pd.read_csv(p)).assign(gpu=gpu))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["gpu"] + SHAPE)
 
 
@@ -382,14 +385,22 @@ def run(features_dir, feature_set: str, experiments: dict, training: dict, ceili
     summary = {"quantile": ceiling["quantile"], "underperform_gap": thr,
                "training": ceiling_training(training, ceiling), "train_wall_seconds": secs}
     moe_exp = ceiling.get("moe_experiment", "fused_moe_pipeweave")
-    if moe_exp in experiments:
+    try:
         improve, vs_default = read_improvements(public_data, gpu_map)
+    except InputError as e:
+        improve = vs_default = None
+        summary["moe_skipped"] = str(e)
+    names = ["moe_default_gaps", "moe_underperforming", "moe_demo_comparison", "moe_suggestions",
+             "moe_suggestion_summary"]
+    for n in names:
+        pd.DataFrame().to_csv(out / f"{n}.csv", index=False)
+    if moe_exp in experiments and improve is not None:
         sweep = sweep_rows(features_dir, feature_set, moe_exp)
         defaults = default_latencies(sweep, vs_default)
         dg = moe_default_gaps(defaults, Path(models_dir) / "p80", feature_set, registry, moe_exp)
         dg.to_csv(out / "moe_default_gaps.csv", index=False)
         moe_underperforming(dg, thr).to_csv(out / "moe_underperforming.csv", index=False)
-        demo_comparison(read_demo(public_data, gpu_map), Path(models_dir) / "p80", feature_set, registry, thr, dg,
+        demo_comparison(read_demo(public_data, gpu_map, registry), Path(models_dir) / "p80", feature_set, registry, thr, dg,
                         moe_exp).to_csv(out / "moe_demo_comparison.csv", index=False)
         chk = dg["check_rel_err"].dropna()
         summary["default_recovery_check"] = {"shapes": int(len(chk)), "max_abs_rel_err": float(chk.abs().max())
@@ -405,7 +416,7 @@ def run(features_dir, feature_set: str, experiments: dict, training: dict, ceili
             suggs.append(suggest_logo(sweep, defaults, gpu, models_dir, fold, feature_set, registry))
         sugg = pd.concat(suggs, ignore_index=True)
         sugg.to_csv(out / "moe_suggestions.csv", index=False)
-        suggestion_summary(sugg, improve, vs_default).to_csv(out / "moe_suggestion_summary.csv", index=False)
+        suggestion_summary(sugg, improve, vs_default, float(ceiling.get("within_oracle", 0.05))).to_csv(out / "moe_suggestion_summary.csv", index=False)
     summary["cpu_seconds"] = {"ceiling_models": round(t_train, 1), "total": round(time.process_time() - t0, 1)}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary

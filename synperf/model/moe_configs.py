@@ -236,3 +236,39 @@ def suggest_file(gpu: str, num_experts: int, inter_size: int, *, hidden_size: in
     configs = {int(r.num_tokens): {k: int(getattr(r, k)) for k in key} for r in best.itertuples()}
     path = write_vllm_config(configs, Path(out_dir) / name)
     return path, best.reset_index()
+
+
+def add_cli(sub) -> None:
+    """Register ``synperf suggest-moe-config`` on the ``synperf`` command's subparsers."""
+    p = sub.add_parser("suggest-moe-config",
+                       help="write a vLLM tuned fused-MoE config file for a GPU from predicted latencies")
+    p.add_argument("--gpu", required=True, help="registry id (config/gpus.yaml), e.g. h200_sxm")
+    p.add_argument("--experts", type=int, required=True, help="number of experts E")
+    p.add_argument("--intermediate", type=int, required=True,
+                   help="intermediate size per shard N (vLLM's file-name N)")
+    p.add_argument("--hidden", type=int, default=4096, help="hidden size (default 4096)")
+    p.add_argument("--topk", type=int, default=2, help="experts per token (default 2)")
+    p.add_argument("--dtype", choices=sorted(VLLM_DTYPE), default="bfloat16")
+    p.add_argument("--out-dir", default=".", help="folder of the JSON file (default: current folder)")
+    p.add_argument("--models-dir", default=None, help="trained models (default: models/ of this checkout)")
+    p.add_argument("--experiment", default="fused_moe_pipeweave", help="model used to rank (default: %(default)s)")
+    p.add_argument("--registry", default=None, help="GPU registry (default config/gpus.yaml)")
+    p.set_defaults(func=_cli)
+
+
+def _cli(args) -> int:
+    from synperf.data.hardware import load_registry
+
+    registry = load_registry(args.registry) if args.registry else None
+    for name in ("experts", "intermediate", "hidden", "topk"):
+        if getattr(args, name) < 1:
+            raise InputError(f"--{name}={getattr(args, name)}: must be >= 1")
+    if args.topk > args.experts:
+        raise InputError(f"--topk={args.topk} exceeds --experts={args.experts}")
+    path, best = suggest_file(args.gpu, args.experts, args.intermediate, hidden_size=args.hidden, topk=args.topk,
+                              dtype=args.dtype, out_dir=args.out_dir, registry=registry,
+                              experiment=args.experiment, models_dir=args.models_dir)
+    print(best[["num_tokens", *CONFIG_KEYS, "predicted_latency_us", "predicted_speedup_vs_default"]]
+          .round(3).to_string(index=False))
+    print(f"wrote {path}")
+    return 0
