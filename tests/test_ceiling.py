@@ -217,3 +217,28 @@ def test_default_recovery_on_the_pipeweave_sweeps(public_data, registry):
     demo = C.read_demo(public_data, pipeweave.DEFAULT_MOE_GPU_MAP, registry)
     assert set(demo["gpu"]) == {"a100_sxm4_80gb", "a40", "h800_sxm", "l20", "l40"}
     assert (demo["gpu"] == "a40").sum() == 70
+
+
+# ------------------------------------------------------------------------------------------------- report
+def test_report_section_shows_the_tables(tmp_path):
+    from synperf.reporting.ceiling_report import ceiling_section
+
+    d = tmp_path / "ceiling"
+    d.mkdir()
+    (d / "summary.json").write_text(json.dumps({
+        "quantile": 0.8, "underperform_gap": -0.1, "training": {"max_epochs": 10, "max_train_rows": 2000},
+        "cpu_seconds": {"total": 190.0}, "default_recovery_check": {"shapes": 78, "max_abs_rel_err": 5e-7}}))
+    pd.DataFrame({"experiment": ["gemm", "gemm"], "split": ["test_seen", "unseen"], "rows": [10, 20],
+                  "share_below_p80": [0.774, 0.733]}).to_csv(d / "calibration.csv", index=False)
+    pd.DataFrame({"experiment": ["e"], "kernel": ["fused_moe"], "gpu": ["a40"], "launches": [4], "underperforming": [1],
+                  "share": [0.25], "median_gap": [-0.02]}).to_csv(d / "underperforming.csv", index=False)
+    pd.DataFrame({"gpu": ["a40", "h20"], "shapes": [288, 286], "underperforming": [55, 1], "share": [0.191, 0.0035],
+                  "mean_gap": [0.05, 0.15], "published": ["921 of 3,024 (30.4%)", "none"]}).to_csv(
+        d / "moe_underperforming.csv", index=False)
+    for n in ("worst_launches", "moe_demo_comparison", "moe_suggestion_summary"):
+        pd.DataFrame().to_csv(d / f"{n}.csv", index=False)
+    md = "\n".join(ceiling_section(str(d), "ceiling/gap_cdf.png"))
+    assert "## Performance ceiling" in md and "![Gap to the P80 ceiling" in md
+    assert "77.4" in md and "73.3" in md                 # calibration in %
+    assert "921 of 3,024 (30.4%)" in md and "19.1" in md  # ours beside the published share
+    assert "190 CPU-s" in md
