@@ -17,6 +17,16 @@ def _read(path: Path) -> pd.DataFrame:
         return pd.DataFrame()
 
 
+def _fmt(v) -> str:
+    return f"{int(v)}" if isinstance(v, float) and v.is_integer() else str(v)
+
+
+def _fixed(df: pd.DataFrame) -> pd.DataFrame:
+    """Float columns as text with three decimals (the table helper keeps one)."""
+    return df.assign(**{c: df[c].map(lambda x: "" if pd.isna(x) else f"{x:.3f}")
+                        for c in df.columns if df[c].dtype.kind == "f"})
+
+
 def ceiling_section(ceiling_dir: str, figure_rel: str) -> list[str]:
     """Markdown lines: calibration of the P80 models, the gap CDF figure, underperforming launches per
     experiment and GPU, the fused-MoE default configs beside the published A40/H20 figures and the authors'
@@ -48,14 +58,16 @@ def ceiling_section(ceiling_dir: str, figure_rel: str) -> list[str]:
            "`results/ceiling/worst_launches.csv`.", ""]
     und = _read(d / "underperforming.csv")
     if not und.empty:
-        und = und.assign(share=(100 * und["share"]).round(1), median_gap=und["median_gap"].round(3))
+        und = und.assign(share=(100 * und["share"]).round(1), median_gap=und["median_gap"].map("{:+.3f}".format))
         md += [md_table(und.rename(columns={"share": "share %"})), ""]
     worst = _read(d / "worst_launches.csv")
     if not worst.empty:
-        w = worst.sort_values("gap").groupby("experiment").head(1)
-        cols = [c for c in w.columns if c not in ("split", "theoretical_time_us")]
+        w = worst.sort_values("gap").groupby("experiment").head(1).sort_values("experiment")
+        base = ["experiment", "gpu", "implementation", "latency_us", "measured_efficiency", "p80_efficiency", "gap"]
+        other = [c for c in w.columns if c not in base + ["kernel", "split", "theoretical_time_us"]]
+        params = w[other].apply(lambda r: ", ".join(f"{k}={_fmt(v)}" for k, v in r.items() if pd.notna(v)), axis=1)
         md += ["Worst launch per experiment:", "",
-               md_table(w[cols].dropna(axis=1, how="all").round(3)), ""]
+               md_table(_fixed(w[base].assign(parameters=params))), ""]
     moe = _read(d / "moe_underperforming.csv")
     md += ["### Fused MoE: vLLM's default config on the pipeweave sweeps", ""]
     if moe.empty:
@@ -68,16 +80,16 @@ def ceiling_section(ceiling_dir: str, figure_rel: str) -> list[str]:
            f"and measured latencies differ by at most {100 * (chk.get('max_abs_rel_err') or 0):.4f}%. "
            "Published (paper): A40 921 of 3,024 shapes (30.4%) underperform, H20 none; their shape set is larger "
            "than the 288 shapes per GPU of the public sweeps.", "",
-           md_table(moe.assign(share=(100 * moe["share"]).round(1), mean_gap=moe["mean_gap"].round(3))
+           md_table(moe.assign(share=(100 * moe["share"]).round(1), mean_gap=moe["mean_gap"].map("{:+.3f}".format))
                     .rename(columns={"share": "share %"}).fillna("")), ""]
     demo = _read(d / "moe_demo_comparison.csv")
     if not demo.empty:
         md += ["The authors' flagged lists (`demo/topk_underperforming_<GPU>.csv`, default latency as listed): how "
                "many of their shapes our P80 model flags too, their mean gap and ours; few of their shapes are in the "
-               "public sweeps (`in_sweep`).", "", md_table(demo.round(3)), ""]
+               "public sweeps (`in_sweep`).", "", md_table(_fixed(demo)), ""]
     sug = _read(d / "moe_suggestion_summary.csv")
     if not sug.empty:
-        sug = sug.round(3)
+        sug = _fixed(sug)
         md += ["### Fused MoE: suggested configs, leave one GPU out", "",
                "Per sweep GPU, a model trained on the other GPUs' sweep rows ranks, per shape, the configs the other "
                "GPUs measured for it plus the default, through `synperf.api.predict`; nothing measured on the "
