@@ -24,6 +24,8 @@ rule report:
         e2e_overhead="results/e2e/overhead.json",
         e2e_figure="results/e2e/e2e_breakdown.png",
         benchmarks=benchmark_files(),
+        ceiling_summary="results/ceiling/summary.json",
+        ceiling_figure="results/ceiling/gap_cdf.png",
         code=code_inputs("scripts/report.py"),
         registry=config["gpu_registry"],
         hardware=MEASURED_FILES,

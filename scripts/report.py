@@ -29,7 +29,8 @@ def main():
                  e2e={"summary": sm.input.e2e_summary, "configs": sm.input.e2e_configs,
                       "breakdown": sm.input.e2e_breakdown, "overhead": sm.input.e2e_overhead,
                       "figure": sm.input.e2e_figure},
-                 benchmarks=list(sm.input.benchmarks), out_stage_times=sm.output.stage_times)
+                 benchmarks=list(sm.input.benchmarks), out_stage_times=sm.output.stage_times,
+                 ceiling={"dir": str(Path(sm.input.ceiling_summary).parent), "figure": sm.input.ceiling_figure})
 
 
 run(sm, main)

@@ -107,6 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--collectives", default=None, help="NCCL tables folder (pipeweave/dataset/collective)")
     e.add_argument("--overhead", default=None, help="overhead.json with a_s, b_s (from the e2e evaluation)")
     e.set_defaults(func=e2e)
+    from synperf.model.moe_configs import add_cli
+
+    add_cli(sub)
     return ap
 
 

@@ -217,7 +217,7 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
                  protocols: dict | None = None, evaluation: dict | None = None,
                  registry_path: str | None = None, measured_dir: str | None = None,
                  e2e: dict | None = None, benchmarks: list[str] | None = None,
-                 out_stage_times: str | None = None) -> None:
+                 out_stage_times: str | None = None, ceiling: dict | None = None) -> None:
     """Assemble the Markdown report and its CSV tables and figure (all written atomically).
 
     ``mape_tables`` are the primary models' tables; ``compare_tables`` the same experiments with other
@@ -228,6 +228,8 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
     ``out_per_gpu``, ``out_methods_fig``, ``out_cdf_fig``, ``out_scatter_fig``.
     ``e2e`` (optional) adds the end-to-end section (:func:`synperf.reporting.e2e_report.e2e_section`): a dict with
     ``summary``, ``configs``, ``breakdown`` (CSVs), ``overhead`` (JSON) and ``figure`` (PNG path).
+    ``ceiling`` (optional) adds the performance-ceiling section (:func:`synperf.reporting.ceiling_report.ceiling_section`):
+    a dict with ``dir`` (``results/ceiling``) and ``figure`` (the gap CDF PNG).
     ``evaluation`` (optional) adds the evaluation contract (:func:`evaluation_section`): ``leak_checks`` (the
     primary feature set's leak-check JSONs), ``selection_table`` (CSV), ``selection_choice`` (JSON) and
     ``recipe_choices`` (per-experiment recipe JSONs).
@@ -305,6 +307,11 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
 
         rel = str(Path(e2e["figure"]).resolve().relative_to(Path(out_md).resolve().parent))
         md += e2e_section(e2e["summary"], e2e["configs"], e2e["breakdown"], e2e["overhead"], rel)
+    if ceiling:
+        from .ceiling_report import ceiling_section
+
+        rel = str(Path(ceiling["figure"]).resolve().relative_to(Path(out_md).resolve().parent))
+        md += ceiling_section(ceiling["dir"], rel)
     if cmp_table is not None:
         md += ["## Feature sets compared (same split, same rows)", "",
                "Seen = held-out problems on seen GPUs; unseen = unseen GPUs; MAPE in %. "
