@@ -89,6 +89,11 @@ def test_synperf_predict_uses_training_rows_as_the_only_sources(vidur_gemm, regi
     res, chosen, scores = S.synperf_predict(tr, te, meta, registry, TRAIN, paths=("physical", "transfer+physical"),
                                             log=lambda *_: None)
     assert chosen in ("physical", "transfer+physical") and len(res) == len(te)
+    # the test rows' measured latency never reaches the choice or the prediction
+    res2, chosen2, _ = S.synperf_predict(tr, te.assign(latency_us=te.latency_us * 37.0), meta, registry, TRAIN,
+                                         paths=("physical", "transfer+physical"), log=lambda *_: None)
+    assert chosen2 == chosen
+    np.testing.assert_array_equal(res2["predicted_latency_us"], res["predicted_latency_us"])
     assert np.isfinite(res["predicted_latency_us"]).all() and (res["predicted_latency_us"] > 0).all()
     # a held-out problem has no sibling among the training rows (held out on every seen GPU at once)
     held = (te.split == "test_seen").to_numpy()

@@ -289,3 +289,22 @@ def predict_with_choice(choice: dict, directory, rows: pd.DataFrame, registry, m
     if TRANSFER[path]:
         fitted.base_train[BASE[path]] = fitted.base_predict(BASE[path], fitted.train, registry)
     return predict_path(fitted, path, rows, registry)
+
+
+def record_choice(table: pd.DataFrame, meta: dict, experiment: str, registry, select_cfg: TrainConfig, directory,
+                  mlp_dir: str, paths=PATHS, log=print) -> tuple[str, pd.DataFrame]:
+    """Choose an experiment's path by LOSGO on the ``train`` rows of its feature table and record it in its model
+    folder ``directory`` (:func:`save_choice`) for :func:`synperf.api.predict`.
+
+    Args:
+        table, meta: the experiment's feature table (with ``split``) and sidecar (``feature_set`` included).
+        select_cfg: MLP budget of the LOSGO folds (config ``selection.training``).
+        mlp_dir: the experiment's primary MLP folder inside ``directory`` (e.g. ``v2-all``).
+
+    Returns:
+        ``(chosen path, LOSGO scores)`` (:data:`PATH_SCORE_COLUMNS`).
+    """
+    chosen, scores = select_path(table, meta, experiment, registry, select_cfg, paths, log=log)
+    rows = table[table["split"].astype(str).to_numpy() == "train"].reset_index(drop=True)
+    save_choice(directory, chosen, rows, registry, scores, mlp_dir=mlp_dir, feature_set=meta.get("feature_set", "v2"))
+    return chosen, scores

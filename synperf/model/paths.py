@@ -9,9 +9,10 @@ Physical time model (:class:`PhysicalModel`)
     the registry's spec-sheet numbers (:data:`PHYSICAL_TERMS`): DRAM bytes / DRAM bandwidth, FLOPs / peak FLOP/s
     of the row's dtype and pipe (FP32 CUDA-core peak for RMSNorm and SiLU&Mul), XU operations / XU rate, and the
     launch's FLOPs + XU operations per SM cycle, ``work / (SMs * clock)``, a time that ignores how many lanes an SM
-    has. Bounded least squares (:func:`scipy.optimize.lsq_linear`) on relative error: rows are scaled by
-    ``1 / latency`` so the objective is ``sum_i (pred_i / y_i - 1)^2``, close to what MAPE measures. Bounds
-    (:data:`PHYSICAL_LOWER`): ``a >= 0``, ``c_j >= 1`` for the three spec-sheet times (no pipe runs faster than its
+    has. Bounded least squares (:func:`scipy.optimize.lsq_linear`, bounded-variable method, which returns a
+    vertex of the bounds where terms are collinear, as FLOPs and XU operations of element-wise kernels are) on
+    relative error: rows are scaled by ``1 / latency`` so the objective is ``sum_i (pred_i / y_i - 1)^2``, close
+    to what MAPE measures. Bounds (:data:`PHYSICAL_LOWER`): ``a >= 0``, ``c_j >= 1`` for the three spec-sheet times (no pipe runs faster than its
     peak, so a kernel pays at least each time in full), ``c >= 0`` for the work per SM cycle (no peak behind it).
     The lower bound matters where the training GPUs do not reach the bound of the target: RMSNorm on A100 and H100
     runs at about a third of DRAM bandwidth, so a free fit sets the DRAM coefficient to 0 and predicts A40 (GDDR6,
@@ -104,7 +105,8 @@ class PhysicalModel:
         if len(y) == 0 or not (np.isfinite(y) & (y > 0)).all():
             raise ValueError("physical model: needs >= 1 row with finite latency_us > 0")
         x = physical_design(rows, registry)
-        coef = lsq_linear(x / y[:, None], np.ones(len(y)), bounds=(np.array(PHYSICAL_LOWER), np.inf)).x
+        coef = lsq_linear(x / y[:, None], np.ones(len(y)), bounds=(np.array(PHYSICAL_LOWER), np.inf),
+                          method="bvls").x
         model = cls(coef)
         model.train_mape_pct = float(np.mean(np.abs(x @ coef / y - 1.0)) * 100.0)
         return model
