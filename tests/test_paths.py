@@ -141,7 +141,8 @@ def test_api_predict_follows_the_recorded_path_and_names_the_source(vidur_gemm, 
     src = tr[tr.gpu == "a100_sxm4_80gb"].set_index(["m", "n", "k"])
     i = int(np.flatnonzero(covered)[0])
     s = src.loc[[tuple(a40.loc[i, ["m", "n", "k"]])]]
-    expect = s["latency_us"].iloc[0] - phys.predict(s.reset_index(), registry)[0] + phys.predict(a40.iloc[[i]], registry)[0]
+    expect = (s["latency_us"].iloc[0] - phys.predict(s.reset_index(), registry)[0]
+              + phys.predict(a40.iloc[[i]], registry)[0])
     assert out["predicted_latency_us"][i] == pytest.approx(max(expect, 1e-3 * s["latency_us"].iloc[0]), rel=1e-9)
     # an explicit feature set asks for that MLP, not the recorded path
     mlp_only = predict("gemm", params, "a40", experiment="gemm_fp16_vidur", models_dir=tmp_path, registry=registry,

@@ -1,10 +1,11 @@
 """Choose the prediction path of an experiment by leave-one-seen-GPU-out (LOSGO) inside its training rows.
 
-The candidates are the paths of :mod:`synperf.model.paths`: ``mlp`` (the efficiency MLP), ``physical`` (the
-fitted physical time model), and sibling transfer by ratio (``transfer+mlp``, ``transfer+physical``) or by
-difference (``shift+mlp``, ``shift+physical``) with that base model, the base where no sibling measured the launch. Each seen GPU in turn is the validation GPU: the other seen GPUs'
-training rows fit the base models and are the only transfer sources, the validation GPU's training rows score
-each path (MAPE). The path with the lowest mean fold MAPE wins (:func:`choose_paths`).
+The candidates are the paths of :mod:`synperf.model.paths`: ``mlp`` (the efficiency MLP), ``physical`` (the fitted
+physical time model), and sibling transfer by ratio (``transfer+mlp``, ``transfer+physical``) or by difference
+(``shift+mlp``, ``shift+physical``) with that base model, the base where no sibling measured the launch. Each seen
+GPU in turn is the validation GPU: the other seen GPUs' training rows fit the base models and are the only transfer
+sources, the validation GPU's training rows score each path (MAPE). The path with the lowest mean fold MAPE wins
+(:func:`choose_paths`).
 
 What the choice can see is enforced here, not left to callers: :func:`score_paths` drops every row whose ``split``
 is not ``train`` before anything is fitted or scored, so held-out problems (``test_seen``), unseen GPUs

@@ -24,10 +24,12 @@ held-out rows in every fold. The same GPU-level folds are available without a ta
 The runner (:func:`run_protocol`, :func:`predict_protocol`) fits, per fold, the efficiency MLP
 (``synperf_mlp``: :func:`synperf.model.estimator.train` on the fold's training rows) and every baseline of
 :data:`synperf.evaluation.baselines.BASELINES` on the same rows, predicts the fold's ``test_seen`` and ``unseen``
-rows and scores them with :mod:`synperf.evaluation.metrics`. The method ``synperf`` chooses, per fold, a prediction
-path (MLP, physical time model, sibling transfer; :mod:`synperf.evaluation.path_selection`) by leave-one-seen-GPU-out
-inside the fold's training rows, reusing the fold's ``synperf_mlp``; the chosen path leads its ``budget`` text. Features are computed once per table; each fold only
+rows and scores them with :mod:`synperf.evaluation.metrics`. Features are computed once per table; each fold only
 selects rows.
+
+The method ``synperf`` chooses, per fold, a prediction path (MLP, physical time model, sibling transfer;
+:mod:`synperf.evaluation.path_selection`) by leave-one-seen-GPU-out inside the fold's training rows, reusing the
+fold's ``synperf_mlp``; the chosen path leads its ``budget`` text.
 """
 
 from __future__ import annotations

@@ -5,21 +5,22 @@ Both paths work on rows of a feature table (:func:`synperf.pipeline.features.exp
 :func:`synperf.evaluation.baselines.add_baseline_columns` (``bl_*``; :func:`physical_design` adds them when absent).
 
 Physical time model (:class:`PhysicalModel`)
-    ``latency_us = a + sum_j c_j * t_j`` with ``t_j`` the per-pipeline times of the launch on the row's GPU from
-    the registry's spec-sheet numbers (:data:`PHYSICAL_TERMS`): DRAM bytes / DRAM bandwidth, FLOPs / peak FLOP/s
-    of the row's dtype and pipe (FP32 CUDA-core peak for RMSNorm and SiLU&Mul), XU operations / XU rate, and the
-    launch's FLOPs + XU operations per SM cycle, ``work / (SMs * clock)``, a time that ignores how many lanes an SM
-    has. Bounded least squares (:func:`scipy.optimize.lsq_linear`, bounded-variable method, which returns a
-    vertex of the bounds where terms are collinear, as FLOPs and XU operations of element-wise kernels are) on
-    relative error: rows are scaled by ``1 / latency`` so the objective is ``sum_i (pred_i / y_i - 1)^2``, close
-    to what MAPE measures. Bounds (:data:`PHYSICAL_LOWER`): ``a >= 0``, ``c_j >= 1`` for the three spec-sheet times (no pipe runs faster than its
-    peak, so a kernel pays at least each time in full), ``c >= 0`` for the work per SM cycle (no peak behind it).
-    The lower bound matters where the training GPUs do not reach the bound of the target: RMSNorm on A100 and H100
-    runs at about a third of DRAM bandwidth, so a free fit sets the DRAM coefficient to 0 and predicts A40 (GDDR6,
-    a third of A100's bandwidth) at 42% MAPE; with ``c_DRAM >= 1`` the A40 error is 11.5% (SiLU&Mul: 20% -> 8.3%),
-    measured on the configured split with A100 and H100 training rows. The sum of times (not their max) charges
-    the pipes without overlap; the fitted ``c_j`` absorb the share of each pipe's peak a kernel reaches. One model per experiment, fitted on the training rows of the seen
-    GPUs; it transfers to an unseen GPU through the spec-sheet terms only.
+    ``latency_us = a + sum_j c_j * t_j`` with ``t_j`` the per-pipeline times of the launch on the row's GPU from the
+    registry's spec-sheet numbers (:data:`PHYSICAL_TERMS`): DRAM bytes / DRAM bandwidth, FLOPs / peak FLOP/s of the
+    row's dtype and pipe (FP32 CUDA-core peak for RMSNorm and SiLU&Mul), XU operations / XU rate, and the launch's
+    FLOPs + XU operations per SM cycle, ``work / (SMs * clock)``, a time that ignores how many lanes an SM has.
+    Bounded least squares (:func:`scipy.optimize.lsq_linear`, bounded-variable method, which returns a vertex of the
+    bounds where terms are collinear, as FLOPs and XU operations of element-wise kernels are) on relative error:
+    rows are scaled by ``1 / latency`` so the objective is ``sum_i (pred_i / y_i - 1)^2``, close to what MAPE
+    measures. Bounds (:data:`PHYSICAL_LOWER`): ``a >= 0``, ``c_j >= 1`` for the three spec-sheet times (no pipe runs
+    faster than its peak, so a kernel pays at least each time in full), ``c >= 0`` for the work per SM cycle (no
+    peak behind it). The lower bound matters where the training GPUs do not reach the bound of the target: RMSNorm
+    on A100 and H100 runs at about a third of DRAM bandwidth, so a free fit sets the DRAM coefficient to 0 and
+    predicts A40 (GDDR6, a third of A100's bandwidth) at 42% MAPE; with ``c_DRAM >= 1`` the A40 error is 11.5%
+    (SiLU&Mul: 20% -> 8.3%), measured on the configured split with A100 and H100 training rows. The sum of times
+    (not their max) charges the pipes without overlap; the fitted ``c_j`` absorb the share of each pipe's peak a
+    kernel reaches. One model per experiment, fitted on the training rows of the seen GPUs; it transfers to an
+    unseen GPU through the spec-sheet terms only.
 
 Sibling transfer (:func:`transfer_predict`)
     Where a seen GPU measured the same launch in the training rows (same shape key,
