@@ -9,8 +9,8 @@ sources, the validation GPU's training rows score each path (MAPE). The path wit
 
 What the choice can see is enforced here, not left to callers: :func:`score_paths` drops every row whose ``split``
 is not ``train`` before anything is fitted or scored, so held-out problems (``test_seen``), unseen GPUs
-(``unseen``) and other GPUs (``unused``) never inform it. The folds are
-:func:`synperf.evaluation.selection.losgo_folds`, the folds that chose the feature set.
+(``unseen``) and other GPUs (``unused``) never inform it. The folds (scikit-learn ``LeaveOneGroupOut`` over the
+training rows' GPUs) are those of :func:`synperf.evaluation.selection.losgo_folds`, which chose the feature set.
 
 :func:`fit_chosen` then fits the chosen path on every training row and :func:`predict_chosen` predicts new rows,
 reporting per row the path used (``transfer`` rows without a sibling fall back to their base) and the source GPU.
@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from sklearn.model_selection import LeaveOneGroupOut
 
 from synperf.evaluation.metrics import ape
-from synperf.evaluation.selection import losgo_folds
 from synperf.model.estimator import TrainConfig, TrainedModel, train
 from synperf.model.features import FeatureFrame
 from synperf.model.paths import BASE, PATHS, TRANSFER, PhysicalModel, transfer_predict, with_spec_columns
@@ -132,22 +132,25 @@ def score_paths(table: pd.DataFrame, meta: dict, experiment: str, registry, trai
     if "split" not in table.columns:
         raise ValueError("path selection: the table has no 'split' column")
     rows = table[table["split"].astype(str).to_numpy() == "train"].reset_index(drop=True)
+    gpu = rows["gpu"].astype(str).to_numpy()
     out = []
-    for fold in losgo_folds(rows):
-        tr = rows[fold.train_mask]
-        va = rows[fold.labels == "unseen"]
+    if len(np.unique(gpu)) < 2:
+        return pd.DataFrame(out, columns=PATH_SCORE_COLUMNS)
+    for fit_idx, val_idx in LeaveOneGroupOut().split(rows, groups=gpu):
+        tr, va = rows.iloc[fit_idx], rows.iloc[val_idx]
+        name = f"losgo:{gpu[val_idx[0]]}"
         try:
             fitted = fit_paths(tr, meta, registry, train_cfg, paths)
         except ValueError as e:  # too few rows on the remaining GPUs for an MLP validation split
-            log(f"{experiment} {fold.name}: skipped ({e})")
+            log(f"{experiment} {name}: skipped ({e})")
             continue
         y = va["latency_us"].to_numpy(dtype="float64")
         for p in paths:
             pred = predict_path(fitted, p, va, registry)["predicted_latency_us"].to_numpy()
-            out.append({"experiment": experiment, "path": p, "fold": fold.name,
-                        "validation_gpu": fold.unseen_gpus[0], "n_train": len(tr), "n_rows": len(va),
+            out.append({"experiment": experiment, "path": p, "fold": name,
+                        "validation_gpu": gpu[val_idx[0]], "n_train": len(tr), "n_rows": len(va),
                         "mape_pct": float(np.mean(ape(pred, y)))})
-        log(f"{experiment} {fold.name}: " + ", ".join(f"{r['path']} {r['mape_pct']:.1f}%" for r in out[-len(paths):]))
+        log(f"{experiment} {name}: " + ", ".join(f"{r['path']} {r['mape_pct']:.1f}%" for r in out[-len(paths):]))
     return pd.DataFrame(out, columns=PATH_SCORE_COLUMNS)
 
 
