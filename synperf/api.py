@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from synperf.evaluation.path_selection import CHOICE_FILE, load_choice, predict_with_choice
 from synperf.model.estimator import TrainedModel
 from synperf.model.features import build_features
 from synperf.data.hardware import Registry, load_registry
@@ -127,10 +128,15 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
 
     Returns:
         The canonical parameter columns plus ``theoretical_time_us``, ``predicted_efficiency``,
-        ``predicted_latency_us`` (microseconds) and ``prediction_path`` (how the row was predicted:
-        ``mlp:<model folder>``) and ``unknown_category`` (``column=value`` pairs of categorical features, e.g. an
-        implementation label, that the model never saw in training: encoded as no level, so the prediction is
-        less certain; empty when none), one row per launch; ``attrs["model_dir"]`` names the model folder used.
+        ``predicted_latency_us`` (microseconds), ``prediction_path`` (how the row was predicted) and
+        ``source_gpu``, ``unknown_category`` (``column=value`` pairs of categorical features, e.g. an implementation
+        label, that the MLP never saw in training: encoded as no level, so the prediction is less certain; empty
+        when none), one row per launch; ``attrs["model_dir"]`` names the MLP folder. When the experiment
+        folder records a chosen path (``path.json``, :func:`synperf.evaluation.path_selection.save_choice`) and
+        ``feature_set`` is not given, that path predicts: ``prediction_path`` is ``physical``, ``mlp`` or
+        ``<transfer|shift>+<base>`` where a seen GPU's training row measured the launch (``source_gpu`` names that
+        GPU; <NA> elsewhere), and ``attrs["path_choice"]`` names the record. Otherwise every row is
+        ``mlp:<model folder>`` with ``source_gpu`` <NA>.
 
     Raises:
         InputError: unknown kernel or GPU, a missing parameter, or no trained model.
@@ -153,5 +159,15 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
     out["predicted_efficiency"] = out["theoretical_time_us"] / out["predicted_latency_us"]
     out["prediction_path"] = f"mlp:{model_dir}"
     out["unknown_category"] = model.encoder.unknown.to_numpy()
+    out["source_gpu"] = pd.Series([pd.NA] * len(out), dtype="string")
     out.attrs["model_dir"] = str(model_dir)
+    choice = load_choice(exp_dir) if feature_set is None else None
+    if choice is not None:
+        mlp = _load(str(exp_dir / choice["mlp_dir"])) if choice.get("mlp_dir") else model
+        chosen = predict_with_choice(choice, exp_dir, table, registry, mlp)
+        out["predicted_latency_us"] = chosen["predicted_latency_us"].to_numpy()
+        out["predicted_efficiency"] = out["theoretical_time_us"] / out["predicted_latency_us"]
+        out["prediction_path"] = chosen["prediction_path"].to_numpy()
+        out["source_gpu"] = chosen["source_gpu"].astype("string").to_numpy()
+        out.attrs["path_choice"] = str(exp_dir / CHOICE_FILE)
     return out

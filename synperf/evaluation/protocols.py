@@ -26,6 +26,10 @@ The runner (:func:`run_protocol`, :func:`predict_protocol`) fits, per fold, the 
 :data:`synperf.evaluation.baselines.BASELINES` on the same rows, predicts the fold's ``test_seen`` and ``unseen``
 rows and scores them with :mod:`synperf.evaluation.metrics`. Features are computed once per table; each fold only
 selects rows.
+
+The method ``synperf`` chooses, per fold, a prediction path (MLP, physical time model, sibling transfer;
+:mod:`synperf.evaluation.path_selection`) by leave-one-seen-GPU-out inside the fold's training rows, reusing the
+fold's ``synperf_mlp``; the chosen path leads its ``budget`` text.
 """
 
 from __future__ import annotations
@@ -45,9 +49,12 @@ from synperf.evaluation.metrics import ape, summarize
 from synperf.data.schema import KEY_COLUMNS
 from synperf.evaluation.split import experiment_split, problem_key
 
-#: the evaluated methods: our estimator, then every baseline
+#: the evaluated methods: our estimator, then every baseline, then synperf's chosen prediction path
 MLP = "synperf_mlp"
-METHODS: tuple[str, ...] = (MLP,) + tuple(BASELINES)
+#: the path chosen per fold by leave-one-seen-GPU-out inside the fold's training rows
+#: (:func:`synperf.evaluation.path_selection.synperf_predict`): MLP, physical time model or sibling transfer
+SYNPERF = "synperf"
+METHODS: tuple[str, ...] = (MLP,) + tuple(BASELINES) + (SYNPERF,)
 TEST_SPLITS = ("test_seen", "unseen")
 LABELS = ("train", "test_seen", "unseen", "unused")
 
@@ -68,6 +75,8 @@ def method_budget(method: str, max_train_rows: int, train_cfg: TrainConfig, base
         return f"{rows}, {baseline_cfg.gbt_max_iter} boosting iterations"
     if method == "linear":
         return f"{rows}, closed form"
+    if method == SYNPERF:
+        return f"path chosen by leave-one-seen-GPU-out; MLP {rows}, <= {train_cfg.max_epochs} epochs"
     if method.startswith("nearest_gpu"):
         return "lookup over all training rows"
     return "no training"
@@ -325,20 +334,29 @@ def _iter_fold_predictions(table, folds, methods, registry, train_cfg, features,
         base = pd.DataFrame({"protocol": fold.protocol, "fold": fold.name, "row": te_idx,
                              "gpu": te["gpu"].astype(str).to_numpy(), "kernel": te["kernel"].astype(str).to_numpy(),
                              "split": fold.labels[te_idx], "latency_us": te["latency_us"].to_numpy(dtype="float64")})
+        fold_mlp = None  # the fold's synperf_mlp, reused by the synperf method
         for method in methods:
             t0 = time.time()
-            if method == MLP and fold.name in (pretrained or {}):
-                model = pretrained[fold.name]
+            budget = method_budget(method, fold_cfg.max_train_rows, fold_cfg, fold_bcfg)
+            if method == SYNPERF:
+                from synperf.evaluation.path_selection import SELECTION_TRAINING, synperf_predict
+
+                res, chosen, _ = synperf_predict(tr, te, meta, registry, replace(cfg, **SELECTION_TRAINING), cfg,
+                                                 mlp=fold_mlp, experiment=fold.name, log=lambda *_: None)
+                pred = res["predicted_latency_us"].to_numpy()
+                budget = f"{chosen}; {budget}"
+            elif method == MLP and fold.name in (pretrained or {}):
+                model = fold_mlp = pretrained[fold.name]
                 pred = model.predict_latency_us(FeatureFrame(te, meta["numeric"], meta["linear"], meta["categorical"]))
             elif method == MLP:
                 model = train(FeatureFrame(tr, meta["numeric"], meta["linear"], meta["categorical"]),
                               tr["latency_us"], tr["problem_key"], cfg, log=lambda *_: None)
+                fold_mlp = model
                 pred = model.predict_latency_us(FeatureFrame(te, meta["numeric"], meta["linear"], meta["categorical"]))
             else:
                 pred = fit_predict(method, tr, te, registry, seed=seed, feature_meta=meta, cfg=fold_bcfg)
             seconds = time.time() - t0
-            out = base.assign(method=method, predicted_latency_us=np.asarray(pred, dtype="float64"),
-                              budget=method_budget(method, fold_cfg.max_train_rows, fold_cfg, fold_bcfg))
+            out = base.assign(method=method, predicted_latency_us=np.asarray(pred, dtype="float64"), budget=budget)
             out["ape_pct"] = ape(out["predicted_latency_us"], out["latency_us"])
             out["fit_seconds"] = seconds
             log(f"{fold.name} {method}: {len(tr)} train rows, {len(te)} test rows, {seconds:.1f} s")

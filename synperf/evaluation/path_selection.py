@@ -1,0 +1,314 @@
+"""Choose the prediction path of an experiment by leave-one-seen-GPU-out (LOSGO) inside its training rows.
+
+The candidates are the paths of :mod:`synperf.model.paths`: ``mlp`` (the efficiency MLP), ``physical`` (the fitted
+physical time model), and sibling transfer by ratio (``transfer+mlp``, ``transfer+physical``) or by difference
+(``shift+mlp``, ``shift+physical``) with that base model, the base where no sibling measured the launch. Each seen
+GPU in turn is the validation GPU: the other seen GPUs' training rows fit the base models and are the only transfer
+sources, the validation GPU's training rows score each path (MAPE). The path with the lowest mean fold MAPE wins
+(:func:`choose_paths`).
+
+What the choice can see is enforced here, not left to callers: :func:`score_paths` drops every row whose ``split``
+is not ``train`` before anything is fitted or scored, so held-out problems (``test_seen``), unseen GPUs
+(``unseen``) and other GPUs (``unused``) never inform it. The folds (scikit-learn ``LeaveOneGroupOut`` over the
+training rows' GPUs) are those of :func:`synperf.evaluation.selection.losgo_folds`, which chose the feature set.
+
+:func:`fit_chosen` then fits the chosen path on every training row and :func:`predict_chosen` predicts new rows,
+reporting per row the path used (``transfer`` rows without a sibling fall back to their base) and the source GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from sklearn.model_selection import LeaveOneGroupOut
+
+from synperf.evaluation.metrics import ape
+from synperf.model.estimator import TrainConfig, TrainedModel, train
+from synperf.model.features import FeatureFrame
+from synperf.model.paths import BASE, PATHS, TRANSFER, PhysicalModel, transfer_predict, with_spec_columns
+
+#: MLP budget of the LOSGO folds inside a protocol fold (``TrainConfig`` fields), as the feature-set selection's
+#: ``selection.training`` of config/config.yaml: one MLP per seen GPU of every fold
+SELECTION_TRAINING = {"max_epochs": 25, "max_train_rows": 5000}
+#: columns of :func:`score_paths`'s result
+PATH_SCORE_COLUMNS = ["experiment", "path", "fold", "validation_gpu", "n_train", "n_rows", "mape_pct"]
+
+
+def _frame(rows: pd.DataFrame, meta: dict) -> FeatureFrame:
+    return FeatureFrame(rows, list(meta["numeric"]), list(meta["linear"]), list(meta["categorical"]))
+
+
+def fit_mlp(rows: pd.DataFrame, meta: dict, train_cfg: TrainConfig) -> TrainedModel:
+    """The efficiency MLP (:func:`synperf.model.estimator.train`) on ``rows`` of a feature table (needs
+    ``latency_us`` and ``problem_key``)."""
+    return train(_frame(rows, meta), rows["latency_us"], rows["problem_key"], train_cfg, log=lambda *_: None)
+
+
+@dataclass
+class FittedPaths:
+    """The base models fitted on one set of training rows, and those rows (the only transfer sources).
+
+    Attributes:
+        train: the training rows (feature table rows with ``bl_*`` columns and ``latency_us``).
+        meta: the feature table's sidecar (``numeric``, ``linear``, ``categorical``).
+        mlp: the efficiency MLP, or None when no path needs it.
+        physical: the physical time model, or None when no path needs it.
+        base_train: base model name -> its predicted latency on ``train`` (microseconds), for transfer.
+    """
+
+    train: pd.DataFrame
+    meta: dict
+    mlp: TrainedModel | None = None
+    physical: PhysicalModel | None = None
+    base_train: dict = field(default_factory=dict)
+
+    def base_predict(self, base: str, rows: pd.DataFrame, registry) -> np.ndarray:
+        """Latency of base model ``base`` (``mlp`` or ``physical``) on ``rows``, microseconds."""
+        if base == "mlp":
+            return self.mlp.predict_latency_us(_frame(rows, self.meta))
+        return self.physical.predict(rows, registry)
+
+
+def fit_paths(rows: pd.DataFrame, meta: dict, registry, train_cfg: TrainConfig, paths=PATHS,
+              mlp: TrainedModel | None = None) -> FittedPaths:
+    """Fit the base models the ``paths`` need on ``rows`` (training rows of a feature table).
+
+    ``mlp``: an MLP already trained on exactly these rows (reused instead of training one).
+
+    Raises:
+        KeyError: an unknown path.
+        ValueError: as :func:`synperf.model.estimator.train` or :meth:`PhysicalModel.fit`.
+    """
+    unknown = [p for p in paths if p not in BASE]
+    if unknown:
+        raise KeyError(f"unknown path(s) {unknown}; known: {list(PATHS)}")
+    rows = with_spec_columns(rows.reset_index(drop=True), registry)
+    bases = {BASE[p] for p in paths}
+    fitted = FittedPaths(rows, meta)
+    if "mlp" in bases:
+        fitted.mlp = mlp if mlp is not None else fit_mlp(rows, meta, train_cfg)
+    if "physical" in bases:
+        fitted.physical = PhysicalModel.fit(rows, registry)
+    if any(TRANSFER[p] for p in paths):
+        for b in bases:
+            fitted.base_train[b] = fitted.base_predict(b, rows, registry)
+    return fitted
+
+
+def predict_path(fitted: FittedPaths, path: str, rows: pd.DataFrame, registry) -> pd.DataFrame:
+    """Predict ``rows`` (feature table rows, any GPUs) with ``path`` of ``fitted``.
+
+    Returns:
+        One row per input row (positional): ``predicted_latency_us`` (microseconds), ``prediction_path`` (``path``,
+        or its base for a transfer row without a sibling) and ``source_gpu`` (the sibling GPU, <NA> otherwise).
+    """
+    rows = with_spec_columns(rows.reset_index(drop=True), registry)
+    base = BASE[path]
+    pred = fitted.base_predict(base, rows, registry)
+    src = pd.Series([pd.NA] * len(rows), dtype="string")
+    if TRANSFER[path]:
+        pred, src = transfer_predict(fitted.train, rows, registry, fitted.base_train[base], pred, TRANSFER[path])
+    label = np.where(src.notna().to_numpy(), path, base)
+    return pd.DataFrame({"predicted_latency_us": np.asarray(pred, dtype="float64"), "prediction_path": label,
+                         "source_gpu": src.to_numpy()})
+
+
+def score_paths(table: pd.DataFrame, meta: dict, experiment: str, registry, train_cfg: TrainConfig, paths=PATHS,
+                log=print) -> pd.DataFrame:
+    """LOSGO score of every path on an experiment's training rows.
+
+    Args:
+        table: feature table with a ``split`` column; only its ``train`` rows are read (the rest is dropped
+            first, so no held-out problem or unseen GPU can inform the score).
+        meta: the table's sidecar (``numeric``, ``linear``, ``categorical``).
+        train_cfg: the MLP budget of each fold.
+
+    Returns:
+        :data:`PATH_SCORE_COLUMNS`, one row per (path, fold): MAPE (percent) on the validation GPU's training
+        rows; empty when fewer than two seen GPUs have training rows.
+    """
+    if "split" not in table.columns:
+        raise ValueError("path selection: the table has no 'split' column")
+    rows = table[table["split"].astype(str).to_numpy() == "train"].reset_index(drop=True)
+    gpu = rows["gpu"].astype(str).to_numpy()
+    out = []
+    if len(np.unique(gpu)) < 2:
+        return pd.DataFrame(out, columns=PATH_SCORE_COLUMNS)
+    for fit_idx, val_idx in LeaveOneGroupOut().split(rows, groups=gpu):
+        tr, va = rows.iloc[fit_idx], rows.iloc[val_idx]
+        name = f"losgo:{gpu[val_idx[0]]}"
+        try:
+            fitted = fit_paths(tr, meta, registry, train_cfg, paths)
+        except ValueError as e:  # too few rows on the remaining GPUs for an MLP validation split
+            log(f"{experiment} {name}: skipped ({e})")
+            continue
+        y = va["latency_us"].to_numpy(dtype="float64")
+        for p in paths:
+            pred = predict_path(fitted, p, va, registry)["predicted_latency_us"].to_numpy()
+            out.append({"experiment": experiment, "path": p, "fold": name,
+                        "validation_gpu": gpu[val_idx[0]], "n_train": len(tr), "n_rows": len(va),
+                        "mape_pct": float(np.mean(ape(pred, y)))})
+        log(f"{experiment} {name}: " + ", ".join(f"{r['path']} {r['mape_pct']:.1f}%" for r in out[-len(paths):]))
+    return pd.DataFrame(out, columns=PATH_SCORE_COLUMNS)
+
+
+def choose_paths(scores: pd.DataFrame, paths=PATHS, default: str = "mlp") -> tuple[dict, pd.DataFrame]:
+    """The path with the lowest mean fold MAPE per experiment, and the selection table.
+
+    Ties keep the earlier path of ``paths``; an experiment without scores (one seen GPU) gets ``default``.
+
+    Returns:
+        ``(chosen, table)``: experiment -> path, and one row per experiment with each path's mean LOSGO MAPE
+        (percent), ``n_folds`` and ``chosen``.
+    """
+    if scores.empty:
+        return {}, pd.DataFrame(columns=["experiment", *paths, "n_folds", "chosen"])
+    per = scores.groupby(["experiment", "path"])["mape_pct"].mean().unstack("path")
+    per = per[[p for p in paths if p in per.columns]]
+    chosen = {e: str(r.idxmin()) if r.notna().any() else default for e, r in per.iterrows()}
+    table = per.copy()
+    table["n_folds"] = scores.groupby("experiment")["fold"].nunique()
+    table["chosen"] = pd.Series(chosen)
+    return chosen, table.reset_index(names="experiment")
+
+
+def select_path(table: pd.DataFrame, meta: dict, experiment: str, registry, train_cfg: TrainConfig, paths=PATHS,
+                default: str = "mlp", log=print) -> tuple[str, pd.DataFrame]:
+    """The chosen path of one experiment (:func:`score_paths` then :func:`choose_paths`) and its fold scores."""
+    scores = score_paths(table, meta, experiment, registry, train_cfg, paths, log)
+    chosen, _ = choose_paths(scores, paths, default)
+    return chosen.get(experiment, default), scores
+
+
+def synperf_predict(train_rows: pd.DataFrame, test_rows: pd.DataFrame, meta: dict, registry,
+                    select_cfg: TrainConfig, train_cfg: TrainConfig | None = None, mlp: TrainedModel | None = None,
+                    experiment: str = "", paths=PATHS, log=print) -> tuple[pd.DataFrame, str, pd.DataFrame]:
+    """The ``synperf`` method of a protocol fold: choose a path on ``train_rows`` only, fit it there, predict.
+
+    Args:
+        train_rows: the fold's training rows (seen GPUs, problems not held out), a feature table's rows.
+        test_rows: rows to predict (held-out problems, unseen GPUs); their ``latency_us`` is never read.
+        select_cfg: MLP budget of the LOSGO folds of the choice.
+        train_cfg: MLP budget of the final fit (default ``select_cfg``); unused when ``mlp`` is given.
+        mlp: an MLP already trained on exactly ``train_rows`` (the fold's ``synperf_mlp``), reused.
+
+    Returns:
+        ``(predictions, chosen path, LOSGO scores)``; predictions as :func:`predict_path`.
+    """
+    rows = train_rows.reset_index(drop=True).assign(split="train")
+    chosen, scores = select_path(rows, meta, experiment, registry, select_cfg, paths, log=log)
+    need_mlp = BASE[chosen] == "mlp"
+    fitted = fit_paths(rows, meta, registry, train_cfg or select_cfg, (chosen,), mlp=mlp if need_mlp else None)
+    test = test_rows.drop(columns=["latency_us"], errors="ignore")
+    return predict_path(fitted, chosen, test, registry), chosen, scores
+
+
+# ------------------------------------------------------------------------------------------------
+# the chosen path of a model directory (read by synperf.api.predict)
+
+#: file of a model directory that records the chosen path (JSON) and the transfer sources (parquet)
+CHOICE_FILE = "path.json"
+SOURCES_FILE = "path_sources.parquet"
+
+
+def _with_features(rows: pd.DataFrame, registry, feature_set: str) -> tuple[pd.DataFrame, dict]:
+    from synperf.model.features import build_features
+
+    ff = build_features(rows, registry, feature_set)
+    feats = ff.frame.drop(columns=[c for c in ff.frame.columns if c in rows.columns])
+    out = pd.concat([rows.reset_index(drop=True), feats.reset_index(drop=True)], axis=1)
+    return out, {"numeric": ff.numeric, "linear": ff.linear, "categorical": ff.categorical}
+
+
+def save_choice(directory, chosen: str, train_rows: pd.DataFrame, registry, scores: pd.DataFrame | None = None,
+                mlp_dir: str | None = None, feature_set: str = "v2") -> None:
+    """Record ``chosen`` in ``directory`` (an experiment's model folder) for :func:`load_choice`.
+
+    Writes :data:`CHOICE_FILE` (path, MLP folder name, feature set, the physical model fitted on ``train_rows``,
+    the LOSGO scores) and, for a transfer path, :data:`SOURCES_FILE` (the canonical key columns and
+    ``latency_us`` of ``train_rows``: the only rows a sibling may come from).
+
+    Args:
+        train_rows: the experiment's training rows (seen GPUs, problems not held out), canonical columns.
+        mlp_dir: the MLP folder inside ``directory`` the path uses (e.g. ``v2-all``).
+    """
+    import json
+    from pathlib import Path
+
+    from synperf.data.schema import KEY_COLUMNS
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    rec = {"path": chosen, "base": BASE[chosen], "transfer": TRANSFER[chosen], "mlp_dir": mlp_dir,
+           "feature_set": feature_set, "training_gpus": sorted(train_rows["gpu"].astype(str).unique()),
+           "scores": [] if scores is None else scores.to_dict(orient="records")}
+    if BASE[chosen] == "physical":
+        rec["physical"] = PhysicalModel.fit(train_rows, registry).to_dict()
+    if TRANSFER[chosen]:
+        keep = [c for c in KEY_COLUMNS if c in train_rows.columns] + ["latency_us"]
+        train_rows[keep].reset_index(drop=True).to_parquet(directory / SOURCES_FILE, index=False)
+        rec["sources"] = SOURCES_FILE
+    (directory / CHOICE_FILE).write_text(json.dumps(rec, indent=1, default=str))
+
+
+def load_choice(directory) -> dict | None:
+    """The record :func:`save_choice` wrote in ``directory`` (None when the folder has none)."""
+    import json
+    from pathlib import Path
+
+    f = Path(directory) / CHOICE_FILE
+    return json.loads(f.read_text()) if f.exists() else None
+
+
+def predict_with_choice(choice: dict, directory, rows: pd.DataFrame, registry, mlp: TrainedModel | None
+                        ) -> pd.DataFrame:
+    """Predict canonical ``rows`` with the recorded path of ``choice`` (from :func:`load_choice`).
+
+    Args:
+        directory: the folder holding the record (and its sources file).
+        rows: canonical launch rows (key columns), any GPUs.
+        mlp: the model of ``choice["mlp_dir"]`` when the path's base is the MLP.
+
+    Returns:
+        As :func:`predict_path`: ``predicted_latency_us``, ``prediction_path``, ``source_gpu``.
+
+    Raises:
+        ValueError: the path needs an MLP and none was given.
+    """
+    from pathlib import Path
+
+    path, fs = choice["path"], choice.get("feature_set", "v2")
+    if BASE[path] == "mlp" and mlp is None:
+        raise ValueError(f"path {path!r} needs the MLP of {choice.get('mlp_dir')!r}")
+    rows, meta = _with_features(rows, registry, fs)
+    sources = rows.iloc[:0]
+    if TRANSFER[path]:
+        sources = with_spec_columns(_with_features(pd.read_parquet(Path(directory) / choice["sources"]), registry,
+                                                   fs)[0], registry)
+    fitted = FittedPaths(sources, meta, mlp=mlp)
+    if BASE[path] == "physical":
+        fitted.physical = PhysicalModel.from_dict(choice["physical"])
+    if TRANSFER[path]:
+        fitted.base_train[BASE[path]] = fitted.base_predict(BASE[path], fitted.train, registry)
+    return predict_path(fitted, path, rows, registry)
+
+
+def record_choice(table: pd.DataFrame, meta: dict, experiment: str, registry, select_cfg: TrainConfig, directory,
+                  mlp_dir: str, paths=PATHS, log=print) -> tuple[str, pd.DataFrame]:
+    """Choose an experiment's path by LOSGO on the ``train`` rows of its feature table and record it in its model
+    folder ``directory`` (:func:`save_choice`) for :func:`synperf.api.predict`.
+
+    Args:
+        table, meta: the experiment's feature table (with ``split``) and sidecar (``feature_set`` included).
+        select_cfg: MLP budget of the LOSGO folds (config ``selection.training``).
+        mlp_dir: the experiment's primary MLP folder inside ``directory`` (e.g. ``v2-all``).
+
+    Returns:
+        ``(chosen path, LOSGO scores)`` (:data:`PATH_SCORE_COLUMNS`).
+    """
+    chosen, scores = select_path(table, meta, experiment, registry, select_cfg, paths, log=log)
+    rows = table[table["split"].astype(str).to_numpy() == "train"].reset_index(drop=True)
+    save_choice(directory, chosen, rows, registry, scores, mlp_dir=mlp_dir, feature_set=meta.get("feature_set", "v2"))
+    return chosen, scores

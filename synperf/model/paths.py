@@ -1,0 +1,223 @@
+"""Prediction paths beside the efficiency MLP: a fitted physical time model and transfer from a measured sibling.
+
+Both paths work on rows of a feature table (:func:`synperf.pipeline.features.experiment_features` or
+:func:`synperf.evaluation.protocols.feature_table`) that carry the per-row work and spec columns of
+:func:`synperf.evaluation.baselines.add_baseline_columns` (``bl_*``; :func:`physical_design` adds them when absent).
+
+Physical time model (:class:`PhysicalModel`)
+    ``latency_us = a + sum_j c_j * t_j`` with ``t_j`` the per-pipeline times of the launch on the row's GPU from the
+    registry's spec-sheet numbers (:data:`PHYSICAL_TERMS`): DRAM bytes / DRAM bandwidth, FLOPs / peak FLOP/s of the
+    row's dtype and pipe (FP32 CUDA-core peak for RMSNorm and SiLU&Mul), XU operations / XU rate, and the launch's
+    FLOPs + XU operations per SM cycle, ``work / (SMs * clock)``, a time that ignores how many lanes an SM has.
+    Bounded least squares (:func:`scipy.optimize.lsq_linear`, bounded-variable method, which returns a vertex of the
+    bounds where terms are collinear, as FLOPs and XU operations of element-wise kernels are) on relative error:
+    rows are scaled by ``1 / latency`` so the objective is ``sum_i (pred_i / y_i - 1)^2``, close to what MAPE
+    measures. Bounds (:data:`PHYSICAL_LOWER`): ``a >= 0``, ``c_j >= 1`` for the three spec-sheet times (no pipe runs
+    faster than its peak, so a kernel pays at least each time in full), ``c >= 0`` for the work per SM cycle (no
+    peak behind it). The lower bound matters where the training GPUs do not reach the bound of the target: RMSNorm
+    on A100 and H100 runs at about a third of DRAM bandwidth, so a free fit sets the DRAM coefficient to 0 and
+    predicts A40 (GDDR6, a third of A100's bandwidth) at 42% MAPE; with ``c_DRAM >= 1`` the A40 error is 11.5%
+    (SiLU&Mul: 20% -> 8.3%), measured on the configured split with A100 and H100 training rows. The sum of times
+    (not their max) charges the pipes without overlap; the fitted ``c_j`` absorb the share of each pipe's peak a
+    kernel reaches. One model per experiment, fitted on the training rows of the seen GPUs; it transfers to an
+    unseen GPU through the spec-sheet terms only.
+
+Sibling transfer (:func:`transfer_predict`)
+    Where a seen GPU measured the same launch in the training rows (same shape key,
+    :func:`synperf.evaluation.split.shape_key`: kernel, implementation, dtype, every parameter), the prediction on
+    the target GPU is ``latency_src * base(target) / base(source)``: the measured latency corrected by the ratio of
+    a base model's (MLP or physical) predictions on the two GPUs. The source is the nearest seen GPU of
+    :func:`synperf.evaluation.baselines.nearest_sources` (same architecture first, then the smallest distance of
+    ``(ln peak, ln DRAM bandwidth)``), never the target GPU itself; rows without a source take the base prediction.
+
+Path names (:data:`PATHS`): ``mlp``, ``physical``, and ``<mode>+<base>`` with mode ``transfer`` (ratio) or
+``shift`` (difference) of :func:`transfer_predict` and base ``mlp`` or ``physical``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import lsq_linear
+
+from synperf.evaluation.baselines import BASELINE_COLUMNS, add_baseline_columns, nearest_sources
+
+#: per-pipeline time columns of the physical model, microseconds (see :func:`physical_design`)
+PHYSICAL_TERMS = ("bl_memory_us", "bl_compute_us", "bl_xu_us", "work_per_sm_cycle_us")
+#: lower bounds of the physical model's coefficients: launch floor, then one per term of :data:`PHYSICAL_TERMS`
+PHYSICAL_LOWER = (0.0, 1.0, 1.0, 1.0, 0.0)
+#: every prediction path, in tie-break order (a tie in selection keeps the earlier one)
+PATHS = ("mlp", "physical", "transfer+mlp", "transfer+physical", "shift+mlp", "shift+physical")
+#: the base model of each path
+BASE = {p: p.split("+")[-1] for p in PATHS}
+#: how a path carries a sibling's latency over (None: no transfer), see :func:`transfer_predict`
+TRANSFER = {p: (p.split("+")[0] if "+" in p else None) for p in PATHS}
+
+
+def with_spec_columns(rows: pd.DataFrame, registry) -> pd.DataFrame:
+    """``rows`` with the ``bl_*`` work and spec columns (added when any is missing; row order kept)."""
+    if all(c in rows.columns for c in BASELINE_COLUMNS):
+        return rows
+    return add_baseline_columns(rows.drop(columns=[c for c in BASELINE_COLUMNS if c in rows.columns]), registry,
+                                tiles=False)
+
+
+def physical_design(rows: pd.DataFrame, registry) -> np.ndarray:
+    """Design matrix of the physical model, shape ``(len(rows), 1 + len(PHYSICAL_TERMS))``, microseconds.
+
+    Column 0 is 1 (the launch floor ``a``); then ``bl_memory_us`` (DRAM bytes / DRAM B/s), ``bl_compute_us``
+    (FLOPs / peak FLOP/s), ``bl_xu_us`` (XU ops / XU ops/s) of :func:`add_baseline_columns`, and
+    ``(FLOPs + XU ops) / (SM count * clock)`` in microseconds.
+
+    Raises:
+        KeyError, InputError: as :func:`synperf.evaluation.baselines.add_baseline_columns`.
+    """
+    r = with_spec_columns(rows, registry)
+    sm_clock = r["bl_sm_count"].to_numpy(dtype="float64") * r["bl_clock_hz"].to_numpy(dtype="float64")
+    per_cycle = (r["bl_flops"].to_numpy(dtype="float64") + r["bl_xu_ops"].to_numpy(dtype="float64")) / sm_clock * 1e6
+    cols = [np.ones(len(r))] + [r[c].to_numpy(dtype="float64") for c in PHYSICAL_TERMS[:3]] + [per_cycle]
+    return np.column_stack(cols)
+
+
+@dataclass
+class PhysicalModel:
+    """``latency_us = coef[0] + coef[1:] @ terms`` (terms :data:`PHYSICAL_TERMS`, microseconds), ``coef >= 0``.
+
+    Attributes:
+        coef: shape ``(1 + len(PHYSICAL_TERMS),)``: launch floor in microseconds, then one dimensionless
+            multiplier per term (1 = the term's spec-sheet time, 2 = half the peak reached).
+        train_mape_pct: MAPE of the fit on its own training rows, percent.
+    """
+
+    coef: np.ndarray
+    train_mape_pct: float = float("nan")
+
+    @classmethod
+    def fit(cls, rows: pd.DataFrame, registry) -> "PhysicalModel":
+        """Bounded least squares on relative error over ``rows`` (needs ``latency_us`` > 0), see the module
+        docstring.
+
+        Raises:
+            ValueError: no rows, or a latency that is not finite and > 0.
+        """
+        y = rows["latency_us"].to_numpy(dtype="float64")
+        if len(y) == 0 or not (np.isfinite(y) & (y > 0)).all():
+            raise ValueError("physical model: needs >= 1 row with finite latency_us > 0")
+        x = physical_design(rows, registry)
+        coef = lsq_linear(x / y[:, None], np.ones(len(y)), bounds=(np.array(PHYSICAL_LOWER), np.inf),
+                          method="bvls").x
+        model = cls(coef)
+        model.train_mape_pct = float(np.mean(np.abs(x @ coef / y - 1.0)) * 100.0)
+        return model
+
+    def predict(self, rows: pd.DataFrame, registry) -> np.ndarray:
+        """Predicted latency per row, microseconds, shape ``(len(rows),)``."""
+        if len(rows) == 0:
+            return np.zeros(0)
+        return physical_design(rows, registry) @ self.coef
+
+    def to_dict(self) -> dict:
+        return {"terms": ["launch_floor_us", *PHYSICAL_TERMS], "coef": [float(c) for c in self.coef],
+                "train_mape_pct": self.train_mape_pct}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "PhysicalModel":
+        """Inverse of :meth:`to_dict`.
+
+        Raises:
+            ValueError: the stored terms differ from :data:`PHYSICAL_TERMS`.
+        """
+        if list(d["terms"]) != ["launch_floor_us", *PHYSICAL_TERMS]:
+            raise ValueError(f"physical model terms {d['terms']} differ from this version's {list(PHYSICAL_TERMS)}")
+        return cls(np.asarray(d["coef"], dtype="float64"), float(d.get("train_mape_pct", float("nan"))))
+
+
+def _family_columns(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with the parameters of other kernel families blanked (NA), so that a launch built with defaults
+    for every family (``synperf.api.launch_table`` fills ``window_size``, ``kv_cache_dtype``, ... for a GEMM)
+    matches the measured rows of the same launch."""
+    from synperf.data.schema import KERNEL_PARAMS
+
+    rows = rows.copy()
+    foreign = {c for ps in KERNEL_PARAMS.values() for c in ps}
+    kernel = rows["kernel"].astype(str).to_numpy()
+    for k in np.unique(kernel):
+        for c in sorted(foreign - set(KERNEL_PARAMS.get(k, ()))):
+            if c in rows.columns:
+                if not isinstance(rows[c].dtype, (pd.StringDtype, pd.Int64Dtype)):
+                    rows[c] = rows[c].astype("object")
+                rows.loc[kernel == k, c] = pd.NA
+    return rows
+
+
+def transfer_sources(train: pd.DataFrame, test: pd.DataFrame, registry) -> pd.DataFrame:
+    """The sibling measurement of each ``test`` row among ``train`` rows on other GPUs.
+
+    :func:`synperf.evaluation.baselines.nearest_sources` per target GPU, over the ``train`` rows of every other
+    GPU: a GPU is never its own source. The launch matches on every key column but the GPU, after blanking the
+    parameters that belong to other kernel families (:data:`synperf.data.schema.KERNEL_PARAMS`).
+
+    Returns:
+        One row per ``test`` row (positional): ``src_pos`` (position in ``train``, -1 where no other GPU measured
+        the launch) and ``src_gpu`` (<NA> where uncovered).
+    """
+    out = pd.DataFrame({"src_pos": np.full(len(test), -1, dtype="int64"),
+                        "src_gpu": pd.Series([pd.NA] * len(test), dtype="string")})
+    if len(test) == 0 or len(train) == 0:
+        return out
+    train, test = _family_columns(train), _family_columns(test)
+    tr_gpu = train["gpu"].astype(str).to_numpy()
+    te_gpu = test["gpu"].astype(str).to_numpy()
+    for g in np.unique(te_gpu):
+        others = np.flatnonzero(tr_gpu != g)
+        rows = np.flatnonzero(te_gpu == g)
+        if len(others) == 0:
+            continue
+        src = nearest_sources(train.iloc[others], test.iloc[rows], registry)
+        ok = src["src_pos"].to_numpy() >= 0
+        out.loc[rows[ok], "src_pos"] = others[src["src_pos"].to_numpy()[ok]]
+        out.loc[rows[ok], "src_gpu"] = src["src_gpu"].to_numpy()[ok]
+    return out
+
+
+def transfer_predict(train: pd.DataFrame, test: pd.DataFrame, registry, base_train: np.ndarray,
+                     base_test: np.ndarray, mode: str = "transfer") -> tuple[np.ndarray, pd.Series]:
+    """Sibling transfer; the base prediction where no other GPU measured the launch.
+
+    ``mode="transfer"``: ``latency_src * base_test / base_train[src]`` (the base model's ratio between the GPUs).
+    ``mode="shift"``: ``latency_src - base_train[src] + base_test`` (the source's excess over the base model
+    carried over, the form of :func:`synperf.evaluation.baselines.nearest_gpu_roofline` with a fitted base),
+    floored at ``1e-3 * latency_src``.
+
+    Args:
+        train: rows that may serve as sources (measured ``latency_us``, microseconds): training rows only.
+        test: rows to predict.
+        base_train, base_test: the base model's predicted latency for ``train`` and ``test`` rows, shapes
+            ``(len(train),)`` and ``(len(test),)``, microseconds.
+
+    Returns:
+        ``(pred, src_gpu)``: predicted latency per ``test`` row (microseconds) and the source GPU (<NA> where the
+        base prediction was used).
+
+    Raises:
+        ValueError: a base array of the wrong length, or an unknown ``mode``.
+    """
+    if mode not in ("transfer", "shift"):
+        raise ValueError(f"transfer mode {mode!r}: expected 'transfer' or 'shift'")
+    base_train = np.asarray(base_train, dtype="float64")
+    base_test = np.asarray(base_test, dtype="float64")
+    if len(base_train) != len(train) or len(base_test) != len(test):
+        raise ValueError(f"base predictions: {len(base_train)}/{len(base_test)} for {len(train)}/{len(test)} rows")
+    src = transfer_sources(train, test, registry)
+    pos = src["src_pos"].to_numpy()
+    ok = pos >= 0
+    pred = base_test.copy()
+    lat = train["latency_us"].to_numpy(dtype="float64")
+    src_lat = lat[pos[ok]]
+    if mode == "transfer":
+        pred[ok] = src_lat * base_test[ok] / base_train[pos[ok]]
+    else:
+        pred[ok] = np.maximum(src_lat - base_train[pos[ok]] + base_test[ok], 1e-3 * src_lat)
+    return pred, src["src_gpu"]

@@ -1,0 +1,150 @@
+"""Prediction paths (physical time model, sibling transfer) and their choice by leave-one-seen-GPU-out."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from synperf.evaluation import path_selection as S
+from synperf.evaluation.baselines import BASELINE_COLUMNS
+from synperf.model.estimator import TrainConfig
+from synperf.model.paths import PHYSICAL_LOWER, PhysicalModel, physical_design, transfer_predict
+
+TRAIN = TrainConfig(hidden_sizes=[32, 16], max_epochs=4, early_stopping_patience=3, batch_size=256)
+
+
+def spec_rows(n, gpu, seed=0, **specs):
+    """Rows carrying the bl_* columns directly (the physical model reads only those)."""
+    rng = np.random.default_rng(seed)
+    d = {c: np.zeros(n) for c in BASELINE_COLUMNS}
+    d.update({"gpu": [gpu] * n, "bl_sm_count": specs.get("sm", 100.0), "bl_clock_hz": specs.get("clock", 1e9),
+              "bl_memory_us": rng.uniform(1, 100, n), "bl_compute_us": rng.uniform(0, 50, n),
+              "bl_xu_us": rng.uniform(0, 5, n), "bl_flops": rng.uniform(0, 1e8, n), "bl_xu_ops": np.zeros(n)})
+    return pd.DataFrame(d)
+
+
+def test_physical_model_recovers_its_coefficients_and_respects_the_peak_bounds():
+    rows = spec_rows(200, "g")
+    x = physical_design(rows, None)
+    assert x.shape == (200, 5)
+    # work per SM cycle in us: flops / (100 SMs * 1e9 Hz) * 1e6
+    np.testing.assert_allclose(x[:, 4], rows["bl_flops"] / 1e11 * 1e6)
+    true = np.array([3.0, 1.7, 1.2, 2.0, 0.4])
+    m = PhysicalModel.fit(rows.assign(latency_us=x @ true), None)
+    np.testing.assert_allclose(m.coef, true, rtol=1e-6)
+    assert m.train_mape_pct < 1e-6
+    # a kernel that "beats" DRAM peak (coefficient 0.5) is fitted at the bound: no pipe runs above its peak
+    half = np.array([3.0, 0.5, 1.0, 1.0, 0.0])
+    m = PhysicalModel.fit(rows.assign(latency_us=x @ half), None)
+    assert m.coef[1] == pytest.approx(PHYSICAL_LOWER[1]) and (m.coef >= np.array(PHYSICAL_LOWER) - 1e-12).all()
+    assert PhysicalModel.from_dict(m.to_dict()).coef.tolist() == m.coef.tolist()
+    with pytest.raises(ValueError):
+        PhysicalModel.fit(rows.assign(latency_us=0.0), None)
+
+
+def gemm_rows(gpus, ms, latency):
+    return pd.DataFrame([{"gpu": g, "kernel": "gemm", "implementation": "cublas", "dtype": "bfloat16", "m": m,
+                          "n": 64, "k": 64, "batch": 1, "latency_us": latency(g, m)} for g in gpus for m in ms])
+
+
+def test_transfer_scales_the_nearest_sibling_and_never_uses_the_target_gpu(registry):
+    from synperf.data.schema import conform
+
+    lat = {"a100_sxm4_80gb": 10.0, "h100_sxm": 6.0, "h200_sxm": 5.0}
+    train = conform(gemm_rows(["a100_sxm4_80gb", "h100_sxm", "h200_sxm"], [1, 2], lambda g, m: lat[g] * m))
+    # m = 3 was measured nowhere: base prediction, no source
+    test = conform(gemm_rows(["h200_sxm", "a40"], [1, 2, 3], lambda g, m: np.nan))
+    base_train = np.full(len(train), 2.0)
+    base_test = np.full(len(test), 3.0)
+    pred, src = transfer_predict(train, test, registry, base_train, base_test)
+    # h200 is in train but never its own source: nearest other Hopper is h100; a40 (Ampere) takes a100
+    assert src.tolist() == ["h100_sxm", "h100_sxm", pd.NA, "a100_sxm4_80gb", "a100_sxm4_80gb", pd.NA]
+    np.testing.assert_allclose(pred, [6.0 * 1.5, 12.0 * 1.5, 3.0, 10.0 * 1.5, 20.0 * 1.5, 3.0])
+    with pytest.raises(ValueError):
+        transfer_predict(train, test, registry, base_train[:1], base_test)
+
+
+def test_path_choice_never_reads_heldout_or_unseen_rows(vidur_gemm, registry):
+    table, meta = vidur_gemm
+    poisoned = table.copy()
+    bad = poisoned["split"].isin(["test_seen", "unseen"]).to_numpy()
+    rng = np.random.default_rng(1)
+    poisoned.loc[bad, "latency_us"] = poisoned.loc[bad, "latency_us"] * rng.uniform(0.01, 100, bad.sum())
+    clean = S.score_paths(table, meta, "gemm_fp16_vidur", registry, TRAIN, log=lambda *_: None)
+    dirty = S.score_paths(poisoned, meta, "gemm_fp16_vidur", registry, TRAIN, log=lambda *_: None)
+    assert sorted(set(clean["validation_gpu"])) == ["a100_sxm4_80gb", "h100_sxm"]
+    assert sorted(set(clean["path"])) == sorted(S.PATHS)
+    np.testing.assert_allclose(clean["mape_pct"], dirty["mape_pct"])
+    assert S.choose_paths(clean)[0] == S.choose_paths(dirty)[0]
+    # every validation row of a fold is a training row of its GPU
+    n = {g: int(((table.split == "train") & (table.gpu == g)).sum()) for g in ["a100_sxm4_80gb", "h100_sxm"]}
+    assert all(r.n_rows == n[r.validation_gpu] for r in clean.itertuples())
+
+
+def test_synperf_predict_uses_training_rows_as_the_only_sources(vidur_gemm, registry):
+    table, meta = vidur_gemm
+    tr = table[table.split == "train"]
+    te = table[table.split.isin(["test_seen", "unseen"])]
+    res, chosen, scores = S.synperf_predict(tr, te, meta, registry, TRAIN, paths=("physical", "transfer+physical"),
+                                            log=lambda *_: None)
+    assert chosen in ("physical", "transfer+physical") and len(res) == len(te)
+    # the test rows' measured latency never reaches the choice or the prediction
+    res2, chosen2, _ = S.synperf_predict(tr, te.assign(latency_us=te.latency_us * 37.0), meta, registry, TRAIN,
+                                         paths=("physical", "transfer+physical"), log=lambda *_: None)
+    assert chosen2 == chosen
+    np.testing.assert_array_equal(res2["predicted_latency_us"], res["predicted_latency_us"])
+    assert np.isfinite(res["predicted_latency_us"]).all() and (res["predicted_latency_us"] > 0).all()
+    # a held-out problem has no sibling among the training rows (held out on every seen GPU at once)
+    held = (te.split == "test_seen").to_numpy()
+    assert res["source_gpu"][held].isna().all()
+    if chosen == "transfer+physical":
+        src = res["source_gpu"][~held].dropna()
+        assert len(src) and set(src) <= {"a100_sxm4_80gb", "h100_sxm"}
+        assert set(res["prediction_path"]) <= {"physical", "transfer+physical"}
+
+
+def test_choose_paths_takes_the_lowest_fold_mean_and_breaks_ties_in_path_order():
+    s = pd.DataFrame({"experiment": ["e"] * 4 + ["f"] * 2, "path": ["mlp", "mlp", "physical", "physical",
+                                                                        "mlp", "physical"],
+                      "fold": ["a", "b", "a", "b", "a", "a"], "validation_gpu": "x", "n_train": 1, "n_rows": 1,
+                      "mape_pct": [10.0, 30.0, 25.0, 5.0, 7.0, 7.0]})
+    chosen, table = S.choose_paths(s)
+    assert chosen == {"e": "physical", "f": "mlp"}        # e: 20 vs 15; f: a tie keeps the earlier path
+    assert table.set_index("experiment").loc["e", "mlp"] == 20.0
+    assert S.choose_paths(s.iloc[:0])[0] == {}
+
+
+def test_api_predict_follows_the_recorded_path_and_names_the_source(vidur_gemm, registry, tmp_path):
+    from synperf.api import predict
+    from synperf.model.paths import PhysicalModel
+
+    table, meta = vidur_gemm
+    tr = table[table.split == "train"].reset_index(drop=True)
+    exp_dir = tmp_path / "gemm_fp16_vidur"
+    mlp = S.fit_mlp(tr, meta, TRAIN)
+    mlp.meta["feature_set"] = "v2"  # as the pipeline records it
+    mlp.save(exp_dir / "v2-all")
+    S.save_choice(exp_dir, "shift+physical", tr, registry, mlp_dir="v2-all", feature_set="v2")
+    a40 = table[table.gpu == "a40"].head(40).reset_index(drop=True)
+    params = a40[["implementation", "dtype", "m", "n", "k", "batch"]]
+    out = predict("gemm", params, "a40", experiment="gemm_fp16_vidur", models_dir=tmp_path, registry=registry)
+    covered = out["source_gpu"].notna().to_numpy()
+    assert covered.any() and (~covered).any()
+    # the nearest seen GPU of an Ampere target is the Ampere A100; uncovered rows use the physical model
+    assert set(out["source_gpu"][covered]) == {"a100_sxm4_80gb"}
+    assert set(out["prediction_path"][covered]) == {"shift+physical"}
+    assert set(out["prediction_path"][~covered]) == {"physical"}
+    phys = PhysicalModel.fit(tr, registry)
+    np.testing.assert_allclose(out["predicted_latency_us"][~covered], phys.predict(a40[~covered], registry),
+                               rtol=1e-9)
+    src = tr[tr.gpu == "a100_sxm4_80gb"].set_index(["m", "n", "k"])
+    i = int(np.flatnonzero(covered)[0])
+    s = src.loc[[tuple(a40.loc[i, ["m", "n", "k"]])]]
+    expect = (s["latency_us"].iloc[0] - phys.predict(s.reset_index(), registry)[0]
+              + phys.predict(a40.iloc[[i]], registry)[0])
+    assert out["predicted_latency_us"][i] == pytest.approx(max(expect, 1e-3 * s["latency_us"].iloc[0]), rel=1e-9)
+    # an explicit feature set asks for that MLP, not the recorded path
+    mlp_only = predict("gemm", params, "a40", experiment="gemm_fp16_vidur", models_dir=tmp_path, registry=registry,
+                       feature_set="v2")
+    assert mlp_only["prediction_path"].str.startswith("mlp:").all() and mlp_only["source_gpu"].isna().all()
