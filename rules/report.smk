@@ -17,6 +17,7 @@ rule report:
         leak_checks=[f"results/leak_check/{FEATURE_SET}/{e}.json" for e in EXPERIMENTS],
         selection_table="results/tables/selection.csv",
         selection_choice="results/selection/choice.json",
+        path_choices=[f"models/{e}/path.json" for e in EXPERIMENTS],
         recipe_choices=[RECIPE_CHOICE.format(experiment=e) for e in SELECTION_EXPERIMENTS] if RECIPES else [],
         e2e_summary="results/e2e/e2e_summary.csv",
         e2e_configs="results/e2e/e2e_configs.csv",

@@ -11,9 +11,12 @@ rule train:
         tables=[f"results/features/{fs}/{{experiment}}.parquet" for fs, _ in TRAINED],
         metas=[f"results/features/{fs}/{{experiment}}.json" for fs, _ in TRAINED],
         leak_checks=[f"results/leak_check/{fs}/{{experiment}}.json" for fs, _ in TRAINED],
+        registry=config["gpu_registry"],
+        hardware=MEASURED_FILES,
         code=code_inputs("scripts/train.py"),
     output:
         **model_outputs(TRAINED),
+        path_choice="models/{experiment}/path.json",
     log:
         "results/logs/train/{experiment}.log",
     benchmark:
@@ -23,6 +26,8 @@ rule train:
         exp=lambda wc: config["experiments"][wc.experiment],
         models=model_specs(TRAINED),
         seed=config["seed"],
+        path_choice={"training": {**config["training"], **SELECTION.get("training", {})},
+                     "measured_dir": MEASURED_DIR},
     script:
         "../scripts/train.py"
 

@@ -237,6 +237,7 @@ def save_choice(directory, chosen: str, train_rows: pd.DataFrame, registry, scor
     import json
     from pathlib import Path
 
+    from synperf.data.io import write_parquet, write_text
     from synperf.data.schema import KEY_COLUMNS
 
     directory = Path(directory)
@@ -248,9 +249,9 @@ def save_choice(directory, chosen: str, train_rows: pd.DataFrame, registry, scor
         rec["physical"] = PhysicalModel.fit(train_rows, registry).to_dict()
     if TRANSFER[chosen]:
         keep = [c for c in KEY_COLUMNS if c in train_rows.columns] + ["latency_us"]
-        train_rows[keep].reset_index(drop=True).to_parquet(directory / SOURCES_FILE, index=False)
+        write_parquet(train_rows[keep].reset_index(drop=True), directory / SOURCES_FILE)
         rec["sources"] = SOURCES_FILE
-    (directory / CHOICE_FILE).write_text(json.dumps(rec, indent=1, default=str))
+    write_text(json.dumps(rec, indent=1, default=str), directory / CHOICE_FILE)
 
 
 def load_choice(directory) -> dict | None:

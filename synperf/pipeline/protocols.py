@@ -24,7 +24,8 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
     out); every GPU of the experiment (seen and unseen) takes part in the leave-one-out protocols. With
     ``model_dir`` (the experiment's primary model, trained on the configured split's training rows) that model is
     ``synperf_mlp`` on the configured fold, so the configured numbers equal the main table's; the leave-one-out
-    folds train their own MLP with ``training``. A fold whose train/test labels equal an earlier fold's (a
+    folds train their own MLP with ``training``. The ``synperf`` method (the path chosen by leave one seen GPU out
+    inside the fold) runs on the configured split only. A fold whose train/test labels equal an earlier fold's (a
     leave-one-architecture-out fold of an architecture with one GPU is that GPU's leave-one-GPU-out fold) reuses
     its predictions. ``recipe``: the experiment's chosen training recipe (its overrides apply over ``training``).
 
@@ -37,7 +38,7 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
     import logging
     from pathlib import Path
 
-    from synperf.evaluation.protocols import error_cdf, make_folds, predict_protocol, summarize_predictions
+    from synperf.evaluation.protocols import METHODS, SYNPERF, error_cdf, make_folds, predict_protocol, summarize_predictions
 
     log = logging.getLogger(__name__)
     registry = load_registry(registry_path, measured_dir)
@@ -54,14 +55,16 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
     for protocol in protocols:
         folds = make_folds(protocol, table, registry, gpus=gpus, heldout_frac=exp.get("heldout_frac", 0.2), seed=seed,
                            heldout_source_files=exp.get("heldout_source_files"))
+        # the chosen-path method runs its own leave-one-seen-GPU-out inside every fold: on the configured split only
+        fold_methods = [m for m in (methods or METHODS) if protocol == "configured" or m != SYNPERF]
         parts = []
         for fold in folds:
-            key = hashlib.sha256(np.asarray(fold.labels, dtype=str).tobytes()).hexdigest()
+            key = (hashlib.sha256(np.asarray(fold.labels, dtype=str).tobytes()).hexdigest(), tuple(fold_methods))
             if key in done:
                 log.info("%s: same rows as %s, predictions reused", fold.name, done[key]["fold"].iloc[0])
                 parts.append(done[key].assign(protocol=fold.protocol, fold=fold.name))
                 continue
-            p = predict_protocol(table, [fold], methods, registry, cfg, meta, max_train_rows=cfg.max_train_rows,
+            p = predict_protocol(table, [fold], fold_methods, registry, cfg, meta, max_train_rows=cfg.max_train_rows,
                                  seed=seed, log=log.info, pretrained=pretrained)
             done[key] = p
             parts.append(p)

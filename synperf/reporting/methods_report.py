@@ -24,6 +24,7 @@ from synperf.reporting.tables import md_table, save_figure  # noqa: E402
 
 #: display names of the methods, in display order
 METHOD_LABELS = {
+    "synperf": "synperf (chosen path)",
     "synperf_mlp": "synperf MLP",
     "nearest_gpu_roofline": "nearest GPU (b)",
     "nearest_gpu_scaled": "nearest GPU (a)",

@@ -134,7 +134,7 @@ def figure(mape: pd.DataFrame, path: str) -> None:
 
 
 def evaluation_section(leaks: list[dict], selection_table: str | None, selection_choice: str | None,
-                       recipe_choices: list[str] | None = None) -> list[str]:
+                       recipe_choices: list[str] | None = None, path_choices: list[str] | None = None) -> list[str]:
     """Markdown lines of the evaluation contract: the split rules, the leak checks (one row per experiment,
     each unseen GPU's twin share) and the leave-one-seen-GPU-out selection of the primary feature set and of each
     experiment's training recipe (``recipe_choices``: the JSONs of
@@ -194,6 +194,22 @@ def evaluation_section(leaks: list[dict], selection_table: str | None, selection
                f"the last row is the geometric mean over experiments. Chosen: `{choice['chosen']}`; {verdict}. The other "
                "hyper-parameters and the budgets are fixed in `config/config.yaml`, not chosen by comparing numbers.", "",
                md_table(table), ""]
+    if path_choices:
+        rows = []
+        for p in path_choices:
+            c = json.loads(Path(p).read_text())
+            sc = pd.DataFrame(c.get("scores") or [])
+            mean = sc.groupby("path")["mape_pct"].mean() if len(sc) else pd.Series(dtype=float)
+            rows.append({"experiment": Path(p).parent.name, **{k: f"{v:.1f}" for k, v in mean.items()},
+                         "chosen": c["path"]})
+        md += ["### How each experiment's prediction path was chosen", "",
+               "`synperf.api.predict` (and the `synperf` method of the configured split) uses one path per "
+               "experiment: the MLP, the physical time model (latency = a + sum of c x spec-sheet times, fitted on "
+               "the training rows), or a seen GPU's measurement of the same launch carried over by either model "
+               "(`transfer+*`: scaled by the model's ratio; `shift+*`: shifted by its difference; the model alone "
+               "where no seen GPU measured the launch). Chosen by leave one seen GPU out on the training rows; "
+               "validation MAPE (%), mean over folds. An experiment with one seen GPU keeps the MLP.", "",
+               md_table(pd.DataFrame(rows).fillna("–")), ""]
     if recipe_choices:
         rows = []
         for p in recipe_choices:
@@ -232,7 +248,7 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
     a dict with ``dir`` (``results/ceiling``) and ``figure`` (the gap CDF PNG).
     ``evaluation`` (optional) adds the evaluation contract (:func:`evaluation_section`): ``leak_checks`` (the
     primary feature set's leak-check JSONs), ``selection_table`` (CSV), ``selection_choice`` (JSON) and
-    ``recipe_choices`` (per-experiment recipe JSONs).
+    ``recipe_choices`` (per-experiment recipe JSONs) and ``path_choices`` (per-experiment ``path.json``).
     ``benchmarks`` (optional): the run's Snakemake benchmark files; the report gets a "Where the time goes" section
     and ``out_stage_times`` the table (:func:`synperf.reporting.stage_times.stage_times`).
     ``registry_path`` and ``measured_dir`` name the GPU registry the run used (the config's ``gpu_registry`` and
@@ -291,7 +307,7 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
     md += ["![MAPE per experiment and GPU](figures/mape_by_gpu.png)", ""]
     if evaluation:
         md += evaluation_section(leaks, evaluation.get("selection_table"), evaluation.get("selection_choice"),
-                                 evaluation.get("recipe_choices"))
+                                 evaluation.get("recipe_choices"), evaluation.get("path_choices"))
     if protocols:
         from synperf.reporting.methods_report import load_tables, methods_section
 
