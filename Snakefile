@@ -12,6 +12,7 @@ from synperf.data.checks import check_data_dir, check_references
 from synperf.data.download import load_manifest
 from synperf.data.hardware import load_registry
 from synperf.imports import code_closure
+from synperf.model.features import FEATURE_SETS, check_feature_set_names
 
 
 configfile: "config/config.yaml"
@@ -27,6 +28,7 @@ HARDWARE_DIR = config.get("hardware_measurements_dir", "data/hardware")
 MEASURED_DIR = HARDWARE_DIR if (config.get("characterize") or {}).get("use_measured", True) else None
 REGISTRY = load_registry(config["gpu_registry"], MEASURED_DIR)
 check_references(config, REGISTRY)
+check_feature_set_names(config)
 MANIFEST = load_manifest(config["public_data_manifest"])
 check_data_dir(config)
 EXPERIMENTS = sorted(config["experiments"])
@@ -49,7 +51,7 @@ FEATURE_SETS_BUILT = list(dict.fromkeys([FEATURE_SET, *COMPARE_SETS, *SELECTION[
 wildcard_constraints:
     experiment="|".join(EXPERIMENTS),
     source="|".join(config["ingest"]["sources"]),
-    feature_set="v1|v2|v2_paper|v2_launch",
+    feature_set="|".join(FEATURE_SETS),
     group="all|math|memory",
 
 

@@ -1,5 +1,7 @@
 """Hand-computed work and v1 features."""
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -116,3 +118,19 @@ def test_v2_launch_adds_the_launch_floor_to_the_paper_target_only(registry):
     assert paper.frame["theoretical_time_us"].iloc[1] > 40 * LAUNCH_FLOOR_US
     pd.testing.assert_frame_equal(launch.frame.drop(columns="theoretical_time_us"),
                                   paper.frame.drop(columns="theoretical_time_us"))
+
+
+def test_feature_set_names_come_from_one_list():
+    """Config feature-set names are checked against FEATURE_SETS (the Snakefile's wildcard constraint uses it too)."""
+    from synperf.data.io import InputError
+    from synperf.model.features import FEATURE_SETS, check_feature_set_names
+
+    check_feature_set_names({"feature_set": "v2", "compare_feature_sets": ["v1", "v2_paper"],
+                             "selection": {"candidates": sorted(FEATURE_SETS)}})
+    for cfg, key in (({"feature_set": "v3"}, "feature_set"),
+                     ({"feature_set": "v2", "compare_feature_sets": ["v2", "v2_paperr"]}, "compare_feature_sets"),
+                     ({"feature_set": "v2", "selection": {"candidates": ["v1", "V2"]}}, "selection.candidates")):
+        with pytest.raises(InputError, match=rf"config key {key}: unknown feature set"):
+            check_feature_set_names(cfg)
+    snakefile = (Path(__file__).resolve().parent.parent / "Snakefile").read_text()
+    assert 'feature_set="|".join(FEATURE_SETS)' in snakefile

@@ -82,3 +82,21 @@ def build_feature_sets(df: pd.DataFrame, registry, feature_sets) -> dict[str, Fe
         numeric, linear, categorical, frame = FEATURE_SETS[fs](df, registry, **extra)
         out[fs] = FeatureFrame(frame=frame, numeric=numeric, linear=linear, categorical=categorical)
     return out
+
+
+def check_feature_set_names(config: dict) -> None:
+    """Check every feature-set name the pipeline config uses against :data:`FEATURE_SETS`, the one list of them
+    (``feature_set``, ``compare_feature_sets``, ``selection.candidates``).
+
+    Raises:
+        InputError: naming the config key, the unknown name and the known ones.
+    """
+    from synperf.data.io import InputError
+
+    uses = [("feature_set", [config.get("feature_set")]),
+            ("compare_feature_sets", config.get("compare_feature_sets") or []),
+            ("selection.candidates", (config.get("selection") or {}).get("candidates") or [])]
+    for key, names in uses:
+        for name in names:
+            if name is not None and name not in FEATURE_SETS:
+                raise InputError(f"config key {key}: unknown feature set {name!r}; known: {sorted(FEATURE_SETS)}")
