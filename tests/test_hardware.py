@@ -63,3 +63,17 @@ def test_bad_registry_names_the_key(tmp_path, edit, key):
     path.write_text(yaml.safe_dump(doc))
     with pytest.raises(InputError, match=key):
         load_registry(path)
+
+
+def test_a_mig_slice_is_not_advised_into_the_full_gpu_entry(registry):
+    from synperf.data.hardware import is_mig_slice
+    from synperf.data.io import InputError
+    from synperf.gpu.profiling.nvml import unknown_gpu_message
+
+    name = "NVIDIA A100-SXM4-80GB MIG 3g.40gb"
+    assert is_mig_slice(name) and not is_mig_slice("NVIDIA A100-SXM4-80GB") and not is_mig_slice("NVIDIA AMIGA")
+    with pytest.raises(InputError, match=r"is a MIG slice: .*must not be added to the full GPU's `device_names`"):
+        registry.id_for_device_name(name, "data.csv row 3")
+    msg = unknown_gpu_message(name, "abcd", "config/gpus.yaml")
+    assert "MIG slice" in msg and "add the name to the entry of the same model" not in msg
+    assert "add the name to the entry of the same model" in unknown_gpu_message("NVIDIA X1", "ab", "g.yaml")

@@ -256,11 +256,27 @@ class Registry:
         """
         gid = self._by_name.get(str(device_name).strip())
         if gid is None:
+            if is_mig_slice(device_name):
+                raise InputError(f"{where}: {device_name!r} is a MIG slice: {MIG_ADVICE.format(path=self.path)}")
             raise InputError(
                 f"{where}: unknown GPU {device_name!r}; add it to the `device_names` of a GPU in "
                 f"{self.path} (or add a new GPU there, see README 'Adding a GPU')"
             )
         return gid
+
+
+#: what to do with a MIG slice's name (a slice has a fraction of the GPU's SMs, L2 and DRAM bandwidth, so the full
+#: GPU's entry would give it the wrong specs)
+MIG_ADVICE = ("it has only part of the full GPU's SMs, L2 and DRAM bandwidth, so it must not be added to the full "
+              "GPU's `device_names`; add a new GPU entry to {path} for the slice with its own SM count, L2 size and "
+              "bandwidth share (README 'Adding a GPU'), or profile on the whole GPU")
+
+
+def is_mig_slice(device_name: str) -> bool:
+    """True for a MIG instance's device name (e.g. ``NVIDIA A100-SXM4-80GB MIG 3g.40gb``)."""
+    import re
+
+    return re.search(r"\bMIG\b", str(device_name)) is not None
 
 
 def load_registry(path: str | os.PathLike, measured_dir: str | os.PathLike | None = None,

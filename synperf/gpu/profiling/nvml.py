@@ -272,6 +272,11 @@ def torch_device_uuid(index: int = 0) -> str:
 
 
 def unknown_gpu_message(name: str, uuid: str, registry_path: Any) -> str:
+    """The error text for a GPU no registry entry lists (a MIG slice gets its own advice)."""
+    from synperf.data.hardware import MIG_ADVICE, is_mig_slice
+
+    if is_mig_slice(name):
+        return f"GPU {name!r} (UUID {uuid}) is a MIG slice: " + MIG_ADVICE.format(path=registry_path)
     return (f"unknown GPU {name!r} (UUID {uuid}): no GPU in {registry_path} lists it under `device_names`. "
             f"Add an entry for it to {registry_path} with device_names: [{name!r}] and its sourced specs "
             "(README section 'Adding a GPU'), or add the name to the entry of the same model, then rerun.")
