@@ -3,9 +3,9 @@
 import pandas as pd
 import pytest
 
+from synperf.data.schema import conform
 from synperf.model.features import build_features
 from synperf.model.kernels import attention, fused_moe, work
-from synperf.data.schema import conform
 
 
 def rows(kernel, **params):
