@@ -18,6 +18,11 @@ rule ceiling:
         figure="results/ceiling/gap_cdf.png",
         summary="results/ceiling/summary.json",
         models=directory("models/ceiling"),
+    log:
+        "results/logs/ceiling.log",
+    benchmark:
+        "results/benchmarks/ceiling.tsv"
+    threads: 1
     params:
         experiments=config["experiments"],
         training=config["training"],
@@ -27,10 +32,5 @@ rule ceiling:
         data_dir=config["public_data_dir"],
         gpu_map=config["ingest"]["pipeweave"]["moe_gpu_map"],
         measured_dir=MEASURED_DIR,
-    threads: 1
-    benchmark:
-        "results/benchmarks/ceiling.tsv"
-    log:
-        "results/logs/ceiling.log",
     script:
         "../scripts/ceiling.py"

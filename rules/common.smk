@@ -104,14 +104,26 @@ def benchmark_files():
     }
     files = [f"results/benchmarks/ingest_source/{s}.tsv" for s in config["ingest"]["sources"]]
     files += [f"results/benchmarks/{r}/{e}.tsv" for r, exps in per_exp.items() for e in exps]
-    return files + [f"results/benchmarks/{r}.tsv" for r in ("merge_measurements", "choose_feature_set", "e2e", "ceiling")]
+    return files + [
+        f"results/benchmarks/{r}.tsv" for r in ("merge_measurements", "choose_feature_set", "e2e", "ceiling")
+    ]
 
 
 # ---- ceiling
 CEILING = config.get("ceiling") or {}
-CEILING_TABLES = ["calibration", "underperforming", "worst_launches", "moe_default_gaps", "moe_underperforming",
-                  "moe_demo_comparison", "moe_suggestions", "moe_suggestion_summary"]
+CEILING_TABLES = [
+    "calibration",
+    "underperforming",
+    "worst_launches",
+    "moe_default_gaps",
+    "moe_underperforming",
+    "moe_demo_comparison",
+    "moe_suggestions",
+    "moe_suggestion_summary",
+]
 # the authors' comparison files the ceiling reads (pipeweave moe_dse/improve and demo/)
-CEILING_COMPARISON_FILES = [f"{config['public_data_dir']}/{p}" for p in MANIFEST
-                            if p.startswith(("pipeweave/pipetuning_test/moe_dse/improve/",
-                                             "pipeweave/pipetuning_test/demo/"))]
+CEILING_COMPARISON_FILES = [
+    f"{config['public_data_dir']}/{p}"
+    for p in MANIFEST
+    if p.startswith(("pipeweave/pipetuning_test/moe_dse/improve/", "pipeweave/pipetuning_test/demo/"))
+]

@@ -26,8 +26,7 @@ rule train:
         exp=lambda wc: config["experiments"][wc.experiment],
         models=model_specs(TRAINED),
         seed=config["seed"],
-        path_choice={"training": {**config["training"], **SELECTION.get("training", {})},
-                     "measured_dir": MEASURED_DIR},
+        path_choice={"training": {**config["training"], **SELECTION.get("training", {})}, "measured_dir": MEASURED_DIR},
     script:
         "../scripts/train.py"
 

@@ -4,8 +4,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821  (this checkout's synperf first)
 
-from synperf.pipeline.selection import choose_feature_set
 from synperf.pipeline.rule import run
+from synperf.pipeline.selection import choose_feature_set
 
 sm = snakemake  # noqa: F821
 

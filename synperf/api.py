@@ -19,13 +19,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from synperf.evaluation.path_selection import CHOICE_FILE, load_choice, predict_with_choice
-from synperf.model.estimator import TrainedModel
-from synperf.model.features import build_features
 from synperf.data.hardware import Registry, load_registry
 from synperf.data.io import InputError
 from synperf.data.launches import check_launches
 from synperf.data.schema import KERNEL_PARAMS, LAUNCH_COLUMNS, conform
+from synperf.evaluation.path_selection import CHOICE_FILE, load_choice, predict_with_choice
+from synperf.model.estimator import TrainedModel
+from synperf.model.features import build_features
 
 DEFAULT_IMPLEMENTATION = {
     "gemm": "cublas", "gemm_fp8": "torch_scaled_mm", "attention_prefill": "vllm_flash_attn",

@@ -65,9 +65,9 @@ def vidur_gemm(public_data, registry, tmp_path_factory):
 
     from synperf.data.ingest import vidur
     from synperf.data.io import read_table, write_parquet
-    from synperf.pipeline.features import experiment_features
     from synperf.data.schema import reduce_duplicates
     from synperf.evaluation.split import shape_key
+    from synperf.pipeline.features import experiment_features
 
     d = tmp_path_factory.mktemp("vidur_gemm")
     t = vidur.ingest(public_data, registry).table

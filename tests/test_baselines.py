@@ -5,8 +5,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from synperf.evaluation import baselines as B
 from synperf.data.schema import conform
+from synperf.evaluation import baselines as B
 
 
 def gemm_rows(gpus, shapes, dtype="bfloat16", latency=100.0):

@@ -9,12 +9,11 @@ import os
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import GPUS
 
 from synperf.data.io import InputError
 from synperf.evaluation import ceiling as C
 from synperf.model import moe_configs as M
-
-from conftest import GPUS
 
 
 # --------------------------------------------------------------------------------------------- vLLM format
@@ -185,6 +184,7 @@ def test_cli_writes_a_file_vllm_loads_for_an_unmeasured_gpu(tiny_models, tmp_pat
         configs = {int(key): val for key, val in json.load(f).items()}
     assert sorted(configs) == list(M.VLLM_BATCH_SIZES)
     from conftest import GPUS as _  # noqa: F401
+
     from synperf.data.hardware import load_registry
 
     h200 = load_registry(GPUS, use_measured=False)["h200_sxm"]

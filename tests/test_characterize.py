@@ -17,13 +17,24 @@ import pytest
 import yaml
 
 from synperf.data import hardware
-from synperf.gpu.characterize import arithmetic as ar
-from synperf.gpu.characterize import kernels as K
-from synperf.gpu.characterize.run import (BENCHMARKS, BenchmarkSkipped, CharacterizeSettings, ClockSampler, Prepared,
-                                      Timing, build_document, build_record, characterize, datasheet_reference,
-                                      run_benchmarks, write_document)
 from synperf.data.hardware import MEASURED_FIELDS, load_registry
 from synperf.data.io import InputError
+from synperf.gpu.characterize import arithmetic as ar
+from synperf.gpu.characterize import kernels as K
+from synperf.gpu.characterize.run import (
+    BENCHMARKS,
+    BenchmarkSkipped,
+    CharacterizeSettings,
+    ClockSampler,
+    Prepared,
+    Timing,
+    build_document,
+    build_record,
+    characterize,
+    datasheet_reference,
+    run_benchmarks,
+    write_document,
+)
 from synperf.gpu.profiling import NoGPUError
 
 GPUS = Path(__file__).resolve().parent.parent / "config" / "gpus.yaml"  # the registry the tests read
@@ -610,7 +621,8 @@ def test_characterize_refuses_another_gpu_than_asked(tmp_path, monkeypatch, rest
         characterize(tmp_path, registry_path=GPUS, gpu="a100_sxm4_80gb")
     from synperf.gpu.characterize.run import main
 
-    assert main(["--registry", str(GPUS), "--gpu", "a100_sxm4_80gb", "--out", str(tmp_path / "a100_sxm4_80gb.json")]) == 1
+    assert main(["--registry", str(GPUS), "--gpu", "a100_sxm4_80gb",
+                 "--out", str(tmp_path / "a100_sxm4_80gb.json")]) == 1
     assert main(["--registry", str(GPUS), "--gpu", "h100_sxm", "--out", str(tmp_path / "wrong_name.json")]) == 2
     assert list(tmp_path.glob("*.json")) == []
 

@@ -12,8 +12,15 @@ import yaml
 
 from synperf.data.hardware import load_registry
 from synperf.data.io import InputError, read_table
-from synperf.data.quality import (QualitySettings, ceiling_violations, dominates, duplicate_spread, peak_flops,
-                                  sibling_excluded, sibling_slowdowns)
+from synperf.data.quality import (
+    QualitySettings,
+    ceiling_violations,
+    dominates,
+    duplicate_spread,
+    peak_flops,
+    sibling_excluded,
+    sibling_slowdowns,
+)
 from synperf.data.schema import conform, reduce_duplicates
 from synperf.pipeline.common import select_rows
 from synperf.pipeline.merge import merge_measurements

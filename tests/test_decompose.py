@@ -4,10 +4,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from synperf.data.schema import conform
 from synperf.model.features import build_features
 from synperf.model.features.v2 import analyze
 from synperf.model.kernels import attention, fused_moe, gemm, norm_act
-from synperf.data.schema import conform
 
 
 def rows(kernel, gpu="a100_sxm4_80gb", **params):

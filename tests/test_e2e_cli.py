@@ -6,11 +6,10 @@ import functools
 import re
 
 import pytest
+from test_e2e_compose import FakePredictor
 
 import synperf.e2e.cli as cli
 from synperf.e2e.compose import compose
-
-from test_e2e_compose import FakePredictor
 
 
 @pytest.fixture

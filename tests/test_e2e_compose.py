@@ -8,7 +8,7 @@ import pytest
 
 from synperf.e2e._deps import InputError
 from synperf.e2e.collectives import CollectiveModel
-from synperf.e2e.compose import E2EResult, Overhead, compose, fit_overhead
+from synperf.e2e.compose import Overhead, compose, fit_overhead
 from synperf.e2e.model_config import load_model_config
 from synperf.e2e.workload import Request, generate, read_trace
 

@@ -7,11 +7,10 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from test_e2e_compose import FakePredictor
 
 from synperf.e2e.compose import fit_overhead
 from synperf.e2e.evaluate import real_runs, run_e2e_evaluation
-
-from test_e2e_compose import FakePredictor
 
 
 def test_real_runs_table(public_data):

@@ -151,6 +151,7 @@ def test_context_limit_and_qwen3_qk_norm(public_data):
     assert generate(model, reqs, policy=policy, max_model_len=None).iterations[0].q_lengths == (33950,)
     q3 = load_model_config(public_data / "pipeweave/config/Qwen3-32B.json")
     ops = {op.name: op for op in generate(q3, [Request(100, 2)], tp=2).iterations[0].ops}
-    assert ops["q_norm"].params == {"seq": 100 * 32, "dim": 128} and ops["k_norm"].params == {"seq": 100 * 4, "dim": 128}
+    assert (ops["q_norm"].params == {"seq": 100 * 32, "dim": 128}
+            and ops["k_norm"].params == {"seq": 100 * 4, "dim": 128})
     fmt = to_oracle_format(generate(q3, [Request(100, 2)], tp=2).iterations[0], "lump")
     assert fmt["operators"]["rmsnorm"]["count"] == 4 * 64 + 1

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from synperf.model.estimator import EfficiencyMLP, TrainConfig, TrainedModel, loss_fn, train
-from synperf.model.features import build_features
 from synperf.data.ingest import vidur
 from synperf.data.schema import reduce_duplicates
 from synperf.evaluation.split import shape_key
+from synperf.model.estimator import EfficiencyMLP, TrainConfig, TrainedModel, loss_fn, train
+from synperf.model.features import build_features
 
 
 @pytest.fixture(scope="module")

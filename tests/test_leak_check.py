@@ -11,8 +11,8 @@ import pytest
 
 from synperf.data.io import read_table, write_parquet
 from synperf.evaluation.leak_check import LeakError, check_model_meta, check_split, fold_leaks, spec_vector
-from synperf.pipeline.leaks import check_leaks
 from synperf.pipeline.features import experiment_features
+from synperf.pipeline.leaks import check_leaks
 
 FP8 = {"kernel": "gemm_fp8", "sources": ["pipeweave"], "seen": ["h20", "h800_sxm"],
        "unseen": ["h100_sxm", "h200_sxm"], "heldout_source_files": "gemm_fp8_test"}
@@ -119,9 +119,9 @@ def test_spec_vector_ignores_names_but_not_bandwidth(registry):
 def test_unseen_rows_have_the_features_predict_builds(public_data, registry, tmp_path):
     """NeuSight rows record the launched kernel's name and grid; they must not reach the features of any row."""
     from synperf.api import launch_table
-    from synperf.model.features import build_features
     from synperf.data.ingest import neusight
     from synperf.data.schema import PARAM_COLUMNS, reduce_duplicates
+    from synperf.model.features import build_features
 
     t = neusight.ingest(public_data, registry, {}).table
     t, _ = reduce_duplicates(t)

@@ -10,8 +10,14 @@ from synperf.gpu.profiling import launchers
 from synperf.gpu.profiling.launchers import Case, Context, Unsupported
 from synperf.gpu.profiling.launchers import gemm as gemm_launcher
 from synperf.gpu.profiling.runner import latest_records, make_measure, read_shards, run_sweep
-from synperf.gpu.profiling.timing import HostTimer, Timer, TimingResult, TimingSettings, label_l2_state, \
-    rotation_l2_state
+from synperf.gpu.profiling.timing import (
+    HostTimer,
+    Timer,
+    TimingResult,
+    TimingSettings,
+    label_l2_state,
+    rotation_l2_state,
+)
 
 MIB = 1 << 20
 FAST = dict(warmup_ms=0, budget_ms=1, min_reps=2, max_reps=3)

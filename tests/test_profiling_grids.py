@@ -7,11 +7,19 @@ import pytest
 import yaml
 
 from synperf.data.io import InputError
-from synperf.gpu.profiling import PROFILED_KERNELS
-from synperf.gpu.profiling.grids import (REQUEST_FIELDS, SWEEPS_DIR, estimate_seconds, expand, load_grid, load_models,
-                                     point_key, sweep_path)
-from synperf.gpu.profiling.timing import TimingSettings
 from synperf.data.schema import conform, validate
+from synperf.gpu.profiling import PROFILED_KERNELS
+from synperf.gpu.profiling.grids import (
+    REQUEST_FIELDS,
+    SWEEPS_DIR,
+    estimate_seconds,
+    expand,
+    load_grid,
+    load_models,
+    point_key,
+    sweep_path,
+)
+from synperf.gpu.profiling.timing import TimingSettings
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from synperf.gpu.profiling import ProfilingError
-from synperf.gpu.profiling.nvml import (Nvml, clock_drop, decode_clock_event_reasons, is_throttled, resolve_gpu,
-                                    uuid_hex)
+from synperf.gpu.profiling.nvml import Nvml, clock_drop, decode_clock_event_reasons, is_throttled, resolve_gpu, uuid_hex
 
 REPO = Path(__file__).resolve().parent.parent
 

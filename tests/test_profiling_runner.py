@@ -9,11 +9,17 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from synperf.data.schema import validate
 from synperf.gpu.profiling import ProfilingError
 from synperf.gpu.profiling.grids import point_key
-from synperf.gpu.profiling.runner import (FatalDeviceError, gpu_lock, latest_records, merge_shards, read_shards,
-                                      run_sweep)
-from synperf.data.schema import validate
+from synperf.gpu.profiling.runner import (
+    FatalDeviceError,
+    gpu_lock,
+    latest_records,
+    merge_shards,
+    read_shards,
+    run_sweep,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 

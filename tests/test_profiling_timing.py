@@ -6,8 +6,17 @@ import numpy as np
 import pytest
 
 from synperf.data.io import InputError
-from synperf.gpu.profiling.timing import (HostTimer, TimingSettings, flush_bytes, graph_calls, iters_for_time, quantile,
-                                      reps_for_budget, rotation_count, summarize)
+from synperf.gpu.profiling.timing import (
+    HostTimer,
+    TimingSettings,
+    flush_bytes,
+    graph_calls,
+    iters_for_time,
+    quantile,
+    reps_for_budget,
+    rotation_count,
+    summarize,
+)
 
 MIB = 1 << 20
 

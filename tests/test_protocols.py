@@ -5,11 +5,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from synperf.data.schema import conform
 from synperf.evaluation import protocols as P
 from synperf.evaluation.baselines import BASELINES, BaselineConfig
-from synperf.model.estimator import TrainConfig
-from synperf.data.schema import conform
 from synperf.evaluation.split import SHAPE_COLUMNS, assign_split, shape_key
+from synperf.model.estimator import TrainConfig
 
 GPUS = ["a100_sxm4_80gb", "a40", "h100_sxm", "h200_sxm", "b200", "l40s"]
 

@@ -3,15 +3,22 @@ overrides, partial files, provenance, use_measured=False, and clear errors for b
 
 from __future__ import annotations
 
-from pathlib import Path
 import json
 import math
+from pathlib import Path
 
 import pytest
 
 from synperf.data import hardware
-from synperf.data.hardware import (DATASHEET, MEASURABLE_FIELDS, MEASURED_FIELDS, load_registry, read_measured_file,
-                              registry_provenance, validate_measured_document)
+from synperf.data.hardware import (
+    DATASHEET,
+    MEASURABLE_FIELDS,
+    MEASURED_FIELDS,
+    load_registry,
+    read_measured_file,
+    registry_provenance,
+    validate_measured_document,
+)
 from synperf.data.io import InputError
 
 GPUS = Path(__file__).resolve().parent.parent / "config" / "gpus.yaml"  # the registry the tests read

@@ -2,10 +2,10 @@
 
 import itertools
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from types import SimpleNamespace
 
 from synperf.model.schedule import busiest_sm, ctas_per_sm, min_heap, round_robin
 

@@ -2,7 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from synperf.data.io import InputError, read_table, write_parquet, atomic_path
+from synperf.data.io import InputError, atomic_path, read_table, write_parquet
 from synperf.data.schema import COLUMNS, conform, reduce_duplicates, validate
 
 

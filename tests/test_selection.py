@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from synperf.model.estimator import TrainConfig
 from synperf.evaluation.selection import choose, losgo_folds, score_feature_set
+from synperf.model.estimator import TrainConfig
 
 TRAIN = TrainConfig(hidden_sizes=[32, 16], max_epochs=6, early_stopping_patience=3, batch_size=256)
 

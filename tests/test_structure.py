@@ -9,7 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
 
 from synperf.imports import ROOT, code_closure, find_cycles, import_graph, module_closure, module_name
@@ -66,7 +65,8 @@ def test_rule_scripts_import_only_their_stage():
     # import), nothing else of the model
     mods = module_closure(REPO / "scripts" / "merge_measurements.py")
     assert not [m for m in mods if m.startswith(("synperf.model", "synperf.evaluation"))
-                and not m.startswith(("synperf.model.kernels", "synperf.model.schedule")) and m != "synperf.model"], mods
+                and not m.startswith(("synperf.model.kernels", "synperf.model.schedule"))
+                and m != "synperf.model"], mods
     # lazy imports inside functions count, and so do the packages' __init__ files
     assert "synperf.evaluation.leak_check" in train and "synperf.model" in train
     assert all(Path(p).is_file() for p in code_closure(REPO / "scripts" / "train.py"))

@@ -4,18 +4,17 @@ Kind 2 (labels, tables and columns the code does not model) and kind 4 (tiles th
 prefixes, local expert counts, cuBLAS tile names) of the bad-input review.
 """
 
-import shutil
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from synperf.api import predict
+from synperf.data.implementations import IMPLEMENTATIONS, implementation_model
 from synperf.data.ingest import aiconfigurator, neusight, vidur
 from synperf.data.io import InputError
 from synperf.data.schema import conform
 from synperf.model.kernels import attention, fused_moe, gemm
-from synperf.data.implementations import IMPLEMENTATIONS, implementation_model
 
 
 def rows(kernel, gpu="a100_sxm4_80gb", **params):
@@ -78,7 +77,8 @@ def test_a_table_without_a_reader_is_counted(tmp_path, registry):
 
 
 def test_unknown_gemm_kernel_source_is_dropped_and_counted(tmp_path, registry):
-    """Constructed: a GEMM table with a cutlass label next to ``vllm_default`` (the dtype alone does not say which kernel ran)."""
+    """Constructed: a GEMM table with a cutlass label next to ``vllm_default`` (the dtype alone does not say which
+    kernel ran)."""
     d = tmp_path / "aiconfigurator" / "h100_sxm" / "gemm" / "vllm" / "0.24.0"
     d.mkdir(parents=True)
     base = {"framework": "VLLM", "version": "0.24.0", "device": "NVIDIA H100 80GB HBM3", "op_name": "gemm",
@@ -101,7 +101,8 @@ def test_real_aiconfigurator_labels_are_all_listed(public_data, registry):
 
 
 def test_attention_decomposer_refuses_an_unlisted_label(registry):
-    with pytest.raises(InputError, match=r"implementation = 'vllm_flash_attn_fa4'.*expected one of .*'vllm_flash_attn'"):
+    with pytest.raises(InputError,
+                       match=r"implementation = 'vllm_flash_attn_fa4'.*expected one of .*'vllm_flash_attn'"):
         attention.decompose_prefill(prefill("h100_sxm", implementation="vllm_flash_attn_fa4"), registry)
     with pytest.raises(InputError, match="torch_sdpa_efficient"):
         attention.attention_path("torch_sdpa_efficient", registry["a100_sxm4_80gb"], "attention_decode")
@@ -313,7 +314,8 @@ def test_moe_default_config_boundaries(registry):
 # Kind 4 (d): cuBLAS tile names
 # ------------------------------------------------------------------------------------------------------------
 
-XMMA = "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize64x128x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas"
+XMMA = ("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize64x128x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_"
+        "execute_kernel__5x_cublas")
 
 
 def test_every_naming_scheme_is_parsed():
@@ -321,7 +323,8 @@ def test_every_naming_scheme_is_parsed():
     assert gemm.parse_tile_name("sgemm_32x32x32_NT_vec") == (32, 32)
     assert gemm.parse_tile_name("ampere_sgemm_128x64_tn") == (64, 128)         # column-major: first = n
     assert gemm.parse_tile_name("volta_sgemm_128x32_sliced1x4_tn") == (32, 128)
-    assert gemm.parse_tile_name("void cutlass::Kernel<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>(x::Params)") == (128, 256)
+    cutlass_simt = "void cutlass::Kernel<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>(x::Params)"
+    assert gemm.parse_tile_name(cutlass_simt) == (128, 256)
     assert gemm.parse_tile_name("gemv2T_kernel_val<int, int, float>") is None
 
 

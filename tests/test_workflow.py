@@ -9,14 +9,14 @@ import pandas as pd
 import pytest
 import yaml
 
+from synperf.api import predict
+from synperf.data.io import InputError
 from synperf.pipeline.evaluate import evaluate_experiment
 from synperf.pipeline.features import experiment_features
 from synperf.pipeline.ingest import ingest_source
 from synperf.pipeline.merge import merge_measurements
 from synperf.pipeline.protocols import evaluate_protocols
 from synperf.pipeline.train import train_experiment, train_models
-from synperf.api import predict
-from synperf.data.io import InputError
 from synperf.reporting.report import build_report
 
 REPO = Path(__file__).resolve().parent.parent
@@ -65,8 +65,8 @@ def test_every_step_on_real_vidur_rows(public_data, tmp_path):
     assert merged["duplicate_rows_merged"] > 0   # Vidur repeats token counts 2048 and 4096 (README)
     feat, fmeta = tmp_path / "f.parquet", tmp_path / "f.json"
     feat1, fmeta1 = tmp_path / "f1.parquet", tmp_path / "f1.json"
-    experiment_features(str(allp), "rmsnorm", exp, reg, {"v2": (str(feat), str(fmeta)), "v1": (str(feat1), str(fmeta1))},
-                        0)
+    experiment_features(str(allp), "rmsnorm", exp, reg,
+                        {"v2": (str(feat), str(fmeta)), "v1": (str(feat1), str(fmeta1))}, 0)
     # the feature sets of one experiment share rows, split and problem keys, and differ in their features
     f2, f1 = pd.read_parquet(feat), pd.read_parquet(feat1)
     assert f2[["gpu", "split", "problem_key", "latency_us"]].equals(f1[["gpu", "split", "problem_key", "latency_us"]])
@@ -129,7 +129,8 @@ def test_protocols_are_in_the_default_target_and_run_on_real_rows(public_data, t
     allp, alls = tmp_path / "all.parquet", tmp_path / "summary.json"
     merge_measurements([str(src)], [str(summ)], [], reg, str(allp), str(alls))
     feat, fmeta = tmp_path / "f.parquet", tmp_path / "f.json"
-    experiment_features(str(allp), "rmsnorm", cfg["experiments"]["rmsnorm"], reg, {"v2_paper": (str(feat), str(fmeta))}, 0)
+    experiment_features(str(allp), "rmsnorm", cfg["experiments"]["rmsnorm"], reg,
+                        {"v2_paper": (str(feat), str(fmeta))}, 0)
     out, cdf = tmp_path / "proto.csv", tmp_path / "cdf.csv"
     evaluate_protocols(str(feat), str(fmeta), "rmsnorm", cfg["experiments"]["rmsnorm"], reg, 0,
                        {**cfg["training"], "max_epochs": 5}, ["logo", "loao"], ["roofline", "nearest_gpu_roofline"],

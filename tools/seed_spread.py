@@ -6,8 +6,9 @@ For every experiment of ``config/config.yaml`` it retrains the primary model (``
 the same feature table and split with each training seed of ``--seeds`` (``TrainConfig.seed``: weight
 initialisation, the row subsample and the early-stopping validation problems; the split's own seed is not
 touched), predicts every row, and puts the MAPE per GPU and split beside the pipeline's own model (the
-``seed`` of the config) from ``results/tables/mape/<experiment>/<feature_set>-all.csv``. Writes one row per (experiment, gpu, split) with the
-MAPE of every seed and ``spread_pp`` = max - min, and prints the largest spreads. Needs a finished run.
+``seed`` of the config) from ``results/tables/mape/<experiment>/<feature_set>-all.csv``. Writes one row per (experiment,
+gpu, split) with the MAPE of every seed and ``spread_pp`` = max - min, and prints the largest spreads. Needs a finished
+run.
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from synperf.model.estimator import TrainConfig, train  # noqa: E402
-from synperf.model.features import FeatureFrame  # noqa: E402
 from synperf.data.io import read_table, write_csv  # noqa: E402
 from synperf.evaluation.metrics import ape  # noqa: E402
+from synperf.model.estimator import TrainConfig, train  # noqa: E402
+from synperf.model.features import FeatureFrame  # noqa: E402
 
 
 def _seed_mape(res: str, fs: str, exp: str, training: dict, seed: int, threads: int) -> dict:

@@ -10,11 +10,11 @@ Measured values. ``data/hardware/<gpu>.json``, written by the hardware character
 (:mod:`synperf.gpu.characterize`, ``snakemake --cores all characterize_local``), holds this machine's measured
 DRAM, L2 and shared-memory bandwidth, dense GEMM throughput per dtype and FP32 FMA throughput.
 :func:`load_registry` merges those values over the datasheet ones (the caller passes the folder,
-``hardware_measurements_dir``; ``use_measured=False`` gives the datasheet-only registry for comparison). Each :class:`GPUSpec` says where
-every number came from (:meth:`GPUSpec.value_source`, :attr:`GPUSpec.sources_used`) and keeps the datasheet
-value (:meth:`GPUSpec.datasheet_value`); :func:`registry_provenance` tabulates it for reports. The file
-format is :data:`MEASURED_SCHEMA_PATH` (``workflow/schemas/hardware.schema.yaml``); which measurement feeds
-which registry field is :data:`MEASURED_FIELDS`.
+``hardware_measurements_dir``; ``use_measured=False`` gives the datasheet-only registry for comparison). Each
+:class:`GPUSpec` says where every number came from (:meth:`GPUSpec.value_source`, :attr:`GPUSpec.sources_used`) and
+keeps the datasheet value (:meth:`GPUSpec.datasheet_value`); :func:`registry_provenance` tabulates it for reports. The
+file format is :data:`MEASURED_SCHEMA_PATH` (``workflow/schemas/hardware.schema.yaml``); which measurement feeds which
+registry field is :data:`MEASURED_FIELDS`.
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ KV heads; a prefill attends to at least its own query tokens (``kv_len >= seq_le
 families model and the GPU has a peak for (:data:`synperf.data.hardware` ``_PEAK_COLUMN``: FP8 needs FP8
 Tensor Cores, compute capability 8.9+); the ``implementation`` label, where given, is one
 :data:`synperf.data.implementations.IMPLEMENTATIONS` lists for the family. Anything else is an
-:class:`synperf.data.io.InputError` naming the column, the first offending row and what was expected. Attention launches are also checked against the
-kernels that run them (:func:`synperf.model.kernels.attention.check_supported`: head_dim, architecture,
-shared memory).
+:class:`synperf.data.io.InputError` naming the column, the first offending row and what was expected. Attention launches
+are also checked against the kernels that run them (:func:`synperf.model.kernels.attention.check_supported`: head_dim,
+architecture, shared memory).
 """
 
 from __future__ import annotations

@@ -208,7 +208,9 @@ def conform(df: pd.DataFrame) -> pd.DataFrame:
             if typ == "str":
                 out[col] = values.astype("string")
             elif typ == "Int64":
-                out[col] = pd.to_numeric(values, errors="raise").astype("Int64") if len(values) else values.astype("Int64")
+                out[col] = (
+                    pd.to_numeric(values, errors="raise").astype("Int64") if len(values) else values.astype("Int64")
+                )
             else:
                 out[col] = pd.to_numeric(values, errors="raise").astype("float64")
         except (TypeError, ValueError) as exc:

@@ -132,7 +132,8 @@ class E2EResult:
         """Per operator and phase: ``time_s`` summed over iterations (seconds) and ``share`` of the total; the
         framework overhead is the row ``op = overhead``."""
         b = self.launches.groupby(["phase", "op", "family"], as_index=False)["time_s"].sum()
-        ov = self.iterations.groupby("phase", as_index=False)["overhead_s"].sum().rename(columns={"overhead_s": "time_s"})
+        ov = (self.iterations.groupby("phase", as_index=False)["overhead_s"].sum()
+              .rename(columns={"overhead_s": "time_s"}))
         ov["op"], ov["family"] = "overhead", "overhead"
         b = pd.concat([b, ov[b.columns]], ignore_index=True)
         b["share"] = b["time_s"] / b["time_s"].sum() if b["time_s"].sum() > 0 else 0.0
@@ -232,7 +233,8 @@ def compose(workload: Workload, gpu: str, *, predict_fn: Callable = predict,
     for family in [f for f in KERNEL_FAMILIES if f in set(df["family"])]:
         sel = df["family"] == family
         cols = [c for c in df.columns if c not in ("iteration", "phase", "batch_size_it", "op", "family", "count",
-                                                  "latency_us", "size_bytes", "workers") and df.loc[sel, c].notna().any()]
+                                                  "latency_us", "size_bytes", "workers")
+                and df.loc[sel, c].notna().any()]
         uniq = df.loc[sel, cols].drop_duplicates().reset_index(drop=True)
         uniq = uniq.astype({c: "int64" for c in cols if c not in ("dtype", "moe_stage")})
         launch_table(family, uniq, gpu, registry)  # schema check of what the predictor gets

@@ -9,7 +9,8 @@ from ``pipeweave/config/<model>.json`` and ``pipeweave/workload/<trace>.csv`` wi
 The framework overhead ``a + b * batch`` (seconds per iteration) is fitted leave-one-run-out: for each
 configuration, by non-negative least squares on the decode-step residuals (measured median decode step minus
 predicted kernels + collectives) of the configurations of all OTHER runs (``run_name`` = model and trace), so
-neither the configuration's own measurement nor the same workload on another GPU or TP enters its prediction. ``overhead.json`` holds the fit on all configurations (for the CLI).
+neither the configuration's own measurement nor the same workload on another GPU or TP enters its prediction.
+``overhead.json`` holds the fit on all configurations (for the CLI).
 
 Reference numbers on these configurations (README of the public data, from the authors'
 ``e2e/pipeweave_comparison.csv``): the paper's predictor 5.7 / 10.3 / 7.2 % MAPE (prefill / decode step /

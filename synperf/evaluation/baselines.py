@@ -87,10 +87,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from synperf.model.features.v1 import gpu_columns
-from synperf.model.kernels import work
 from synperf.data.schema import KEY_COLUMNS, PARAM_COLUMNS
 from synperf.evaluation.split import SHAPE_COLUMNS, problem_key, shape_key
+from synperf.model.features.v1 import gpu_columns
+from synperf.model.kernels import work
 
 #: ridge penalties tried by ``linear``'s cross-validation
 LINEAR_ALPHAS = (0.01, 0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0)

@@ -22,8 +22,8 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from synperf.model.estimator import TrainConfig, training_rows
 from synperf.data.io import InputError
+from synperf.model.estimator import TrainConfig, training_rows
 
 #: registry fields that are provenance or identity, not performance: left out of the spec vector
 _NOT_SPEC = {"id", "name", "device_names", "raw", "sources_used", "datasheet_values", "memory_gb"}

@@ -41,13 +41,13 @@ from typing import Iterator
 import numpy as np
 import pandas as pd
 
+from synperf.data.schema import KEY_COLUMNS
 from synperf.evaluation.baselines import BASELINES, BaselineConfig, add_baseline_columns, fit_predict
-from synperf.model.estimator import TrainConfig, train
-from synperf.model.features import FeatureFrame, build_features
 from synperf.evaluation.leak_check import LeakError, fold_leaks
 from synperf.evaluation.metrics import ape, summarize
-from synperf.data.schema import KEY_COLUMNS
 from synperf.evaluation.split import experiment_split, problem_key
+from synperf.model.estimator import TrainConfig, train
+from synperf.model.features import FeatureFrame, build_features
 
 #: the evaluated methods: our estimator, then every baseline, then synperf's chosen prediction path
 MLP = "synperf_mlp"
@@ -185,7 +185,8 @@ def configured(table: pd.DataFrame) -> list[Fold]:
         ValueError: no ``split`` column, or a label outside train/test_seen/unseen/unused.
     """
     if "split" not in table.columns:
-        raise ValueError("configured protocol: the table has no 'split' column (see synperf.pipeline.features.experiment_features)")
+        raise ValueError("configured protocol: the table has no 'split' column "
+                         "(see synperf.pipeline.features.experiment_features)")
     labels = table["split"].astype(str).to_numpy()
     bad = sorted(set(labels) - set(LABELS))
     if bad:
@@ -471,8 +472,8 @@ def run_protocol(table: pd.DataFrame, folds: list[Fold], methods, registry, trai
     Returns:
         :data:`SUMMARY_COLUMNS`: ``protocol``, ``fold``, ``method``, ``gpu`` (or ``ALL``), ``split``,
         ``n_rows`` (covered rows scored), ``n_total``, ``coverage``, ``mape_pct``, ``median_ape_pct``,
-        ``p90_ape_pct`` (percent, :func:`synperf.evaluation.metrics.summarize`), ``fit_seconds`` (fit + predict wall time
-        of the fold and method).
+        ``p90_ape_pct`` (percent, :func:`synperf.evaluation.metrics.summarize`), ``fit_seconds`` (fit + predict wall
+        time of the fold and method).
 
     Raises:
         KeyError: unknown method.

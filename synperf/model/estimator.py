@@ -36,8 +36,8 @@ import pandas as pd
 import torch
 from torch import nn
 
-from synperf.model.features import FeatureFrame
 from synperf.data.io import atomic_path, write_json
+from synperf.model.features import FeatureFrame
 
 
 @dataclass

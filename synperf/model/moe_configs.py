@@ -133,9 +133,8 @@ def rank_configs(shapes: pd.DataFrame, candidates: pd.DataFrame, gpu: str, *, st
     Raises:
         InputError: no candidate fits ``gpu``, or :func:`synperf.api.predict` rejects the launches.
     """
-    from synperf.api import predict
+    from synperf.api import default_paths, predict
     from synperf.data.hardware import load_registry
-    from synperf.api import default_paths
 
     if registry is None:
         d = default_paths()

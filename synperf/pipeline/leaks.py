@@ -8,8 +8,9 @@ from synperf.data.io import read_table, write_json
 
 def check_leaks(outputs: dict[str, str], exp_name: str, exp: dict, registry_path: str, training: dict, seed: int,
                 *, measured_dir: str | None = None) -> None:
-    """Check one experiment's feature tables against the split contract (:func:`synperf.evaluation.leak_check.check_split`)
-    and write each one's report (leak counts, all zero, and the twin share per unseen GPU) as JSON.
+    """Check one experiment's feature tables against the split contract
+    (:func:`synperf.evaluation.leak_check.check_split`) and write each one's report (leak counts, all zero, and the twin
+    share per unseen GPU) as JSON.
 
     Args:
         outputs: ``{feature table path: report path}``, one entry per feature set of the experiment.

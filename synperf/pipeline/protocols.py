@@ -38,7 +38,14 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
     import logging
     from pathlib import Path
 
-    from synperf.evaluation.protocols import METHODS, SYNPERF, error_cdf, make_folds, predict_protocol, summarize_predictions
+    from synperf.evaluation.protocols import (
+        METHODS,
+        SYNPERF,
+        error_cdf,
+        make_folds,
+        predict_protocol,
+        summarize_predictions,
+    )
 
     log = logging.getLogger(__name__)
     registry = load_registry(registry_path, measured_dir)

@@ -61,8 +61,9 @@ def score_selection(candidates: list[tuple[str, str, str]], exp_name: str, regis
 
 def choose_feature_set(score_tables: list[str], configured: str, training: dict, out_table: str,
                        out_choice: str) -> None:
-    """Pick the primary feature set from the leave-one-seen-GPU-out scores (:func:`synperf.evaluation.selection.choose`);
-    write the selection table (CSV) and the choice (JSON: chosen, configured, agrees, experiments, budget)."""
+    """Pick the primary feature set from the leave-one-seen-GPU-out scores
+    (:func:`synperf.evaluation.selection.choose`); write the selection table (CSV) and the choice (JSON: chosen,
+    configured, agrees, experiments, budget)."""
     from synperf.data.io import write_csv
     from synperf.evaluation.selection import choose
 

@@ -33,7 +33,8 @@ def e2e_section(summary_csv: str, configs_csv: str, breakdown_csv: str, overhead
           "reproduces the authors' 25 operator lists exactly), every kernel is priced by the primary models in one "
           "bulk `predict` call per family, all-reduce by a model of the NCCL tables, and a per-iteration framework "
           "overhead `a + b * batch` is fitted on the real runs of the other model-and-trace pairs (leave one run "
-          "out: neither the scored configuration nor the same workload on another GPU or TP enters its fit). The paper's own predictor on the same "
+          "out: neither the scored configuration nor the same workload on another GPU or TP enters its fit). "
+          "The paper's own predictor on the same "
           "configurations: 5.7 / 10.3 / 7.2%; NeuSight 78.4 / 24.4 / 43.7%.", "", md_table(s), "",
           f"Overhead fitted on all configurations (used by the CLI): a = {1e3 * overhead.get('a_s', float('nan')):.2f} "
           f"ms, b = {1e3 * overhead.get('b_s', float('nan')):.3f} ms per sequence in the batch.", "",

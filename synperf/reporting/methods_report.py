@@ -192,8 +192,8 @@ def methods_figure(t: pd.DataFrame, experiments: list[str], path: str) -> None:
     a = t[(t["gpu"] == "ALL") & (t["scope"] == "all") & (t["split"] == "unseen") & t["experiment"].isin(experiments)]
     protos = [p for p in PROTOCOL_LABELS if p in set(a["protocol"])]
     methods = _methods(a) if len(a) else []
-    fig, axes = plt.subplots(max(1, len(protos)), 1, figsize=(max(10, 1.6 * len(experiments)), 3.4 * max(1, len(protos))),
-                             squeeze=False)
+    fig, axes = plt.subplots(max(1, len(protos)), 1,
+                             figsize=(max(10, 1.6 * len(experiments)), 3.4 * max(1, len(protos))), squeeze=False)
     width = 0.8 / max(1, len(methods))
     for ax, proto in zip(axes[:, 0], protos):
         piv = a[a["protocol"] == proto].pivot_table(index="experiment", columns="method", values="mape_pct",
@@ -381,7 +381,8 @@ def methods_section(tables: pd.DataFrame, cdf: pd.DataFrame, predictions: pd.Dat
         ns = per_gpu_matrix(per_gpu(tables, "configured", ["gemm_fp32_neusight"], ("test_seen", "unseen")),
                             seen_label="seen, NeuSight test files")
         md += ["### NeuSight's own FP32 GEMM data on its own split", "",
-               "Trained on NeuSight's `dataset/train` files of its training GPUs (P4, P100, V100, T4, A100 PCIe 40 GB); "
+               "Trained on NeuSight's `dataset/train` files of its training GPUs "
+               "(P4, P100, V100, T4, A100 PCIe 40 GB); "
                "seen = its `dataset/test` files on those GPUs (larger shapes than training), unseen = its test-only "
                "GPUs. Cells: MAPE / median / p90 APE (%).", "", md_table(ns), ""]
     for p in [p for p in PROTOCOL_LABELS if p in set(tables["protocol"])]:

@@ -141,7 +141,8 @@ def evaluation_section(leaks: list[dict], selection_table: str | None, selection
     :func:`synperf.evaluation.selection.choose_recipe`)."""
     md = ["## Evaluation contract", "",
           "*Held out* means enforced: a problem (the family's launch parameters, e.g. GEMM m, n, k and batch; not "
-          "the implementation, KV-cache dtype, routing or tuning config; `synperf.data.schema.PROBLEM_COLUMNS`) is held "
+          "the implementation, KV-cache dtype, routing or tuning config; `synperf.data.schema.PROBLEM_COLUMNS`) "
+          "is held "
           "out on every seen GPU with all its variants, and the early-stopping validation rows are whole problems "
           "of the training rows. Where a source ships its own train/test files (pipeweave FP8 GEMM, NeuSight) "
           "those files decide, and a training-file row of a held-out problem is not trained on. Unseen-GPU rows "
@@ -175,7 +176,8 @@ def evaluation_section(leaks: list[dict], selection_table: str | None, selection
                              f"{u['gpu']}: {', '.join(u['twin_gpus']) or '–'} ({100 * u['twin_share']:.0f}, "
                              f"{100 * u.get('twin_any_share', 0):.0f})" for u in r["unseen"]) or "–",
                          "nearest seen GPU (max spec difference)": "; ".join(
-                             f"{u['gpu']}: {u.get('nearest_seen_gpu')} ({u.get('nearest_spec_max_rel_diff', float('nan')):.2f})"
+                             f"{u['gpu']}: {u.get('nearest_seen_gpu')} "
+                             f"({u.get('nearest_spec_max_rel_diff', float('nan')):.2f})"
                              for u in r["unseen"]) or "–"})
         md += ["### Leak checks", "", "*Twin*: a seen GPU whose registry spec vector equals the unseen GPU's; "
                "*share trained*: the unseen GPU's rows whose problem a twin trained on (its measurement is then "
@@ -191,8 +193,9 @@ def evaluation_section(leaks: list[dict], selection_table: str | None, selection
                f"By leave one seen GPU out inside each experiment's training rows ({choice['folds']} folds; budget "
                f"{choice['budget']}): each seen GPU in turn is predicted by an MLP trained on the other seen GPUs. "
                "Held-out problems and unseen GPUs never inform the choice. Validation MAPE (%), mean over folds; "
-               f"the last row is the geometric mean over experiments. Chosen: `{choice['chosen']}`; {verdict}. The other "
-               "hyper-parameters and the budgets are fixed in `config/config.yaml`, not chosen by comparing numbers.", "",
+               f"the last row is the geometric mean over experiments. Chosen: `{choice['chosen']}`; {verdict}. "
+               "The other hyper-parameters and the budgets are fixed in `config/config.yaml`, "
+               "not chosen by comparing numbers.", "",
                md_table(table), ""]
     if path_choices:
         rows = []
@@ -238,14 +241,15 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
 
     ``mape_tables`` are the primary models' tables; ``compare_tables`` the same experiments with other
     feature sets; ``ablation_tables`` the primary feature set restricted to one feature group.
-    ``protocols`` (optional) adds the methods comparison (:func:`synperf.reporting.methods_report.methods_section`): a dict
-    with ``tables`` and ``cdfs`` (per-experiment protocol CSVs), ``predictions`` (primary models' prediction
+    ``protocols`` (optional) adds the methods comparison (:func:`synperf.reporting.methods_report.methods_section`): a
+    dict with ``tables`` and ``cdfs`` (per-experiment protocol CSVs), ``predictions`` (primary models' prediction
     Parquets), ``experiments`` (those that ran every protocol) and the outputs ``out_summary``,
     ``out_per_gpu``, ``out_methods_fig``, ``out_cdf_fig``, ``out_scatter_fig``.
     ``e2e`` (optional) adds the end-to-end section (:func:`synperf.reporting.e2e_report.e2e_section`): a dict with
     ``summary``, ``configs``, ``breakdown`` (CSVs), ``overhead`` (JSON) and ``figure`` (PNG path).
-    ``ceiling`` (optional) adds the performance-ceiling section (:func:`synperf.reporting.ceiling_report.ceiling_section`):
-    a dict with ``dir`` (``results/ceiling``) and ``figure`` (the gap CDF PNG).
+    ``ceiling`` (optional) adds the performance-ceiling section
+    (:func:`synperf.reporting.ceiling_report.ceiling_section`): a dict with ``dir`` (``results/ceiling``) and ``figure``
+    (the gap CDF PNG).
     ``evaluation`` (optional) adds the evaluation contract (:func:`evaluation_section`): ``leak_checks`` (the
     primary feature set's leak-check JSONs), ``selection_table`` (CSV), ``selection_choice`` (JSON) and
     ``recipe_choices`` (per-experiment recipe JSONs) and ``path_choices`` (per-experiment ``path.json``).
@@ -367,14 +371,17 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
         if out_stage_times:
             write_csv(times, out_stage_times)
         md += stage_section(times)
-    used = {(e["kernel"], src) for e in experiments.values() for src in (e.get("sources") or ["*"])} if experiments else set()
+    used = ({(e["kernel"], src) for e in experiments.values() for src in (e.get("sources") or ["*"])}
+            if experiments else set())
     counts_view = counts[["source", "kernel", "gpu", "rows"]].copy()
     if used:
         counts_view["used by an experiment"] = [
-            "yes" if ((k, s) in used or (k, "*") in used) else "no" for k, s in zip(counts_view.kernel, counts_view.source)]
+            "yes" if ((k, s) in used or (k, "*") in used) else "no"
+            for k, s in zip(counts_view.kernel, counts_view.source)]
     md += ["## Measurements", "",
            f"Rows read: {merge['rows_in']:,}. Duplicate keys (the same kernel, parameters and GPU measured more "
-           f"than once by one source and version): {merge['duplicate_keys']:,} keys, reduced to their median, which removed "
+           f"than once by one source and version): {merge['duplicate_keys']:,} keys, reduced to their median, "
+           "which removed "
            f"{merge['duplicate_rows_merged']:,} rows; {merge['rows_out']:,} rows remain.", "",
            "### Rows per source, kernel and GPU", "", md_table(counts_view), "",
            "### Rows dropped, by reason", "",
@@ -420,6 +427,7 @@ def _quality_tables(merge: dict) -> list[str]:
         md += [md_table(flagged) if len(flagged) else f"No group flagged ({len(comps)} comparisons).", ""]
     if merge.get("quality_unchecked"):
         md += ["Rows kept without a ceiling check (the registry has no peak for the dtype, or the work model does "
-               "not know it): " + ", ".join(f"`{k}` {v:,}" for k, v in sorted(merge["quality_unchecked"].items())) + ".",
+               "not know it): "
+               + ", ".join(f"`{k}` {v:,}" for k, v in sorted(merge["quality_unchecked"].items())) + ".",
                ""]
     return md

@@ -29,9 +29,10 @@ def stage_times(paths: list[str]) -> pd.DataFrame:
             raise InputError(f"{p}: not a Snakemake benchmark file (no 's' column)")
         path = Path(p)
         rule = path.parent.name if path.parent.name != "benchmarks" else path.stem
+        missing = pd.Series([float("nan")])
         rows.append({"rule": rule, "s": float(t["s"].iloc[-1]),
-                     "cpu": float(pd.to_numeric(t.get("cpu_time", pd.Series([float("nan")])), errors="coerce").iloc[-1]),
-                     "rss": float(pd.to_numeric(t.get("max_rss", pd.Series([float("nan")])), errors="coerce").iloc[-1])})
+                     "cpu": float(pd.to_numeric(t.get("cpu_time", missing), errors="coerce").iloc[-1]),
+                     "rss": float(pd.to_numeric(t.get("max_rss", missing), errors="coerce").iloc[-1])})
     if not rows:
         return pd.DataFrame(columns=STAGE_COLUMNS)
     df = pd.DataFrame(rows)

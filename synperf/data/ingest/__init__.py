@@ -9,8 +9,8 @@ reason.
 
 from __future__ import annotations
 
-from synperf.data.ingest.common import IngestResult
 from synperf.data.ingest import aiconfigurator, neusight, pipeweave, vidur
+from synperf.data.ingest.common import IngestResult
 
 ADAPTERS = {
     "aiconfigurator": aiconfigurator.ingest,

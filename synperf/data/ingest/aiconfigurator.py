@@ -26,9 +26,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from synperf.data.io import InputError
-from synperf.data.ingest.common import MS_TO_US, IngestResult, check_latency, find_files, finish, load, rel
 from synperf.data.implementations import IMPLEMENTATIONS
+from synperf.data.ingest.common import MS_TO_US, IngestResult, check_latency, find_files, finish, load, rel
+from synperf.data.io import InputError
 
 UPSTREAM_COMMIT = "095f58a"
 _COMMON = ["device", "version", "kernel_source", "latency"]

@@ -30,9 +30,20 @@ torch, CuPy and NVML are imported lazily, so this package imports on a CPU-only 
 
 from __future__ import annotations
 
-from synperf.gpu.characterize.run import (BENCHMARKS, BenchmarkInfo, BenchmarkSkipped, CharacterizeSettings,
-                                          ClockSampler, Prepared, Timing, build_document, build_record,
-                                          characterize, run_benchmarks, write_document)
+from synperf.gpu.characterize.run import (
+                                          BENCHMARKS,
+                                          BenchmarkInfo,
+                                          BenchmarkSkipped,
+                                          CharacterizeSettings,
+                                          ClockSampler,
+                                          Prepared,
+                                          Timing,
+                                          build_document,
+                                          build_record,
+                                          characterize,
+                                          run_benchmarks,
+                                          write_document,
+)
 
 __all__ = ["BENCHMARKS", "BenchmarkInfo", "BenchmarkSkipped", "CharacterizeSettings", "ClockSampler", "Prepared",
            "Timing", "build_document", "build_record", "characterize", "run_benchmarks", "write_document"]

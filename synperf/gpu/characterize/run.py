@@ -29,9 +29,9 @@ from typing import Any, Callable, Iterator, Mapping
 
 from synperf.data.hardware import MEASURED_FIELDS, validate_measured_document
 from synperf.data.io import InputError, write_json
-from synperf.gpu.profiling import NoGPUError, ProfilingError
 from synperf.gpu.characterize import arithmetic as ar
 from synperf.gpu.characterize import kernels as K
+from synperf.gpu.profiling import NoGPUError, ProfilingError
 
 log = logging.getLogger("synperf.gpu.characterize")
 

@@ -301,16 +301,18 @@ def estimate_seconds(points: list[dict], spec, settings, efficiency: float = 0.5
     """
     import pandas as pd
 
-    from synperf.model.kernels import work
     from synperf.data.schema import conform
     from synperf.gpu.profiling.timing import flush_bytes, reps_for_budget
+    from synperf.model.kernels import work
 
     if not points:
         return 0.0
     df = conform(pd.DataFrame([{k: v for k, v in p.items() if k not in REQUEST_FIELDS} for p in points]))
     w = work(df)
     bw = spec.dram_bw_gbps * 1e9
-    flush_s = (flush_bytes(int(spec.l2_cache_mb * 2**20), settings.flush_factor) / bw) if settings.l2 == "flush" else 0.0
+    flush_s = (
+        (flush_bytes(int(spec.l2_cache_mb * 2**20), settings.flush_factor) / bw) if settings.l2 == "flush" else 0.0
+    )
     total = 0.0
     for dtype, flops, nbytes in zip(df["dtype"], w["flops"], w["dram_bytes"]):
         try:

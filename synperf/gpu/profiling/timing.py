@@ -223,9 +223,9 @@ def rotation_l2_state(input_bytes: int, copies: int, l2_bytes: int) -> str:
 def label_l2_state(result: "TimingResult", l2: str, input_bytes: int, copies: int, l2_bytes: int) -> "TimingResult":
     """Record in ``result.extra["l2_state"]`` whether the timed calls started with a cold or warm L2.
 
-    ``l2`` is the requested policy (``flush`` or ``hot``). Host-clock timing (CPU) is ``"none"``; events timing with a flush is cold, ``hot`` is
-    warm; a CUDA-graph replay with ``l2: flush`` is what :func:`rotation_l2_state` says, and a warm one also
-    gets ``_warm_l2`` appended to ``l2_policy`` and the reason in ``note``. Returns ``result``.
+    ``l2`` is the requested policy (``flush`` or ``hot``). Host-clock timing (CPU) is ``"none"``; events timing with a
+    flush is cold, ``hot`` is warm; a CUDA-graph replay with ``l2: flush`` is what :func:`rotation_l2_state` says, and a
+    warm one also gets ``_warm_l2`` appended to ``l2_policy`` and the reason in ``note``. Returns ``result``.
     """
     if result.method == "host_clock":
         result.extra["l2_state"] = "none"

@@ -102,5 +102,6 @@ def build(df: pd.DataFrame, registry):
     for c in categorical:
         f[c] = df[c].astype("string").fillna("<NA>")
     numeric = ANALYTIC + shape
-    linear = ["wave_efficiency", "compute_memory_ratio", "l2_footprint_log2"] + (["routing_alpha"] if "fused_moe" in kernels else [])
+    linear = ["wave_efficiency", "compute_memory_ratio", "l2_footprint_log2"] + (
+        ["routing_alpha"] if "fused_moe" in kernels else [])
     return numeric, linear, categorical, f

@@ -64,8 +64,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from synperf.model.kernels import attention, fused_moe, gemm, norm_act
 from synperf.model.features.v1 import CUDA_CORE_KERNELS
+from synperf.model.kernels import attention, fused_moe, gemm, norm_act
 
 DECOMPOSERS = {
     "gemm": gemm.decompose,

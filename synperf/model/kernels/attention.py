@@ -128,8 +128,8 @@ def work_decode(df: pd.DataFrame) -> pd.DataFrame:
 import math  # noqa: E402
 from functools import lru_cache  # noqa: E402
 
-from synperf.data.io import InputError  # noqa: E402
 from synperf.data.implementations import implementation_model  # noqa: E402
+from synperf.data.io import InputError  # noqa: E402
 from synperf.model.kernels.tasks import TaskSet, uniform_summary  # noqa: E402
 
 MAX_SPLITS = 64

@@ -156,18 +156,28 @@ def tasks(row: dict, spec) -> TaskSet:
     dram, store = 0.0, 0.0
     if stage in ("full", "w13"):
         n13 = blocks * int(np.ceil(2 * I_l / BN))
-        counts.append(n13); tensor.append(2.0 * BM * BN * H); fma.append(0.0); xu.append(0.0)
+        counts.append(n13)
+        tensor.append(2.0 * BM * BN * H)
+        fma.append(0.0)
+        xu.append(0.0)
         load.append(BM * H * ab + BN * H * wb)
         dram += active * 2 * I_l * H * wb + T * H * ab
         store += pairs * 2 * I_l * 2.0
         dims.append({"gemm": "w13", **cfg, "n": 2 * I_l, "k": H})
     if stage == "full":
-        counts.append(pairs); tensor.append(0.0); fma.append(3.0 * I_l); xu.append(2.0 * I_l)
-        load.append(2 * I_l * 2.0); store += pairs * I_l * 2.0
+        counts.append(pairs)
+        tensor.append(0.0)
+        fma.append(3.0 * I_l)
+        xu.append(2.0 * I_l)
+        load.append(2 * I_l * 2.0)
+        store += pairs * I_l * 2.0
         dims.append({"kernel": "silu_and_mul", "width": I_l})
     if stage in ("full", "w2"):
         n2 = blocks * int(np.ceil(H / BN))
-        counts.append(n2); tensor.append(2.0 * BM * BN * I_l); fma.append(0.0); xu.append(0.0)
+        counts.append(n2)
+        tensor.append(2.0 * BM * BN * I_l)
+        fma.append(0.0)
+        xu.append(0.0)
         load.append(BM * I_l * 2.0 + BN * I_l * wb)
         dram += active * H * I_l * wb + (pairs * I_l * 2.0 if stage == "w2" else 0.0)
         store += pairs * H * 2.0

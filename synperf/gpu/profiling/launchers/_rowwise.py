@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from synperf.gpu.profiling.triton_kernels import ensure_interpreter_on_cpu, triton_available
 from synperf.gpu.profiling.launchers import Context, Unsupported
+from synperf.gpu.profiling.triton_kernels import ensure_interpreter_on_cpu, triton_available
 
 
 def pick_backend(point: dict, ctx: Context) -> tuple[str, dict]:

@@ -23,8 +23,17 @@ from __future__ import annotations
 import math
 
 from synperf.gpu.profiling.grids import point_key
-from synperf.gpu.profiling.launchers import (Case, Context, Unsupported, assert_close, check_first, generator, randn, sample_rows,
-               torch_dtype)
+from synperf.gpu.profiling.launchers import (
+    Case,
+    Context,
+    Unsupported,
+    assert_close,
+    check_first,
+    generator,
+    randn,
+    sample_rows,
+    torch_dtype,
+)
 
 WORKSPACE_BYTES = 128 << 20
 SDPA_ORDER = ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION", "MATH")
@@ -55,19 +64,19 @@ def prepare(point: dict, ctx: Context) -> Case:
 
 
 def _shape(point: dict):
-    b, s, l = int(point["batch_size"]), int(point["seq_len"]), int(point["kv_len"])
+    b, s, kv_len = int(point["batch_size"]), int(point["seq_len"]), int(point["kv_len"])
     h, hkv, d = int(point["num_heads"]), int(point["num_kv_heads"]), int(point["head_dim"])
     if h % hkv:
         raise Unsupported(f"num_heads {h} is not a multiple of num_kv_heads {hkv}")
     if int(point.get("window_size") or 0):
         raise Unsupported("sliding-window attention is not profiled")
-    return b, s, l, h, hkv, d
+    return b, s, kv_len, h, hkv, d
 
 
-def _reference(q_rows, k, v, rows, s, l):
+def _reference(q_rows, k, v, rows, s, kv_len):
     """fp32 attention for query rows ``rows`` (positions in [0, s)) of one sequence.
 
-    q_rows [r, H, D]; k, v [l, Hkv, D]. Returns [r, H, D].
+    q_rows [r, H, D]; k, v [kv_len, Hkv, D]. Returns [r, H, D].
     """
     import torch
 
@@ -75,8 +84,8 @@ def _reference(q_rows, k, v, rows, s, l):
     k = k.float().repeat_interleave(h // hkv, dim=1)
     v = v.float().repeat_interleave(h // hkv, dim=1)
     scores = torch.einsum("rhd,khd->hrk", q_rows.float(), k) / math.sqrt(q_rows.shape[2])
-    keys = torch.arange(l, device=k.device)
-    allowed = keys[None, :] <= (rows[:, None] + (l - s))
+    keys = torch.arange(kv_len, device=k.device)
+    allowed = keys[None, :] <= (rows[:, None] + (kv_len - s))
     scores = scores.masked_fill(~allowed[None], float("-inf"))
     return torch.einsum("hrk,khd->rhd", torch.softmax(scores, dim=-1), v)
 
@@ -85,14 +94,14 @@ def _flashinfer(point: dict, ctx: Context) -> Case:
     import torch
 
     fi = ctx.flashinfer
-    b, s, l, h, hkv, d = _shape(point)
+    b, s, kv_len, h, hkv, d = _shape(point)
     prefill = point["kernel"] == "attention_prefill"
     dt = torch_dtype(point["dtype"])
     kvdt = torch_dtype(point["kv_cache_dtype"])
     page = int(point.get("page_size", 16))
     gen = generator(ctx, point_key(point))
     dev = ctx.device
-    pages_per_seq = -(-l // page)
+    pages_per_seq = -(-kv_len // page)
     total_pages = b * pages_per_seq
     ws = ctx.cache.get("flashinfer_workspace")
     if ws is None:
@@ -100,7 +109,7 @@ def _flashinfer(point: dict, ctx: Context) -> Case:
     kv = randn((total_pages, 2, page, hkv, d), kvdt, ctx, gen)
     kv_indices = torch.randperm(total_pages, generator=gen, device=dev).to(torch.int32)
     kv_indptr = (torch.arange(b + 1, device=dev) * pages_per_seq).to(torch.int32)
-    last_len = torch.full((b,), (l - 1) % page + 1, dtype=torch.int32, device=dev)
+    last_len = torch.full((b,), (kv_len - 1) % page + 1, dtype=torch.int32, device=dev)
     if prefill:
         q = randn((b * s, h, d), dt, ctx, gen)
         qo_indptr = (torch.arange(b + 1, device=dev) * s).to(torch.int32)
@@ -130,12 +139,12 @@ def _flashinfer(point: dict, ctx: Context) -> Case:
     def compare() -> None:
         for seq in sorted({0, b - 1}):
             pages = kv_indices[kv_indptr[seq]:kv_indptr[seq + 1]].long()
-            k = kv[pages, 0].reshape(-1, hkv, d)[:l]
-            v = kv[pages, 1].reshape(-1, hkv, d)[:l]
+            k = kv[pages, 0].reshape(-1, hkv, d)[:kv_len]
+            v = kv[pages, 1].reshape(-1, hkv, d)[:kv_len]
             rows = sample_rows(s, 32, dev)
             qs = q[seq * s + rows] if prefill else q[seq:seq + 1]
             got = holder["out"][seq * s + rows] if prefill else holder["out"][seq:seq + 1]
-            ref = _reference(qs, k, v, rows, s, l)
+            ref = _reference(qs, k, v, rows, s, kv_len)
             assert_close(got, ref, rtol=3e-2, atol=3e-2, what=f"flashinfer {point['kernel']} seq {seq}")
 
     details = {"call": call, "page_size": page, "kv_layout": "NHD", "pages": total_pages,
@@ -151,17 +160,17 @@ def _sdpa(point: dict, ctx: Context) -> Case:
     import torch
     import torch.nn.functional as F
 
-    b, s, l, h, hkv, d = _shape(point)
+    b, s, kv_len, h, hkv, d = _shape(point)
     if point["kv_cache_dtype"] == "fp8":
         raise Unsupported("torch SDPA has no fp8 KV cache; needs FlashInfer")
     dt = torch_dtype(point["dtype"])
     gen = generator(ctx, point_key(point))
     q = randn((b, h, s, d), dt, ctx, gen)
-    k = randn((b, hkv, l, d), dt, ctx, gen)
-    v = randn((b, hkv, l, d), dt, ctx, gen)
+    k = randn((b, hkv, kv_len, d), dt, ctx, gen)
+    v = randn((b, hkv, kv_len, d), dt, ctx, gen)
     out = {}
     causal = point["kernel"] == "attention_prefill"
-    if causal and s != l:
+    if causal and s != kv_len:
         raise Unsupported("torch SDPA's causal mask is top-left aligned: prefill needs seq_len == kv_len")
     gqa_kw = {"enable_gqa": True} if h != hkv else {}
     try:
@@ -192,7 +201,7 @@ def _sdpa(point: dict, ctx: Context) -> Case:
         for seq in sorted({0, b - 1}):
             rows = sample_rows(s, 32, ctx.device)
             ref = _reference(q[seq, :, rows].transpose(0, 1), k[seq].transpose(0, 1), v[seq].transpose(0, 1),
-                             rows, s, l)
+                             rows, s, kv_len)
             got = out["o"][seq, :, rows].transpose(0, 1)
             assert_close(got, ref, rtol=3e-2, atol=3e-2, what=f"torch sdpa {point['kernel']} seq {seq}")
 

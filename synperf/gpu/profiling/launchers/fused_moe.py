@@ -17,8 +17,18 @@ Reference: fp32 torch on up to 32 tokens spread over the batch.
 from __future__ import annotations
 
 from synperf.gpu.profiling.grids import point_key
+from synperf.gpu.profiling.launchers import (
+    Case,
+    Context,
+    Unsupported,
+    assert_close,
+    check_first,
+    generator,
+    randn,
+    sample_rows,
+    torch_dtype,
+)
 from synperf.gpu.profiling.triton_kernels import ensure_interpreter_on_cpu, triton_available
-from synperf.gpu.profiling.launchers import Case, Context, Unsupported, assert_close, check_first, generator, randn, sample_rows, torch_dtype
 
 
 def _weights(point: dict, ctx: Context, e_local: int, hd: int, inter: int, dt):

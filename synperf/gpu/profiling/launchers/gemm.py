@@ -13,7 +13,17 @@ compares up to 64 rows spread over m with an fp32 matmul of the same (rounded) i
 from __future__ import annotations
 
 from synperf.gpu.profiling.grids import point_key
-from synperf.gpu.profiling.launchers import Case, Context, Unsupported, assert_close, check_first, generator, randn, sample_rows, torch_dtype
+from synperf.gpu.profiling.launchers import (
+    Case,
+    Context,
+    Unsupported,
+    assert_close,
+    check_first,
+    generator,
+    randn,
+    sample_rows,
+    torch_dtype,
+)
 
 #: ``torch._scaled_mm`` (cuBLASLt FP8) needs k (``mat1.size(1)``, ``mat2.size(0)``) and n (``mat2.size(1)``) to be
 #: multiples of 16 (torch ``_meta_registrations.py``, ``meta_scaled_mm``); m is free.
