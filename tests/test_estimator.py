@@ -88,3 +88,18 @@ def test_encoder_reports_categories_it_never_saw():
     # a value far outside the training range is clipped at 8 sigma, not passed through
     far = enc.transform(pd.DataFrame({"flops": [1e30], "ratio": [100.0], "impl": ["fa2"]}))
     assert far[0, 0] == 8.0 and far[0, 1] == 8.0
+
+
+def test_training_defaults_live_in_one_place():
+    """The config's `training` block and TrainConfig's defaults are the same values, key by key."""
+    from dataclasses import fields
+    from pathlib import Path
+
+    import yaml
+
+    from synperf.model.estimator import TrainConfig
+
+    training = yaml.safe_load((Path(__file__).resolve().parent.parent / "config" / "config.yaml").read_text())["training"]
+    defaults = {f.name: getattr(TrainConfig(), f.name) for f in fields(TrainConfig)}
+    assert set(training) <= set(defaults)
+    assert {k: defaults[k] for k in training} == training

@@ -42,7 +42,13 @@ from synperf.model.features import FeatureFrame
 
 @dataclass
 class TrainConfig:
-    """Hyper-parameters; see config/config.yaml ``training`` for the documented defaults."""
+    """Hyper-parameters of one MLP fit.
+
+    The defaults are the pipeline's: config/config.yaml ``training`` lists the same values for every key it has
+    (``tests/test_estimator.py`` keeps them equal), so a library caller and a pipeline run train alike.
+    ``min_steps_per_epoch``, ``efficiency_min``, ``seed`` and ``threads`` are not in ``training``: the first comes
+    from the experiment's chosen recipe (``selection.recipes``), the others from the pipeline.
+    """
 
     hidden_sizes: list[int] = field(default_factory=lambda: [256, 128, 64])
     dropout: float = 0.1
@@ -50,14 +56,14 @@ class TrainConfig:
     weight_decay: float = 1e-4
     batch_size: int = 1024
     min_steps_per_epoch: int = 0
-    max_epochs: int = 300
-    early_stopping_patience: int = 30
-    lr_patience: int = 15
+    max_epochs: int = 100
+    early_stopping_patience: int = 15
+    lr_patience: int = 8
     lr_factor: float = 0.6
     min_lr: float = 1e-6
     grad_clip: float = 1.0
     validation_frac: float = 0.2
-    max_train_rows: int = 0
+    max_train_rows: int = 20000
     loss: str = "mre"
     efficiency_max: float = 1.0
     efficiency_min: float = 1e-4
