@@ -99,7 +99,8 @@ def test_training_defaults_live_in_one_place():
 
     from synperf.model.estimator import TrainConfig
 
-    training = yaml.safe_load((Path(__file__).resolve().parent.parent / "config" / "config.yaml").read_text())["training"]
+    config = Path(__file__).resolve().parent.parent / "config" / "config.yaml"
+    training = yaml.safe_load(config.read_text())["training"]
     defaults = {f.name: getattr(TrainConfig(), f.name) for f in fields(TrainConfig)}
     assert set(training) <= set(defaults)
     assert {k: defaults[k] for k in training} == training
