@@ -148,3 +148,20 @@ def test_api_predict_follows_the_recorded_path_and_names_the_source(vidur_gemm, 
     mlp_only = predict("gemm", params, "a40", experiment="gemm_fp16_vidur", models_dir=tmp_path, registry=registry,
                        feature_set="v2")
     assert mlp_only["prediction_path"].str.startswith("mlp:").all() and mlp_only["source_gpu"].isna().all()
+
+
+def test_a_path_needs_a_clear_lead_over_the_mlp():
+    import pandas as pd
+
+    from synperf.evaluation.path_selection import choose_paths
+
+    def scores(**mape):
+        return pd.DataFrame([{"experiment": "e", "path": p, "fold": f, "mape_pct": v}
+                             for p, v in mape.items() for f in ("losgo:a", "losgo:b")])
+
+    chosen, _ = choose_paths(scores(mlp=37.1, physical=38.8, **{"transfer+mlp": 36.4}))
+    assert chosen == {"e": "mlp"}                       # 1.9% lower: within retraining noise
+    chosen, table = choose_paths(scores(mlp=69.4, physical=15.1, **{"transfer+physical": 9.7}))
+    assert chosen == {"e": "transfer+physical"} and table["chosen"].tolist() == ["transfer+physical"]
+    chosen, _ = choose_paths(scores(mlp=20.0, physical=18.9))
+    assert chosen == {"e": "physical"}                  # 5.5% lower
