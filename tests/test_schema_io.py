@@ -79,3 +79,18 @@ def test_malformed_csv_is_reported(tmp_path):
     path.write_text('a,b\n1,"unterminated\n')
     with pytest.raises(InputError, match="bad.csv"):
         read_table(path)
+
+
+def test_a_latency_with_a_unit_names_file_row_and_value():
+    import pandas as pd
+
+    from synperf.data.io import InputError
+    from synperf.data.schema import conform
+
+    df = pd.DataFrame({"gpu": ["h100_sxm"] * 3, "kernel": ["rmsnorm"] * 3, "dtype": ["bfloat16"] * 3,
+                       "num_tokens": [1, 2, 4], "hidden_size": [4096] * 3, "latency_us": ["11.0", "12.1 us", "13"]})
+    with pytest.raises(InputError, match=r"^own\.parquet: row 1, column 'latency_us': '12\.1 us' is not a number$"):
+        conform(df, "own.parquet")
+    with pytest.raises(InputError, match=r"row 2, column 'num_tokens': 4\.5 is not an integer"):
+        conform(df.assign(latency_us=[1.0, 2.0, 3.0], num_tokens=[1, 2, 4.5]), "own.parquet")
+    assert conform(df.assign(latency_us=["11.0", "12.1", "13"]))["latency_us"].tolist() == [11.0, 12.1, 13.0]

@@ -189,12 +189,15 @@ _REQUIRED = ("gpu", "kernel", "implementation", "dtype", "latency_us", "latency_
              "source", "source_version")
 
 
-def conform(df: pd.DataFrame) -> pd.DataFrame:
+def conform(df: pd.DataFrame, where: str = "table") -> pd.DataFrame:
     """Return ``df`` with exactly the canonical columns, in order, with canonical dtypes.
 
     Missing optional columns are added as all-null; ``n_duplicates`` defaults to 1.
-    Extra columns are dropped. Raises :class:`InputError` if a value cannot be
-    converted to its column's type.
+    Extra columns are dropped.
+
+    Raises:
+        InputError: a value cannot be converted to its column's type; names ``where`` (e.g. the file), the first
+            offending row (0-based position), the column, the value and the expected type.
     """
     out = pd.DataFrame(index=df.index)
     for col, typ in COLUMNS.items():
@@ -214,7 +217,16 @@ def conform(df: pd.DataFrame) -> pd.DataFrame:
             else:
                 out[col] = pd.to_numeric(values, errors="raise").astype("float64")
         except (TypeError, ValueError) as exc:
-            raise InputError(f"column {col!r}: cannot convert to {typ} ({exc})") from exc
+            numeric = pd.to_numeric(values, errors="coerce")
+            bad = np.flatnonzero(numeric.isna().to_numpy() & values.notna().to_numpy())
+            if typ == "Int64" and not len(bad):
+                bad = np.flatnonzero((numeric.notna() & (numeric % 1 != 0)).to_numpy())
+            if len(bad):
+                value = values.iloc[bad[0]]
+                shown = repr(value.item() if hasattr(value, "item") else value)
+                raise InputError(f"{where}: row {bad[0]}, column {col!r}: {shown} is not "
+                                 f"{'an integer' if typ == 'Int64' else 'a number'}") from exc
+            raise InputError(f"{where}: column {col!r}: cannot convert to {typ} ({exc})") from exc
     return out.reset_index(drop=True)
 
 

@@ -43,7 +43,7 @@ def merge_measurements(tables: list[str], summaries: list[str], own_measurements
     for path in list(tables) + list(own_measurements):
         df = read_table(path)
         if path in own_measurements:
-            df = conform(df)
+            df = conform(df, str(path))
         frames.append(validate(df, str(path), registry.ids))
     df = pd.concat(frames, ignore_index=True)
     rows_in = len(df)
