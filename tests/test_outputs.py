@@ -71,3 +71,25 @@ def test_models_train_with_the_recipe_their_experiment_chose(experiment):
     assert meta["recipe"] == choice["chosen"]
     for key, value in choice["overrides"].items():
         assert meta["train_config"][key] == value, (experiment, key)
+
+
+@pytest.mark.parametrize("experiment", sorted(CONFIG["experiments"]))
+def test_prediction_path_sources_are_training_rows_of_seen_gpus(experiment):
+    """A transfer path carries seen-GPU measurements to other GPUs: its sources must be training rows only (no
+    unseen GPU, no held-out problem), or `predict` would hand back a test measurement."""
+    import pandas as pd
+
+    from synperf.data.io import read_table
+    from synperf.evaluation.split import problem_key
+
+    exp = CONFIG["experiments"][experiment]
+    choice = json.loads(_need(REPO / "models" / experiment / "path.json").read_text())
+    assert set(choice["training_gpus"]) <= set(exp["seen"])
+    if not choice.get("sources"):
+        return
+    src = pd.read_parquet(REPO / "models" / experiment / choice["sources"])
+    assert set(src["gpu"]) <= set(exp["seen"])
+    t = read_table(_need(REPO / "results" / "features" / PRIMARY / f"{experiment}.parquet"))
+    held = set(t.loc[t.split == "test_seen", "problem_key"])
+    assert not set(problem_key(src, CONFIG["seed"]).to_numpy()) & held
+    assert len(src) == int((t.split == "train").sum())

@@ -147,6 +147,13 @@ def test_protocols_are_in_the_default_target_and_run_on_real_rows(public_data, t
     assert unseen["mape_pct"].notna().all() and (unseen.loc[("loao:Hopper", "roofline"), "coverage"] == 1.0)
     c = pd.read_csv(cdf)
     assert set(c["method"]) == {"roofline", "nearest_gpu_roofline"} and set(c["protocol"]) == {"logo", "loao"}
+    # GPUs of one architecture: leave-one-architecture-out has no fold, the other protocols still run
+    one_arch = {**cfg["experiments"]["rmsnorm"], "seen": ["a100_sxm4_80gb"], "unseen": ["a40"]}
+    feat1, fmeta1 = tmp_path / "f1.parquet", tmp_path / "f1.json"
+    experiment_features(str(allp), "rmsnorm", one_arch, reg, {"v2_paper": (str(feat1), str(fmeta1))}, 0)
+    evaluate_protocols(str(feat1), str(fmeta1), "rmsnorm", one_arch, reg, 0, {**cfg["training"], "max_epochs": 5},
+                       ["logo", "loao"], ["roofline"], 1, str(tmp_path / "p1.csv"))
+    assert set(pd.read_csv(tmp_path / "p1.csv")["protocol"]) == {"logo"}
 
 
 def test_neusight_experiment_keeps_the_upstream_train_and_test_files(public_data, tmp_path):

@@ -75,6 +75,9 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
                                  seed=seed, log=log.info, pretrained=pretrained)
             done[key] = p
             parts.append(p)
+        if not parts:  # no fold (e.g. leave-one-architecture-out over GPUs of one architecture)
+            log.info("%s: no fold", protocol)
+            continue
         preds = pd.concat(parts, ignore_index=True)
         summaries.append(summarize_predictions(preds).assign(scope="all"))
         if "nearest_gpu_roofline" in set(preds["method"]):
