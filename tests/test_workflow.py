@@ -30,6 +30,17 @@ def snakemake(*args, cwd=REPO):
     return proc
 
 
+
+def _vidur_measurements(public_data, tmp_path):
+    """Registry path, config, and the merged measurement table and summary of the Vidur source alone."""
+    reg = str(REPO / "config/gpus.yaml")
+    cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    src, summ = tmp_path / "vidur.parquet", tmp_path / "vidur.json"
+    ingest_source("vidur", str(public_data), reg, cfg["ingest"]["vidur"], str(src), str(summ))
+    allp, alls = tmp_path / "all.parquet", tmp_path / "summary.json"
+    merge_measurements([str(src)], [str(summ)], [], reg, str(allp), str(alls))
+    return reg, cfg, allp, alls
+
 def test_wrong_config_type_is_named():
     proc = snakemake("-n", "--config", "seed=abc")
     assert proc.returncode != 0
@@ -122,12 +133,7 @@ def test_protocols_are_in_the_default_target_and_run_on_real_rows(public_data, t
     assert default.returncode == 0, default.out[-2000:]
     assert "evaluate_protocols" in default.out   # the report reads the protocol tables
 
-    reg = str(REPO / "config/gpus.yaml")
-    cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
-    src, summ = tmp_path / "vidur.parquet", tmp_path / "vidur.json"
-    ingest_source("vidur", str(public_data), reg, cfg["ingest"]["vidur"], str(src), str(summ))
-    allp, alls = tmp_path / "all.parquet", tmp_path / "summary.json"
-    merge_measurements([str(src)], [str(summ)], [], reg, str(allp), str(alls))
+    reg, cfg, allp, alls = _vidur_measurements(public_data, tmp_path)
     feat, fmeta = tmp_path / "f.parquet", tmp_path / "f.json"
     experiment_features(str(allp), "rmsnorm", cfg["experiments"]["rmsnorm"], reg,
                         {"v2_paper": (str(feat), str(fmeta))}, 0)
@@ -174,12 +180,7 @@ def test_neusight_experiment_keeps_the_upstream_train_and_test_files(public_data
 
 
 def test_a_config_selection_that_yields_nothing_names_its_key(public_data, tmp_path):
-    reg = str(REPO / "config/gpus.yaml")
-    cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
-    src, summ = tmp_path / "vidur.parquet", tmp_path / "vidur.json"
-    ingest_source("vidur", str(public_data), reg, cfg["ingest"]["vidur"], str(src), str(summ))
-    allp, alls = tmp_path / "all.parquet", tmp_path / "summary.json"
-    merge_measurements([str(src)], [str(summ)], [], reg, str(allp), str(alls))
+    reg, cfg, allp, alls = _vidur_measurements(public_data, tmp_path)
     base = cfg["experiments"]["rmsnorm"]
     out = {"v1": (str(tmp_path / "f.parquet"), str(tmp_path / "f.json"))}
     cases = [({**base, "unseen": ["a40", "l40s"]}, r"experiments\.rn\.unseen: l40s has no rmsnorm rows"),
