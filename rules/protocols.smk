@@ -13,6 +13,7 @@ rule evaluate_protocols:
         registry=config["gpu_registry"],
         model=f"models/{{experiment}}/{FEATURE_SET}-all/model.pt",
         model_meta=f"models/{{experiment}}/{FEATURE_SET}-all/meta.json",
+        path_choice="models/{experiment}/path.json",
         code=code_inputs("scripts/evaluate_protocols.py"),
         hardware=MEASURED_FILES,
     output:

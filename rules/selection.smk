@@ -16,6 +16,7 @@ rule score_selection:
     output:
         **RECIPE_OUTPUTS,
         tables=expand("results/selection/{{experiment}}/{fs}.csv", fs=SELECTION["candidates"]),
+        paths=PATH_SCORES,
     log:
         "results/logs/selection/{experiment}.log",
     benchmark:

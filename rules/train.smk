@@ -13,6 +13,7 @@ rule train:
         leak_checks=[f"results/leak_check/{fs}/{{experiment}}.json" for fs, _ in TRAINED],
         registry=config["gpu_registry"],
         hardware=MEASURED_FILES,
+        path_scores=PATH_SCORES,
         code=code_inputs("scripts/train.py"),
     output:
         **model_outputs(TRAINED),
@@ -26,7 +27,7 @@ rule train:
         exp=lambda wc: config["experiments"][wc.experiment],
         models=model_specs(TRAINED),
         seed=config["seed"],
-        path_choice={"training": {**config["training"], **SELECTION.get("training", {})}, "measured_dir": MEASURED_DIR},
+        measured_dir=MEASURED_DIR,
     script:
         "../scripts/train.py"
 

@@ -12,4 +12,5 @@ run(sm, lambda: score_selection(list(zip(sm.input.tables, sm.input.metas, sm.out
                                 sm.input.registry, int(sm.params.seed), dict(sm.params.training), sm.threads,
                                 measured_dir=sm.params.measured_dir, recipes=dict(sm.params.recipes),
                                 recipe_features=(sm.input.primary_table, sm.input.primary_meta),
-                                out_recipes=sm.output.get("recipes"), out_recipe=sm.output.get("recipe")))
+                                out_recipes=sm.output.get("recipes"), out_recipe=sm.output.get("recipe"),
+                                out_paths=sm.output.paths))

@@ -165,3 +165,59 @@ def test_a_path_needs_a_clear_lead_over_the_mlp():
     assert chosen == {"e": "transfer+physical"} and table["chosen"].tolist() == ["transfer+physical"]
     chosen, _ = choose_paths(scores(mlp=20.0, physical=18.9))
     assert chosen == {"e": "physical"}                  # 5.5% lower
+
+
+def test_path_scores_on_the_selection_folds_reuse_their_mlps_exactly(vidur_gemm, registry):
+    """The selection stage scores the paths with the fold MLPs of its recipe scoring: the same folds and training,
+    so the scores equal those of MLPs trained for the path scores themselves."""
+    from synperf.evaluation.selection import score_feature_set
+
+    table, meta = vidur_gemm
+    models = {}
+    score_feature_set(table, meta, "gemm_fp16_vidur", registry, TRAIN, log=lambda *_: None, models_out=models)
+    assert sorted(models) == ["losgo:a100_sxm4_80gb", "losgo:h100_sxm"]
+    reused = S.score_paths(table, meta, "gemm_fp16_vidur", registry, TRAIN, paths=("mlp", "shift+mlp"),
+                           log=lambda *_: None, fold_mlps=models)
+    own = S.score_paths(table, meta, "gemm_fp16_vidur", registry, TRAIN, paths=("mlp", "shift+mlp"),
+                        log=lambda *_: None)
+    np.testing.assert_allclose(reused["mape_pct"], own["mape_pct"], rtol=1e-6)
+    # a different model for one fold changes that fold's scores: the reuse is real
+    other = dict(models, **{"losgo:h100_sxm": models["losgo:a100_sxm4_80gb"]})
+    moved = S.score_paths(table, meta, "gemm_fp16_vidur", registry, TRAIN, paths=("mlp",), log=lambda *_: None,
+                          fold_mlps=other)
+    assert moved.set_index("fold").loc["losgo:h100_sxm", "mape_pct"] != pytest.approx(
+        own[own.path == "mlp"].set_index("fold").loc["losgo:h100_sxm", "mape_pct"])
+
+
+def test_record_choice_follows_the_scores_and_refuses_another_experiments(vidur_gemm, registry, tmp_path):
+    table, meta = vidur_gemm
+    scores = pd.DataFrame({"experiment": "gemm_fp16_vidur", "path": ["mlp", "physical"] * 2,
+                           "fold": ["losgo:a", "losgo:a", "losgo:b", "losgo:b"], "validation_gpu": "x",
+                           "n_train": 1, "n_rows": 1, "mape_pct": [20.0, 10.0, 20.0, 12.0]})
+    chosen, _ = S.record_choice(table, meta, "gemm_fp16_vidur", registry, scores, tmp_path, mlp_dir="v2-all")
+    rec = S.load_choice(tmp_path)
+    assert chosen == rec["path"] == "physical" and rec["mlp_dir"] == "v2-all"
+    assert rec["training_gpus"] == ["a100_sxm4_80gb", "h100_sxm"]
+    # no scores (one seen GPU): the MLP
+    assert S.record_choice(table, meta, "gemm_fp16_vidur", registry, scores.iloc[:0], tmp_path / "one",
+                           mlp_dir="v2-all")[0] == "mlp"
+    with pytest.raises(ValueError, match="gemm_fp16_vidur"):
+        S.record_choice(table, meta, "gemm_fp16_vidur", registry, scores.assign(experiment="gemm"), tmp_path,
+                        mlp_dir="v2-all")
+
+
+def test_the_configured_synperf_method_uses_the_path_chosen_before(vidur_gemm, registry):
+    """With a path given for the configured fold, the protocol's synperf method fits that path on the fold's
+    training rows and predicts its test rows, without choosing again."""
+    from synperf.evaluation.protocols import SYNPERF, configured, predict_protocol
+
+    table, meta = vidur_gemm
+    folds = configured(table)
+    p = predict_protocol(table, folds, [SYNPERF], registry, TRAIN, meta, log=lambda *_: None,
+                         chosen_paths={"configured": "transfer+physical"})
+    assert set(p["budget"].str.split(";").str[0]) == {"transfer+physical (chosen before)"}
+    tr = table[folds[0].train_mask].reset_index(drop=True)
+    te = table[folds[0].test_mask].reset_index(drop=True)
+    fitted = S.fit_paths(tr, meta, registry, TRAIN, ("transfer+physical",))
+    want = S.predict_path(fitted, "transfer+physical", te.drop(columns=["latency_us"]), registry)
+    np.testing.assert_allclose(p["predicted_latency_us"], want["predicted_latency_us"])

@@ -275,13 +275,18 @@ def select_linear_alpha(ftr: pd.DataFrame, logy: np.ndarray, enc_args: tuple, gp
         folds = [fold_of == f for f in range(5) if (fold_of == f).any() and not (fold_of == f).all()]
     if not folds:
         return LINEAR_ALPHAS[len(LINEAR_ALPHAS) // 2]
-    scores = {}
-    for alpha in LINEAR_ALPHAS:
-        errs = []
-        for held in folds:
-            pred = _fit_linear(ftr[~held], logy[~held], enc_args, alpha)(ftr[held])
-            errs.append(float(np.mean(np.abs(np.expm1(np.clip(pred - logy[held], -50, 50))))))
-        scores[alpha] = float(np.mean(errs))
+    from sklearn.linear_model import Ridge
+
+    from synperf.model.estimator import Encoder
+
+    alphas = np.asarray(LINEAR_ALPHAS, dtype="float64")
+    errs = []
+    for held in folds:  # one encoder per fold; one Ridge fit with a penalty per (identical) target column
+        enc = Encoder(*enc_args).fit(ftr[~held])
+        x_fit, x_held = (enc.transform(f).astype("float64") for f in (ftr[~held], ftr[held]))
+        pred = Ridge(alpha=alphas).fit(x_fit, np.repeat(logy[~held][:, None], len(alphas), axis=1)).predict(x_held)
+        errs.append(np.mean(np.abs(np.expm1(np.clip(pred - logy[held][:, None], -50, 50))), axis=0))
+    scores = dict(zip(LINEAR_ALPHAS, np.mean(errs, axis=0).astype(float)))
     best = min(scores.values())
     return max(a for a, v in scores.items() if v <= best * (1 + 1e-9))
 

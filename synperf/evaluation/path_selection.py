@@ -116,7 +116,7 @@ def predict_path(fitted: FittedPaths, path: str, rows: pd.DataFrame, registry) -
 
 
 def score_paths(table: pd.DataFrame, meta: dict, experiment: str, registry, train_cfg: TrainConfig, paths=PATHS,
-                log=print) -> pd.DataFrame:
+                log=print, fold_mlps: dict | None = None) -> pd.DataFrame:
     """LOSGO score of every path on an experiment's training rows.
 
     Args:
@@ -124,6 +124,9 @@ def score_paths(table: pd.DataFrame, meta: dict, experiment: str, registry, trai
             first, so no held-out problem or unseen GPU can inform the score).
         meta: the table's sidecar (``numeric``, ``linear``, ``categorical``).
         train_cfg: the MLP budget of each fold.
+        fold_mlps: fold name (``losgo:<gpu>``) -> an MLP already trained with ``train_cfg`` on exactly that fold's
+            training rows (:func:`synperf.evaluation.selection.score_feature_set`'s ``models_out``), reused
+            instead of training one.
 
     Returns:
         :data:`PATH_SCORE_COLUMNS`, one row per (path, fold): MAPE (percent) on the validation GPU's training
@@ -140,7 +143,7 @@ def score_paths(table: pd.DataFrame, meta: dict, experiment: str, registry, trai
         tr, va = rows.iloc[fit_idx], rows.iloc[val_idx]
         name = f"losgo:{gpu[val_idx[0]]}"
         try:
-            fitted = fit_paths(tr, meta, registry, train_cfg, paths)
+            fitted = fit_paths(tr, meta, registry, train_cfg, paths, mlp=(fold_mlps or {}).get(name))
         except ValueError as e:  # too few rows on the remaining GPUs for an MLP validation split
             log(f"{experiment} {name}: skipped ({e})")
             continue
@@ -309,20 +312,29 @@ def predict_with_choice(choice: dict, directory, rows: pd.DataFrame, registry, m
     return predict_path(fitted, path, rows, registry)
 
 
-def record_choice(table: pd.DataFrame, meta: dict, experiment: str, registry, select_cfg: TrainConfig, directory,
-                  mlp_dir: str, paths=PATHS, log=print) -> tuple[str, pd.DataFrame]:
-    """Choose an experiment's path by LOSGO on the ``train`` rows of its feature table and record it in its model
-    folder ``directory`` (:func:`save_choice`) for :func:`synperf.api.predict`.
+def record_choice(table: pd.DataFrame, meta: dict, experiment: str, registry, scores: pd.DataFrame, directory,
+                  mlp_dir: str, paths=PATHS) -> tuple[str, pd.DataFrame]:
+    """Record an experiment's path, chosen (:func:`choose_paths`) from its LOSGO ``scores``, in its model folder
+    ``directory`` (:func:`save_choice`) for :func:`synperf.api.predict`.
 
     Args:
-        table, meta: the experiment's feature table (with ``split``) and sidecar (``feature_set`` included).
-        select_cfg: MLP budget of the LOSGO folds (config ``selection.training``).
+        table, meta: the experiment's feature table (with ``split``) and sidecar (``feature_set`` included); its
+            ``train`` rows are the transfer sources and fit the physical model.
+        scores: :func:`score_paths` of the same ``train`` rows (:data:`PATH_SCORE_COLUMNS`); empty for an
+            experiment with one seen GPU (the MLP then).
         mlp_dir: the experiment's primary MLP folder inside ``directory`` (e.g. ``v2-all``).
 
     Returns:
-        ``(chosen path, LOSGO scores)`` (:data:`PATH_SCORE_COLUMNS`).
+        ``(chosen path, scores)``.
+
+    Raises:
+        ValueError: ``scores`` hold another experiment.
     """
-    chosen, scores = select_path(table, meta, experiment, registry, select_cfg, paths, log=log)
+    other = sorted(set(scores["experiment"].astype(str)) - {experiment}) if len(scores) else []
+    if other:
+        raise ValueError(f"path scores of experiment(s) {other}, expected {experiment!r}")
+    chosen, _ = choose_paths(scores, paths)
+    path = chosen.get(experiment, "mlp")
     rows = table[table["split"].astype(str).to_numpy() == "train"].reset_index(drop=True)
-    save_choice(directory, chosen, rows, registry, scores, mlp_dir=mlp_dir, feature_set=meta.get("feature_set", "v2"))
-    return chosen, scores
+    save_choice(directory, path, rows, registry, scores, mlp_dir=mlp_dir, feature_set=meta.get("feature_set", "v2"))
+    return path, scores

@@ -304,7 +304,7 @@ def _prepare(table, registry, features, seed, methods) -> tuple[pd.DataFrame, di
 
 
 def _iter_fold_predictions(table, folds, methods, registry, train_cfg, features, max_train_rows, baseline_cfg, seed,
-                           log, pretrained=None):
+                           log, pretrained=None, chosen_paths=None, models_out=None):
     methods = list(METHODS if methods is None else methods)
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
@@ -339,7 +339,18 @@ def _iter_fold_predictions(table, folds, methods, registry, train_cfg, features,
         for method in methods:
             t0 = time.time()
             budget = method_budget(method, fold_cfg.max_train_rows, fold_cfg, fold_bcfg)
-            if method == SYNPERF:
+            if method == SYNPERF and fold.name in (chosen_paths or {}):
+                from synperf.evaluation.path_selection import BASE, fit_paths, predict_path
+
+                chosen = chosen_paths[fold.name]
+                rows = tr.reset_index(drop=True)
+                fitted = fit_paths(rows, meta, registry, cfg, (chosen,),
+                                   mlp=fold_mlp if BASE[chosen] == "mlp" else None)
+                pred = predict_path(fitted, chosen, te.drop(columns=["latency_us"], errors="ignore"),
+                                    registry)["predicted_latency_us"]
+                pred = pred.to_numpy()
+                budget = f"{chosen} (chosen before); {budget}"
+            elif method == SYNPERF:
                 from synperf.evaluation.path_selection import SELECTION_TRAINING, synperf_predict
 
                 res, chosen, _ = synperf_predict(tr, te, meta, registry, replace(cfg, **SELECTION_TRAINING), cfg,
@@ -353,6 +364,8 @@ def _iter_fold_predictions(table, folds, methods, registry, train_cfg, features,
                 model = train(FeatureFrame(tr, meta["numeric"], meta["linear"], meta["categorical"]),
                               tr["latency_us"], tr["problem_key"], cfg, log=lambda *_: None)
                 fold_mlp = model
+                if models_out is not None:
+                    models_out[fold.name] = model
                 pred = model.predict_latency_us(FeatureFrame(te, meta["numeric"], meta["linear"], meta["categorical"]))
             else:
                 pred = fit_predict(method, tr, te, registry, seed=seed, feature_meta=meta, cfg=fold_bcfg)
@@ -370,12 +383,17 @@ _PRED_COLUMNS = ["protocol", "fold", "method", "row", "gpu", "kernel", "split", 
 
 def predict_protocol(table: pd.DataFrame, folds: list[Fold], methods, registry, train_cfg: TrainConfig | None,
                      features, *, max_train_rows: int = 0, baseline_cfg: BaselineConfig | None = None, seed: int = 0,
-                     log=print, pretrained: dict | None = None) -> pd.DataFrame:
+                     log=print, pretrained: dict | None = None, chosen_paths: dict | None = None,
+                     models_out: dict | None = None) -> pd.DataFrame:
     """Per-row predictions of every method on every fold's test rows (for error CDFs and scatter plots).
 
     Arguments as :func:`run_protocol`; ``pretrained`` maps a fold name (e.g. ``configured``) to a
     :class:`synperf.model.estimator.TrainedModel` used as ``synperf_mlp`` on that fold instead of training one (the
     pipeline passes the experiment's primary model, trained on exactly the configured fold's training rows).
+    ``chosen_paths`` maps a fold name to the prediction path the ``synperf`` method uses there, already chosen on
+    that fold's training rows alone (the pipeline passes the path recorded with the primary model); on other folds
+    ``synperf`` chooses its path itself (:func:`synperf.evaluation.path_selection.synperf_predict`).
+    ``models_out`` (a dict) receives the ``synperf_mlp`` trained on each fold, by fold name.
 
     Returns:
         Long table, one row per (fold, method, test row): ``protocol``, ``fold``, ``method``, ``row`` (position
@@ -384,7 +402,7 @@ def predict_protocol(table: pd.DataFrame, folds: list[Fold], methods, registry, 
         (wall time to fit that method on the fold and predict its test rows).
     """
     parts = list(_iter_fold_predictions(table, folds, methods, registry, train_cfg, features, max_train_rows,
-                                        baseline_cfg, seed, log, pretrained))
+                                        baseline_cfg, seed, log, pretrained, chosen_paths, models_out))
     if not parts:
         return pd.DataFrame(columns=_PRED_COLUMNS)
     return pd.concat(parts, ignore_index=True)[_PRED_COLUMNS]

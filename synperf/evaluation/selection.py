@@ -49,13 +49,15 @@ def losgo_folds(table: pd.DataFrame) -> list[Fold]:
 
 
 def score_feature_set(table: pd.DataFrame, meta: dict, experiment: str, registry, train_cfg, seed: int = 0,
-                      log=print) -> pd.DataFrame:
+                      log=print, models_out: dict | None = None) -> pd.DataFrame:
     """Score one experiment's feature table (one feature set) by leave-one-seen-GPU-out.
 
     Args:
         table, meta: the feature table and its sidecar (``numeric``, ``linear``, ``categorical``,
             ``feature_set``), as written by :func:`synperf.pipeline.features.experiment_features`.
         train_cfg: the MLP's :class:`synperf.model.estimator.TrainConfig` (the selection budget).
+        models_out: a dict that receives each fold's MLP by fold name (``losgo:<gpu>``), e.g. for
+            :func:`synperf.evaluation.path_selection.score_paths` to score the prediction paths on the same folds.
 
     Returns:
         :data:`SCORE_COLUMNS`, one row per fold (MAPE in percent on the validation GPU's rows); empty when the
@@ -65,7 +67,7 @@ def score_feature_set(table: pd.DataFrame, meta: dict, experiment: str, registry
     if not folds:
         return pd.DataFrame(columns=SCORE_COLUMNS)
     preds = predict_protocol(table.reset_index(drop=True), folds, [MLP], registry, train_cfg, meta, seed=seed,
-                             log=log)
+                             log=log, models_out=models_out)
     s = summarize_predictions(preds)
     s = s[s["gpu"] == "ALL"]
     n_train = {f.name: int(f.train_mask.sum()) for f in folds}

@@ -23,9 +23,10 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
     split label). ``protocols`` from ``configured``, ``logo`` (leave one GPU out), ``loao`` (leave one architecture
     out); every GPU of the experiment (seen and unseen) takes part in the leave-one-out protocols. With
     ``model_dir`` (the experiment's primary model, trained on the configured split's training rows) that model is
-    ``synperf_mlp`` on the configured fold, so the configured numbers equal the main table's; the leave-one-out
-    folds train their own MLP with ``training``. The ``synperf`` method (the path chosen by leave one seen GPU out
-    inside the fold) runs on the configured split only. A fold whose train/test labels equal an earlier fold's (a
+    ``synperf_mlp`` on the configured fold, so the configured numbers equal the main table's, and the prediction
+    path recorded beside it (``path.json`` in its parent folder, chosen by leave one seen GPU out inside the
+    configured training rows) is the ``synperf`` method there; the leave-one-out folds train their own MLP with
+    ``training``. The ``synperf`` method runs on the configured split only. A fold whose train/test labels equal an earlier fold's (a
     leave-one-architecture-out fold of an architecture with one GPU is that GPU's leave-one-GPU-out fold) reuses
     its predictions. ``recipe``: the experiment's chosen training recipe (its overrides apply over ``training``).
 
@@ -58,6 +59,12 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
     overrides.pop("recipe", None)
     cfg = TrainConfig.from_dict({**training, **overrides, "seed": seed, "threads": threads})
     pretrained = {"configured": TrainedModel.load(model_dir)} if model_dir else None
+    chosen_paths = None
+    if model_dir:  # the path recorded beside the primary model, chosen on the configured training rows alone
+        from synperf.evaluation.path_selection import load_choice
+
+        choice = load_choice(Path(model_dir).parent)
+        chosen_paths = {"configured": choice["path"]} if choice else None
     summaries, cdfs, done = [], [], {}
     for protocol in protocols:
         folds = make_folds(protocol, table, registry, gpus=gpus, heldout_frac=exp.get("heldout_frac", 0.2), seed=seed,
@@ -72,7 +79,7 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
                 parts.append(done[key].assign(protocol=fold.protocol, fold=fold.name))
                 continue
             p = predict_protocol(table, [fold], fold_methods, registry, cfg, meta, max_train_rows=cfg.max_train_rows,
-                                 seed=seed, log=log.info, pretrained=pretrained)
+                                 seed=seed, log=log.info, pretrained=pretrained, chosen_paths=chosen_paths)
             done[key] = p
             parts.append(p)
         if not parts:  # no fold (e.g. leave-one-architecture-out over GPUs of one architecture)

@@ -15,11 +15,14 @@ from synperf.model.estimator import TrainConfig
 def score_selection(candidates: list[tuple[str, str, str]], exp_name: str, registry_path: str, seed: int,
                     training: dict, threads: int, *, measured_dir: str | None = None,
                     recipes: dict | None = None, recipe_features: tuple[str, str] | None = None,
-                    out_recipes: str | None = None, out_recipe: str | None = None) -> None:
+                    out_recipes: str | None = None, out_recipe: str | None = None,
+                    out_paths: str | None = None) -> None:
     """Leave-one-seen-GPU-out score of each candidate feature set of one experiment
     (:func:`synperf.evaluation.selection.score_feature_set`) on its configured training rows; one row per fold
     (an empty table for a single seen GPU). Then, with ``recipes``, the training recipes on the primary feature
-    set, and the experiment's recipe chosen from those scores alone.
+    set, and the experiment's recipe chosen from those scores alone. Then, with ``out_paths``, the prediction
+    paths (:func:`synperf.evaluation.path_selection.score_paths`) on the primary feature set, their MLP folds
+    being the chosen recipe's (the same folds and training, so its fold models are reused, not retrained).
 
     Args:
         candidates: ``(feature table, its meta JSON, output CSV)`` per candidate feature set, each trained with
@@ -28,6 +31,8 @@ def score_selection(candidates: list[tuple[str, str, str]], exp_name: str, regis
             and meta); ``out_recipes`` gets their scores (CSV, column ``recipe``), ``out_recipe`` the choice
             (JSON: ``chosen``, its ``overrides``, the mean validation MAPE per recipe,
             :func:`synperf.evaluation.selection.choose_recipe`).
+        out_paths: CSV of the path scores (:data:`synperf.evaluation.path_selection.PATH_SCORE_COLUMNS`), read
+            by the ``train`` stage to record the chosen path beside the primary model.
     """
     import logging
 
@@ -37,26 +42,42 @@ def score_selection(candidates: list[tuple[str, str, str]], exp_name: str, regis
     log = logging.getLogger(__name__)
     cfg = TrainConfig.from_dict({**training, "seed": seed, "threads": threads})
     registry = load_registry(registry_path, measured_dir)
-    done = {}
+    done, fold_models = {}, {}  # scores by feature table; fold MLPs by (feature table, training config)
     for features, features_meta, out_table in candidates:
         meta = json.loads(Path(features_meta).read_text())
-        done[features] = score_feature_set(read_table(features), meta, exp_name, registry, cfg, seed, log=log.info)
+        models = fold_models.setdefault((features, repr(cfg)), {})
+        done[features] = score_feature_set(read_table(features), meta, exp_name, registry, cfg, seed, log=log.info,
+                                           models_out=models)
         write_csv(done[features], out_table)
-    if not recipes:
-        return
-    from synperf.evaluation.selection import choose_recipe
+    primary = recipe_features
+    if primary is None and (recipes or out_paths):
+        raise ValueError("selection: recipes and path scores need recipe_features (the primary feature table)")
+    chosen_cfg = cfg
+    if recipes:
+        from synperf.evaluation.selection import choose_recipe
 
-    table, meta = read_table(recipe_features[0]), json.loads(Path(recipe_features[1]).read_text())
-    parts = []
-    for name, overrides in recipes.items():
-        rcfg = TrainConfig.from_dict({**training, **overrides, "seed": seed, "threads": threads})
-        if rcfg == cfg and recipe_features[0] in done:  # the recipe is the candidates' own training: same scores
-            parts.append(done[recipe_features[0]].assign(recipe=name))
-            continue
-        parts.append(score_feature_set(table, meta, exp_name, registry, rcfg, seed, log=log.info).assign(recipe=name))
-    scores = pd.concat(parts, ignore_index=True)
-    write_csv(scores, out_recipes)
-    write_json(choose_recipe(scores, recipes), out_recipe)
+        table, meta = read_table(primary[0]), json.loads(Path(primary[1]).read_text())
+        parts = []
+        for name, overrides in recipes.items():
+            rcfg = TrainConfig.from_dict({**training, **overrides, "seed": seed, "threads": threads})
+            if rcfg == cfg and primary[0] in done:  # the recipe is the candidates' own training: same scores
+                parts.append(done[primary[0]].assign(recipe=name))
+                continue
+            models = fold_models.setdefault((primary[0], repr(rcfg)), {})
+            parts.append(score_feature_set(table, meta, exp_name, registry, rcfg, seed, log=log.info,
+                                           models_out=models).assign(recipe=name))
+        scores = pd.concat(parts, ignore_index=True)
+        write_csv(scores, out_recipes)
+        choice = choose_recipe(scores, recipes)
+        write_json(choice, out_recipe)
+        chosen_cfg = TrainConfig.from_dict({**training, **choice["overrides"], "seed": seed, "threads": threads})
+    if out_paths:
+        from synperf.evaluation.path_selection import score_paths
+
+        table, meta = read_table(primary[0]), json.loads(Path(primary[1]).read_text())
+        paths = score_paths(table, meta, exp_name, registry, chosen_cfg, log=log.info,
+                            fold_mlps=fold_models.get((primary[0], repr(chosen_cfg))))
+        write_csv(paths, out_paths)
 
 
 def choose_feature_set(score_tables: list[str], configured: str, training: dict, out_table: str,

@@ -82,10 +82,11 @@ def train_models(exp_name: str, exp: dict, models: list[dict], seed: int, thread
                  recipe: str | None = None, path_choice: dict | None = None) -> None:
     """Train and score every model of one experiment, one after the other, each feature table read once.
 
-    ``path_choice`` (optional): after the first model (the primary one) is trained, choose the experiment's
-    prediction path by leave one seen GPU out on its training rows and record it in its experiment folder
+    ``path_choice`` (optional): after the first model (the primary one) is trained, record the experiment's
+    prediction path, chosen from its leave-one-seen-GPU-out path scores, in its experiment folder
     (:func:`synperf.evaluation.path_selection.record_choice`, read by :func:`synperf.api.predict`); a dict with
-    ``registry`` and ``measured_dir`` (the GPU registry) and ``training`` (the MLP budget of the choice's folds).
+    ``scores`` (the CSV of :func:`synperf.evaluation.path_selection.score_paths`, written by the selection stage),
+    ``registry`` and ``measured_dir`` (the GPU registry).
 
     ``recipe``: the experiment's chosen training recipe (JSON of :func:`synperf.evaluation.selection.choose_recipe`);
     its overrides apply over every model's ``training`` (the budget keys stay the model's).
@@ -109,13 +110,13 @@ def train_models(exp_name: str, exp: dict, models: list[dict], seed: int, thread
         evaluate_experiment(m["table"], m["meta"], m["model_dir"], exp_name, m["predictions"], m["mape"],
                             table=table, model=model)
         if path_choice and m is models[0]:
+            import pandas as pd
+
             from synperf.data.hardware import load_registry
             from synperf.evaluation.path_selection import record_choice
-            from synperf.model.estimator import TrainConfig
 
             registry = load_registry(path_choice["registry"], path_choice.get("measured_dir"))
-            cfg = TrainConfig.from_dict({**path_choice["training"], **overrides, "seed": seed, "threads": threads})
             meta = json.loads(Path(m["meta"]).read_text())
-            chosen, _ = record_choice(table, meta, exp_name, registry, cfg, Path(m["model_dir"]).parent,
-                                      mlp_dir=Path(m["model_dir"]).name, log=log.info)
+            chosen, _ = record_choice(table, meta, exp_name, registry, pd.read_csv(path_choice["scores"]),
+                                      Path(m["model_dir"]).parent, mlp_dir=Path(m["model_dir"]).name)
             log.info("%s: prediction path %s", exp_name, chosen)
