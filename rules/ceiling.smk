@@ -22,6 +22,7 @@ rule ceiling:
         "results/logs/ceiling.log",
     benchmark:
         "results/benchmarks/ceiling.tsv"
+    priority: stage_priority("ceiling")
     threads: 1
     params:
         experiments=config["experiments"],

@@ -129,3 +129,33 @@ CEILING_COMPARISON_FILES = [
     for p in MANIFEST
     if p.startswith(("pipeweave/pipetuning_test/moe_dse/improve/", "pipeweave/pipetuning_test/demo/"))
 ]
+
+
+# ---- scheduling
+# Job priorities (Snakemake runs the ready job with the highest first): a later stage before an earlier one, so an
+# experiment's chain goes on as soon as it can, and among experiments the one with the most protocol folds (a
+# proxy of its cost) first, so the longest jobs start early instead of running alone at the end.
+STAGE_RANK = {
+    "train_ablation": 1,
+    "features": 2,
+    "check_leaks": 3,
+    "score_selection": 4,
+    "ceiling": 4,
+    "e2e": 4,
+    "train": 5,
+    "evaluate_protocols": 6,
+}
+
+
+def stage_priority(stage):
+    """Priority function of a rule of `stage` (see STAGE_RANK)."""
+
+    def priority(wildcards):
+        exp = wildcards.get("experiment")
+        if exp is None:
+            return 100 * STAGE_RANK[stage]
+        e = config["experiments"][exp]
+        n_gpus = len(e["seen"]) + len(e.get("unseen", []))
+        return 100 * STAGE_RANK[stage] + len(protocol_names(exp)) * n_gpus
+
+    return priority

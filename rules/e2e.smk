@@ -21,6 +21,7 @@ rule e2e:
         "results/logs/e2e.log",
     benchmark:
         "results/benchmarks/e2e.tsv"
+    priority: stage_priority("e2e")
     params:
         data_dir=config["public_data_dir"],
         feature_set=FEATURE_SET,

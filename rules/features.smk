@@ -13,6 +13,7 @@ rule features:
         "results/logs/features/{experiment}.log",
     benchmark:
         "results/benchmarks/features/{experiment}.tsv"
+    priority: stage_priority("features")
     params:
         exp=lambda wc: config["experiments"][wc.experiment],
         feature_sets=FEATURE_SETS_BUILT,
@@ -37,6 +38,7 @@ rule check_leaks:
         "results/logs/check_leaks/{experiment}.log",
     benchmark:
         "results/benchmarks/check_leaks/{experiment}.tsv"
+    priority: stage_priority("check_leaks")
     params:
         exp=lambda wc: config["experiments"][wc.experiment],
         training=config["training"],

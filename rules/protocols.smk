@@ -23,6 +23,7 @@ rule evaluate_protocols:
         "results/logs/evaluate_protocols/{experiment}.log",
     benchmark:
         "results/benchmarks/evaluate_protocols/{experiment}.tsv"
+    priority: stage_priority("evaluate_protocols")
     threads: 1
     params:
         exp=lambda wc: config["experiments"][wc.experiment],

@@ -21,6 +21,7 @@ rule score_selection:
         "results/logs/selection/{experiment}.log",
     benchmark:
         "results/benchmarks/score_selection/{experiment}.tsv"
+    priority: stage_priority("score_selection")
     threads: 1
     params:
         training={**config["training"], **SELECTION.get("training", {})},

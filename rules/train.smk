@@ -22,6 +22,7 @@ rule train:
         "results/logs/train/{experiment}.log",
     benchmark:
         "results/benchmarks/train/{experiment}.tsv"
+    priority: stage_priority("train")
     threads: 1
     params:
         exp=lambda wc: config["experiments"][wc.experiment],
@@ -45,6 +46,7 @@ rule train_ablation:
         "results/logs/train/{experiment}_ablation.log",
     benchmark:
         "results/benchmarks/train_ablation/{experiment}.tsv"
+    priority: stage_priority("train_ablation")
     threads: 1
     params:
         exp=lambda wc: config["experiments"][wc.experiment],

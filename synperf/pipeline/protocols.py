@@ -26,9 +26,10 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
     ``synperf_mlp`` on the configured fold, so the configured numbers equal the main table's, and the prediction
     path recorded beside it (``path.json`` in its parent folder, chosen by leave one seen GPU out inside the
     configured training rows) is the ``synperf`` method there; the leave-one-out folds train their own MLP with
-    ``training``. The ``synperf`` method runs on the configured split only. A fold whose train/test labels equal an earlier fold's (a
-    leave-one-architecture-out fold of an architecture with one GPU is that GPU's leave-one-GPU-out fold) reuses
-    its predictions. ``recipe``: the experiment's chosen training recipe (its overrides apply over ``training``).
+    ``training``. The ``synperf`` method runs on the configured split only. A fold whose train/test labels equal an
+    earlier fold's (a leave-one-architecture-out fold of an architecture with one GPU is that GPU's
+    leave-one-GPU-out fold) reuses its predictions. ``recipe``: the experiment's chosen training recipe (its
+    overrides apply over ``training``).
 
     Writes ``out_table``: one row per (protocol, fold, method, gpu, split, scope) with MAPE, median and p90 APE
     and coverage; ``scope`` is ``all`` (every row the method covers) or ``nearest_covered`` (only the rows
