@@ -73,6 +73,23 @@ def test_recipe_choice_uses_the_scores_alone_and_defaults_to_the_first_recipe():
     assert choose_recipe(scores.iloc[0:0], recipes)["chosen"] == "paper"
 
 
+def test_a_recipe_within_the_noise_margin_of_an_earlier_one_does_not_displace_it():
+    from synperf.evaluation.selection import choose_recipe
+
+    recipes = {"paper": {"loss": "mre"}, "log_ratio": {"loss": "log_ratio"}, "small": {"min_steps_per_epoch": 16}}
+
+    def means(paper, log_ratio, small):
+        return pd.DataFrame({"recipe": ["paper", "log_ratio", "small"], "fold": "losgo:a",
+                             "mape_pct": [paper, log_ratio, small]})
+
+    # small leads log_ratio by 0.1%: log_ratio (listed earlier) is chosen; paper is 7% behind the best: not chosen
+    assert choose_recipe(means(34.18, 31.84, 31.815), recipes)["chosen"] == "log_ratio"
+    # the default stays unless another recipe is more than 5% lower
+    assert choose_recipe(means(26.16, 25.69, 28.70), recipes)["chosen"] == "paper"
+    assert choose_recipe(means(26.16, 25.69, 24.0), recipes)["chosen"] == "small"
+    assert choose_recipe(means(10.0, 9.6, 9.0), recipes, min_gain=0.0)["chosen"] == "small"
+
+
 def test_recipe_scores_never_touch_unseen_or_heldout_rows(vidur_gemm, registry, tmp_path):
     """The recipe and path stages of score_selection on a poisoned table choose and score exactly as on the clean
     one."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from synperf.evaluation.path_selection import MIN_RELATIVE_GAIN
 from synperf.evaluation.protocols import MLP, Fold, predict_protocol, summarize_predictions
 
 #: columns of :func:`score_feature_set`'s result
@@ -99,18 +100,24 @@ def choose(scores: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     return chosen, table.reset_index(names="experiment")
 
 
-def choose_recipe(scores: pd.DataFrame, recipes: dict) -> dict:
-    """An experiment's training recipe: the lowest mean leave-one-seen-GPU-out MAPE over folds (ties: the first
-    listed). ``scores`` has a ``recipe`` column (:func:`score_feature_set` per recipe). An experiment without
-    folds (one seen GPU) keeps the first recipe listed, the configured default.
+def choose_recipe(scores: pd.DataFrame, recipes: dict, min_gain: float = MIN_RELATIVE_GAIN) -> dict:
+    """An experiment's training recipe from its leave-one-seen-GPU-out scores: the first listed recipe whose mean
+    MAPE over folds is within ``min_gain`` (relative) of the lowest. A lead smaller than that is retraining noise
+    (:data:`synperf.evaluation.path_selection.MIN_RELATIVE_GAIN`), so it never displaces an earlier (simpler)
+    recipe: the configured default is listed first and stays unless another beats it clearly. ``scores`` has a
+    ``recipe`` column (:func:`score_feature_set` per recipe). An experiment without folds (one seen GPU) keeps the
+    first recipe listed.
 
     Returns:
-        ``{"chosen", "overrides", "mape_pct": {recipe: mean MAPE}, "folds", "protocol"}``.
+        ``{"chosen", "overrides", "mape_pct": {recipe: mean MAPE}, "folds", "min_gain", "protocol"}``.
     """
     names = list(recipes)
     mean = scores.groupby("recipe")["mape_pct"].mean().reindex(names) if len(scores) else pd.Series(dtype=float)
-    chosen = names[0] if mean.dropna().empty else str(mean.idxmin())
+    chosen = names[0]
+    if not mean.dropna().empty:
+        best = float(mean.min())
+        chosen = next(n for n in names if pd.notna(mean.get(n)) and mean[n] * (1.0 - min_gain) <= best)
     return {"chosen": chosen, "overrides": dict(recipes[chosen]),
             "mape_pct": {k: (None if pd.isna(v) else round(float(v), 3)) for k, v in mean.items()},
-            "folds": int(scores["fold"].nunique()) if len(scores) else 0,
+            "folds": int(scores["fold"].nunique()) if len(scores) else 0, "min_gain": min_gain,
             "protocol": "leave one seen GPU out, inside the configured training rows, primary feature set"}
