@@ -27,7 +27,15 @@ from sklearn.model_selection import LeaveOneGroupOut
 from synperf.evaluation.metrics import ape
 from synperf.model.estimator import TrainConfig, TrainedModel, train
 from synperf.model.features import FeatureFrame
-from synperf.model.paths import BASE, PATHS, TRANSFER, PhysicalModel, transfer_predict, with_spec_columns
+from synperf.model.paths import (
+    BASE,
+    PATHS,
+    TRANSFER,
+    PhysicalModel,
+    transfer_predict,
+    transfer_sources,
+    with_spec_columns,
+)
 
 #: MLP budget of the LOSGO folds inside a protocol fold (``TrainConfig`` fields), as the feature-set selection's
 #: ``selection.training`` of config/config.yaml: one MLP per seen GPU of every fold
@@ -97,8 +105,13 @@ def fit_paths(rows: pd.DataFrame, meta: dict, registry, train_cfg: TrainConfig, 
     return fitted
 
 
-def predict_path(fitted: FittedPaths, path: str, rows: pd.DataFrame, registry) -> pd.DataFrame:
+def predict_path(fitted: FittedPaths, path: str, rows: pd.DataFrame, registry, *, base_pred: np.ndarray | None = None,
+                 sources: pd.DataFrame | None = None) -> pd.DataFrame:
     """Predict ``rows`` (feature table rows, any GPUs) with ``path`` of ``fitted``.
+
+    ``base_pred`` (the path's base model on ``rows``, microseconds) and ``sources``
+    (:func:`synperf.model.paths.transfer_sources` of ``fitted.train`` and ``rows``) are computed here when None;
+    scoring several paths on the same rows passes them once.
 
     Returns:
         One row per input row (positional): ``predicted_latency_us`` (microseconds), ``prediction_path`` (``path``,
@@ -106,10 +119,11 @@ def predict_path(fitted: FittedPaths, path: str, rows: pd.DataFrame, registry) -
     """
     rows = with_spec_columns(rows.reset_index(drop=True), registry)
     base = BASE[path]
-    pred = fitted.base_predict(base, rows, registry)
+    pred = fitted.base_predict(base, rows, registry) if base_pred is None else np.asarray(base_pred, dtype="float64")
     src = pd.Series([pd.NA] * len(rows), dtype="string")
     if TRANSFER[path]:
-        pred, src = transfer_predict(fitted.train, rows, registry, fitted.base_train[base], pred, TRANSFER[path])
+        pred, src = transfer_predict(fitted.train, rows, registry, fitted.base_train[base], pred, TRANSFER[path],
+                                     sources=sources)
     label = np.where(src.notna().to_numpy(), path, base)
     return pd.DataFrame({"predicted_latency_us": np.asarray(pred, dtype="float64"), "prediction_path": label,
                          "source_gpu": src.to_numpy()})
@@ -139,6 +153,7 @@ def score_paths(table: pd.DataFrame, meta: dict, experiment: str, registry, trai
     out = []
     if len(np.unique(gpu)) < 2:
         return pd.DataFrame(out, columns=PATH_SCORE_COLUMNS)
+    rows = with_spec_columns(rows, registry)  # once for every fold
     for fit_idx, val_idx in LeaveOneGroupOut().split(rows, groups=gpu):
         tr, va = rows.iloc[fit_idx], rows.iloc[val_idx]
         name = f"losgo:{gpu[val_idx[0]]}"
@@ -148,8 +163,13 @@ def score_paths(table: pd.DataFrame, meta: dict, experiment: str, registry, trai
             log(f"{experiment} {name}: skipped ({e})")
             continue
         y = va["latency_us"].to_numpy(dtype="float64")
+        va = va.reset_index(drop=True)
+        # every path of the fold shares the base predictions and the sibling lookup
+        base_pred = {b: fitted.base_predict(b, va, registry) for b in {BASE[p] for p in paths}}
+        sources = transfer_sources(fitted.train, va, registry) if any(TRANSFER[p] for p in paths) else None
         for p in paths:
-            pred = predict_path(fitted, p, va, registry)["predicted_latency_us"].to_numpy()
+            pred = predict_path(fitted, p, va, registry, base_pred=base_pred[BASE[p]],
+                                sources=sources)["predicted_latency_us"].to_numpy()
             out.append({"experiment": experiment, "path": p, "fold": name,
                         "validation_gpu": gpu[val_idx[0]], "n_train": len(tr), "n_rows": len(va),
                         "mape_pct": float(np.mean(ape(pred, y)))})

@@ -183,7 +183,8 @@ def transfer_sources(train: pd.DataFrame, test: pd.DataFrame, registry) -> pd.Da
 
 
 def transfer_predict(train: pd.DataFrame, test: pd.DataFrame, registry, base_train: np.ndarray,
-                     base_test: np.ndarray, mode: str = "transfer") -> tuple[np.ndarray, pd.Series]:
+                     base_test: np.ndarray, mode: str = "transfer", sources: pd.DataFrame | None = None
+                     ) -> tuple[np.ndarray, pd.Series]:
     """Sibling transfer; the base prediction where no other GPU measured the launch.
 
     ``mode="transfer"``: ``latency_src * base_test / base_train[src]`` (the base model's ratio between the GPUs).
@@ -196,6 +197,7 @@ def transfer_predict(train: pd.DataFrame, test: pd.DataFrame, registry, base_tra
         test: rows to predict.
         base_train, base_test: the base model's predicted latency for ``train`` and ``test`` rows, shapes
             ``(len(train),)`` and ``(len(test),)``, microseconds.
+        sources: :func:`transfer_sources` of the same ``train`` and ``test`` (computed here when None).
 
     Returns:
         ``(pred, src_gpu)``: predicted latency per ``test`` row (microseconds) and the source GPU (<NA> where the
@@ -210,7 +212,9 @@ def transfer_predict(train: pd.DataFrame, test: pd.DataFrame, registry, base_tra
     base_test = np.asarray(base_test, dtype="float64")
     if len(base_train) != len(train) or len(base_test) != len(test):
         raise ValueError(f"base predictions: {len(base_train)}/{len(base_test)} for {len(train)}/{len(test)} rows")
-    src = transfer_sources(train, test, registry)
+    src = transfer_sources(train, test, registry) if sources is None else sources
+    if len(src) != len(test):
+        raise ValueError(f"sources: {len(src)} rows for {len(test)} test rows")
     pos = src["src_pos"].to_numpy()
     ok = pos >= 0
     pred = base_test.copy()
