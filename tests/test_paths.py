@@ -214,10 +214,34 @@ def test_the_configured_synperf_method_uses_the_path_chosen_before(vidur_gemm, r
     table, meta = vidur_gemm
     folds = configured(table)
     p = predict_protocol(table, folds, [SYNPERF], registry, TRAIN, meta, log=lambda *_: None,
-                         chosen_paths={"configured": "transfer+physical"})
-    assert set(p["budget"].str.split(";").str[0]) == {"transfer+physical (chosen before)"}
+                         chosen_paths={"configured": ("transfer+physical", "physical")})
+    assert set(p["budget"].str.split(";").str[0]) == {"transfer+physical (fallback physical, chosen before)"}
     tr = table[folds[0].train_mask].reset_index(drop=True)
     te = table[folds[0].test_mask].reset_index(drop=True)
     fitted = S.fit_paths(tr, meta, registry, TRAIN, ("transfer+physical",))
     want = S.predict_path(fitted, "transfer+physical", te.drop(columns=["latency_us"]), registry)
     np.testing.assert_allclose(p["predicted_latency_us"], want["predicted_latency_us"])
+
+
+def test_rows_no_sibling_measured_take_the_fallback_and_say_so(vidur_gemm, registry, tmp_path):
+    """A transfer path predicts the launches a sibling measured from that measurement and the others with its
+    fallback (here the MLP, not the path's physical base); the recorded choice and api.predict do the same."""
+    table, meta = vidur_gemm
+    tr = table[table.split == "train"].reset_index(drop=True)
+    te = table[table.split.isin(["test_seen", "unseen"])].drop(columns=["latency_us"]).reset_index(drop=True)
+    fitted = S.fit_paths(tr, meta, registry, TRAIN, ("transfer+physical", "mlp"))
+    base = S.predict_path(fitted, "transfer+physical", te, registry)
+    res = S.predict_path(fitted, "transfer+physical", te, registry, fallback="mlp")
+    covered = res["source_gpu"].notna().to_numpy()
+    assert covered.any() and (~covered).any()  # held-out problems have no sibling; most unseen rows have one
+    np.testing.assert_allclose(res["predicted_latency_us"][covered], base["predicted_latency_us"][covered])
+    mlp = fitted.mlp.predict_latency_us(S._frame(te, meta))
+    np.testing.assert_allclose(res["predicted_latency_us"][~covered], mlp[~covered], rtol=1e-6)
+    assert set(res["prediction_path"][~covered]) == {"mlp"} and set(base["prediction_path"][~covered]) == {"physical"}
+    # the fallback comes from the zero-shot paths' scores of the same folds: mlp unless physical is 5% lower
+    scores = pd.DataFrame({"experiment": "e", "path": ["mlp", "physical", "transfer+physical"], "fold": "losgo:a",
+                           "validation_gpu": "a", "n_train": 1, "n_rows": 1, "mape_pct": [30.0, 29.0, 10.0]})
+    assert S.choose_fallback(scores, "e") == "mlp"
+    assert S.choose_fallback(scores.assign(mape_pct=[30.0, 20.0, 10.0]), "e") == "physical"
+    with pytest.raises(ValueError, match="fallback"):
+        S.save_choice(tmp_path, "transfer+physical", tr, registry, fallback="shift+mlp")

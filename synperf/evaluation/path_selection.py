@@ -106,25 +106,32 @@ def fit_paths(rows: pd.DataFrame, meta: dict, registry, train_cfg: TrainConfig, 
 
 
 def predict_path(fitted: FittedPaths, path: str, rows: pd.DataFrame, registry, *, base_pred: np.ndarray | None = None,
-                 sources: pd.DataFrame | None = None) -> pd.DataFrame:
+                 sources: pd.DataFrame | None = None, fallback: str | None = None) -> pd.DataFrame:
     """Predict ``rows`` (feature table rows, any GPUs) with ``path`` of ``fitted``.
 
     ``base_pred`` (the path's base model on ``rows``, microseconds) and ``sources``
     (:func:`synperf.model.paths.transfer_sources` of ``fitted.train`` and ``rows``) are computed here when None;
-    scoring several paths on the same rows passes them once.
+    scoring several paths on the same rows passes them once. ``fallback`` (``mlp`` or ``physical``, default the
+    path's base): the model that predicts the rows of a transfer path no sibling measured (``fitted`` must hold
+    it).
 
     Returns:
         One row per input row (positional): ``predicted_latency_us`` (microseconds), ``prediction_path`` (``path``,
-        or its base for a transfer row without a sibling) and ``source_gpu`` (the sibling GPU, <NA> otherwise).
+        or the fallback for a transfer row without a sibling) and ``source_gpu`` (the sibling GPU, <NA>
+        otherwise).
     """
     rows = with_spec_columns(rows.reset_index(drop=True), registry)
     base = BASE[path]
     pred = fitted.base_predict(base, rows, registry) if base_pred is None else np.asarray(base_pred, dtype="float64")
     src = pd.Series([pd.NA] * len(rows), dtype="string")
+    fallback = fallback or base
     if TRANSFER[path]:
         pred, src = transfer_predict(fitted.train, rows, registry, fitted.base_train[base], pred, TRANSFER[path],
                                      sources=sources)
-    label = np.where(src.notna().to_numpy(), path, base)
+        uncovered = src.isna().to_numpy()
+        if fallback != base and uncovered.any():
+            pred[uncovered] = fitted.base_predict(fallback, rows.iloc[np.flatnonzero(uncovered)], registry)
+    label = np.where(src.notna().to_numpy(), path, fallback)
     return pd.DataFrame({"predicted_latency_us": np.asarray(pred, dtype="float64"), "prediction_path": label,
                          "source_gpu": src.to_numpy()})
 
@@ -210,6 +217,18 @@ def choose_paths(scores: pd.DataFrame, paths=PATHS, default: str = "mlp",
     return chosen, table.reset_index(names="experiment")
 
 
+#: the paths that need no sibling measurement, candidates for the rows a transfer path cannot cover
+ZERO_SHOT = ("mlp", "physical")
+
+
+def choose_fallback(scores: pd.DataFrame, experiment: str, min_gain: float = MIN_RELATIVE_GAIN) -> str:
+    """The zero-shot path (:data:`ZERO_SHOT`) for the rows no sibling measured: :func:`choose_paths` over the
+    ``mlp`` and ``physical`` scores of the same folds (``mlp`` unless ``physical`` is ``min_gain`` lower)."""
+    sub = scores[scores["path"].isin(ZERO_SHOT)] if len(scores) else scores
+    chosen, _ = choose_paths(sub, ZERO_SHOT, min_gain=min_gain)
+    return chosen.get(experiment, "mlp")
+
+
 def select_path(table: pd.DataFrame, meta: dict, experiment: str, registry, train_cfg: TrainConfig, paths=PATHS,
                 default: str = "mlp", log=print) -> tuple[str, pd.DataFrame]:
     """The chosen path of one experiment (:func:`score_paths` then :func:`choose_paths`) and its fold scores."""
@@ -235,10 +254,12 @@ def synperf_predict(train_rows: pd.DataFrame, test_rows: pd.DataFrame, meta: dic
     """
     rows = train_rows.reset_index(drop=True).assign(split="train")
     chosen, scores = select_path(rows, meta, experiment, registry, select_cfg, paths, log=log)
-    need_mlp = BASE[chosen] == "mlp"
-    fitted = fit_paths(rows, meta, registry, train_cfg or select_cfg, (chosen,), mlp=mlp if need_mlp else None)
+    fallback = choose_fallback(scores, experiment) if TRANSFER[chosen] else BASE[chosen]
+    need_mlp = "mlp" in (BASE[chosen], fallback)
+    fitted = fit_paths(rows, meta, registry, train_cfg or select_cfg, (chosen, fallback),
+                       mlp=mlp if need_mlp else None)
     test = test_rows.drop(columns=["latency_us"], errors="ignore")
-    return predict_path(fitted, chosen, test, registry), chosen, scores
+    return predict_path(fitted, chosen, test, registry, fallback=fallback), chosen, scores
 
 
 # ------------------------------------------------------------------------------------------------
@@ -259,12 +280,12 @@ def _with_features(rows: pd.DataFrame, registry, feature_set: str) -> tuple[pd.D
 
 
 def save_choice(directory, chosen: str, train_rows: pd.DataFrame, registry, scores: pd.DataFrame | None = None,
-                mlp_dir: str | None = None, feature_set: str = "v2") -> None:
+                mlp_dir: str | None = None, feature_set: str = "v2", fallback: str | None = None) -> None:
     """Record ``chosen`` in ``directory`` (an experiment's model folder) for :func:`load_choice`.
 
-    Writes :data:`CHOICE_FILE` (path, MLP folder name, feature set, the physical model fitted on ``train_rows``,
-    the LOSGO scores) and, for a transfer path, :data:`SOURCES_FILE` (the canonical key columns and
-    ``latency_us`` of ``train_rows``: the only rows a sibling may come from).
+    Writes :data:`CHOICE_FILE` (path, its fallback for rows no sibling measured, MLP folder name, feature set,
+    the physical model fitted on ``train_rows``, the LOSGO scores) and, for a transfer path, :data:`SOURCES_FILE`
+    (the canonical key columns and ``latency_us`` of ``train_rows``: the only rows a sibling may come from).
 
     Args:
         train_rows: the experiment's training rows (seen GPUs, problems not held out), canonical columns.
@@ -278,10 +299,14 @@ def save_choice(directory, chosen: str, train_rows: pd.DataFrame, registry, scor
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    rec = {"path": chosen, "base": BASE[chosen], "transfer": TRANSFER[chosen], "mlp_dir": mlp_dir,
+    fallback = fallback or BASE[chosen]
+    if fallback not in ZERO_SHOT:
+        raise ValueError(f"fallback {fallback!r}: expected one of {list(ZERO_SHOT)}")
+    rec = {"path": chosen, "base": BASE[chosen], "transfer": TRANSFER[chosen], "fallback": fallback,
+           "mlp_dir": mlp_dir,
            "feature_set": feature_set, "training_gpus": sorted(train_rows["gpu"].astype(str).unique()),
            "scores": [] if scores is None else scores.to_dict(orient="records")}
-    if BASE[chosen] == "physical":
+    if "physical" in (BASE[chosen], fallback):
         rec["physical"] = PhysicalModel.fit(train_rows, registry).to_dict()
     if TRANSFER[chosen]:
         keep = [c for c in KEY_COLUMNS if c in train_rows.columns] + ["latency_us"]
@@ -317,25 +342,27 @@ def predict_with_choice(choice: dict, directory, rows: pd.DataFrame, registry, m
     from pathlib import Path
 
     path, fs = choice["path"], choice.get("feature_set", "v2")
-    if BASE[path] == "mlp" and mlp is None:
-        raise ValueError(f"path {path!r} needs the MLP of {choice.get('mlp_dir')!r}")
+    fallback = choice.get("fallback") or BASE[path]
+    if "mlp" in (BASE[path], fallback) and mlp is None:
+        raise ValueError(f"path {path!r} (fallback {fallback!r}) needs the MLP of {choice.get('mlp_dir')!r}")
     rows, meta = _with_features(rows, registry, fs)
     sources = rows.iloc[:0]
     if TRANSFER[path]:
         sources = with_spec_columns(_with_features(pd.read_parquet(Path(directory) / choice["sources"]), registry,
                                                    fs)[0], registry)
     fitted = FittedPaths(sources, meta, mlp=mlp)
-    if BASE[path] == "physical":
+    if "physical" in (BASE[path], fallback):
         fitted.physical = PhysicalModel.from_dict(choice["physical"])
     if TRANSFER[path]:
         fitted.base_train[BASE[path]] = fitted.base_predict(BASE[path], fitted.train, registry)
-    return predict_path(fitted, path, rows, registry)
+    return predict_path(fitted, path, rows, registry, fallback=fallback)
 
 
 def record_choice(table: pd.DataFrame, meta: dict, experiment: str, registry, scores: pd.DataFrame, directory,
                   mlp_dir: str, paths=PATHS) -> tuple[str, pd.DataFrame]:
-    """Record an experiment's path, chosen (:func:`choose_paths`) from its LOSGO ``scores``, in its model folder
-    ``directory`` (:func:`save_choice`) for :func:`synperf.api.predict`.
+    """Record an experiment's path, chosen (:func:`choose_paths`) from its LOSGO ``scores``, and for a transfer path
+    its fallback (:func:`choose_fallback`, the same scores), in its model folder ``directory`` (:func:`save_choice`)
+    for :func:`synperf.api.predict`.
 
     Args:
         table, meta: the experiment's feature table (with ``split``) and sidecar (``feature_set`` included); its
@@ -355,6 +382,8 @@ def record_choice(table: pd.DataFrame, meta: dict, experiment: str, registry, sc
         raise ValueError(f"path scores of experiment(s) {other}, expected {experiment!r}")
     chosen, _ = choose_paths(scores, paths)
     path = chosen.get(experiment, "mlp")
+    fallback = choose_fallback(scores, experiment) if TRANSFER[path] else BASE[path]
     rows = table[table["split"].astype(str).to_numpy() == "train"].reset_index(drop=True)
-    save_choice(directory, path, rows, registry, scores, mlp_dir=mlp_dir, feature_set=meta.get("feature_set", "v2"))
+    save_choice(directory, path, rows, registry, scores, mlp_dir=mlp_dir, feature_set=meta.get("feature_set", "v2"),
+                fallback=fallback)
     return path, scores

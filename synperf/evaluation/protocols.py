@@ -342,14 +342,14 @@ def _iter_fold_predictions(table, folds, methods, registry, train_cfg, features,
             if method == SYNPERF and fold.name in (chosen_paths or {}):
                 from synperf.evaluation.path_selection import BASE, fit_paths, predict_path
 
-                chosen = chosen_paths[fold.name]
+                chosen, fallback = chosen_paths[fold.name]
                 rows = tr.reset_index(drop=True)
-                fitted = fit_paths(rows, meta, registry, cfg, (chosen,),
-                                   mlp=fold_mlp if BASE[chosen] == "mlp" else None)
-                pred = predict_path(fitted, chosen, te.drop(columns=["latency_us"], errors="ignore"),
-                                    registry)["predicted_latency_us"]
+                fitted = fit_paths(rows, meta, registry, cfg, (chosen, fallback),
+                                   mlp=fold_mlp if "mlp" in (BASE[chosen], fallback) else None)
+                pred = predict_path(fitted, chosen, te.drop(columns=["latency_us"], errors="ignore"), registry,
+                                    fallback=fallback)["predicted_latency_us"]
                 pred = pred.to_numpy()
-                budget = f"{chosen} (chosen before); {budget}"
+                budget = f"{chosen} (fallback {fallback}, chosen before); {budget}"
             elif method == SYNPERF:
                 from synperf.evaluation.path_selection import SELECTION_TRAINING, synperf_predict
 
@@ -390,8 +390,9 @@ def predict_protocol(table: pd.DataFrame, folds: list[Fold], methods, registry, 
     Arguments as :func:`run_protocol`; ``pretrained`` maps a fold name (e.g. ``configured``) to a
     :class:`synperf.model.estimator.TrainedModel` used as ``synperf_mlp`` on that fold instead of training one (the
     pipeline passes the experiment's primary model, trained on exactly the configured fold's training rows).
-    ``chosen_paths`` maps a fold name to the prediction path the ``synperf`` method uses there, already chosen on
-    that fold's training rows alone (the pipeline passes the path recorded with the primary model); on other folds
+    ``chosen_paths`` maps a fold name to ``(path, fallback)``, the prediction path the ``synperf`` method uses
+    there and the zero-shot path of its rows no sibling measured, already chosen on that fold's training rows alone
+    (the pipeline passes those recorded with the primary model); on other folds
     ``synperf`` chooses its path itself (:func:`synperf.evaluation.path_selection.synperf_predict`).
     ``models_out`` (a dict) receives the ``synperf_mlp`` trained on each fold, by fold name.
 

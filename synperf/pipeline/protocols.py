@@ -65,7 +65,8 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
         from synperf.evaluation.path_selection import load_choice
 
         choice = load_choice(Path(model_dir).parent)
-        chosen_paths = {"configured": choice["path"]} if choice else None
+        chosen_paths = ({"configured": (choice["path"], choice.get("fallback") or choice["base"])}
+                        if choice else None)
     summaries, cdfs, done = [], [], {}
     for protocol in protocols:
         folds = make_folds(protocol, table, registry, gpus=gpus, heldout_frac=exp.get("heldout_frac", 0.2), seed=seed,
