@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Mapping
 
 import pandas as pd
 
@@ -58,6 +59,19 @@ def check_latency(values: pd.Series, path: Path, column: str) -> None:
             f"{path}: row {pos} (data row {pos + 2} counting the header): column {column!r} = "
             f"{values.iloc[pos]!r}; expected a latency > 0 ({int(bad.sum())} such row(s))"
         )
+
+
+def config_gpu_map(cfg: Mapping[str, Any] | None, source: str, key: str) -> dict[str, str]:
+    """The GPU name map ``cfg[key]`` of the ``ingest.<source>`` config block: the source's GPU names -> registry ids.
+
+    Raises:
+        InputError: the key is missing, empty or not a mapping of names to ids (names ``ingest.<source>.<key>``).
+    """
+    gpu_map = (cfg or {}).get(key)
+    if not isinstance(gpu_map, Mapping) or not gpu_map:
+        raise InputError(f"config key ingest.{source}.{key}: missing or empty; expected a mapping of the {source} "
+                         f"data's GPU names to registry ids (config/config.yaml has one), got {gpu_map!r}")
+    return {str(name): str(gid) for name, gid in gpu_map.items()}
 
 
 def map_names(names: pd.Series, mapping: dict[str, str], path: Path, what: str) -> pd.Series:
