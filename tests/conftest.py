@@ -65,6 +65,14 @@ def ingest_config() -> dict:
 
 
 @pytest.fixture(scope="session")
+def e2e_config() -> dict:
+    """The ``e2e`` block of config/config.yaml: the GPU name maps of the authors' real-run and collective files."""
+    import yaml
+
+    return yaml.safe_load((REPO / "config" / "config.yaml").read_text())["e2e"]
+
+
+@pytest.fixture(scope="session")
 def vidur_gemm(public_data, registry, ingest_config, tmp_path_factory):
     """Feature table (v2) and meta of Vidur fp16 GEMMs, one shape in four: seen A100 + H100, unseen A40."""
     import json

@@ -9,6 +9,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
+from synperf.data.checks import gpu_name_map
 from synperf.data.io import InputError, read_table, require_columns
 from synperf.data.schema import conform, validate
 
@@ -65,13 +66,9 @@ def config_gpu_map(cfg: Mapping[str, Any] | None, source: str, key: str) -> dict
     """The GPU name map ``cfg[key]`` of the ``ingest.<source>`` config block: the source's GPU names -> registry ids.
 
     Raises:
-        InputError: the key is missing, empty or not a mapping of names to ids (names ``ingest.<source>.<key>``).
+        InputError: the key is missing, empty or not a mapping (names ``ingest.<source>.<key>``).
     """
-    gpu_map = (cfg or {}).get(key)
-    if not isinstance(gpu_map, Mapping) or not gpu_map:
-        raise InputError(f"config key ingest.{source}.{key}: missing or empty; expected a mapping of the {source} "
-                         f"data's GPU names to registry ids (config/config.yaml has one), got {gpu_map!r}")
-    return {str(name): str(gid) for name, gid in gpu_map.items()}
+    return gpu_name_map((cfg or {}).get(key), f"ingest.{source}.{key}", f"the {source} data's GPU")
 
 
 def map_names(names: pd.Series, mapping: dict[str, str], path: Path, what: str) -> pd.Series:
