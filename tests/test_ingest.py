@@ -1,5 +1,6 @@
 """Adapters on the real public data, and on broken copies of it."""
 
+import re
 import shutil
 from pathlib import Path
 
@@ -161,3 +162,25 @@ def test_a_data_file_outside_the_manifest_is_refused(public_data, tmp_path):
         ingest_source("vidur", str(data), reg, cfg, str(tmp_path / "t2.parquet"), str(tmp_path / "s2.json"),
                       listed_files=listed)
     assert not (tmp_path / "t2.parquet").exists()
+
+
+@pytest.mark.parametrize("path", [("ingest", "vidur", "gpu_map"), ("ingest", "pipeweave", "moe_gpu_map"),
+                                  ("e2e", "real_gpu_map"), ("e2e", "collective_gpu_map")])
+def test_every_config_gpu_map_is_checked_against_the_registry(registry, path):
+    import copy
+
+    import yaml
+
+    from synperf.data.checks import check_references
+
+    cfg = yaml.safe_load((Path(__file__).resolve().parent.parent / "config" / "config.yaml").read_text())
+    check_references(cfg, registry)                                     # the shipped maps name registry ids
+    bad = copy.deepcopy(cfg)
+    block = bad
+    for part in path:
+        block = block[part]
+    name = next(iter(block))
+    block[name] = "h900_sxm"
+    key = re.escape(".".join(path + (name,)))
+    with pytest.raises(InputError, match=rf"^config key {key}: unknown GPU id 'h900_sxm'"):
+        check_references(bad, registry)
