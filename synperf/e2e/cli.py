@@ -15,14 +15,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from ._deps import InputError, default_registry, load_registry
+from ._deps import InputError, default_paths, default_registry, load_registry
 from .collectives import CollectiveModel
 from .compose import Overhead, attention_path, compose
 from .model_config import load_model_config
 from .workload import POLICIES, generate, read_trace
 
 _REPO = Path(__file__).resolve().parents[2]
-DEFAULT_CONFIG = _REPO / "config" / "config.yaml"
 DEFAULT_COLLECTIVES = ("resources/public-data/pipeweave/dataset/collective",
                        "../shared/public-data/pipeweave/dataset/collective")
 
@@ -67,11 +66,13 @@ def collective_gpu_map(config_path: str | Path) -> dict | None:
     return (cfg.get("e2e") or {}).get("collective_gpu_map") if isinstance(cfg, dict) else None
 
 
-def _collectives(arg: str | None, registry, config_path: str | Path) -> CollectiveModel | None:
+def _collectives(arg: str | None, registry, config_path: str | Path | None) -> CollectiveModel | None:
+    """The collective model of ``arg`` (or the default public-data folders), its GPU folders mapped by the config at
+    ``config_path`` (None: :func:`synperf.api.default_paths`'s); None when no folder is found and ``arg`` is None."""
     cands = [Path(arg)] if arg else [Path(p) if Path(p).is_absolute() else _REPO / p for p in DEFAULT_COLLECTIVES]
     for c in cands:
         if c.is_dir():
-            return CollectiveModel.from_dir(c, registry, collective_gpu_map(config_path))
+            return CollectiveModel.from_dir(c, registry, collective_gpu_map(config_path or default_paths()["config"]))
     if arg:
         raise InputError(f"--collectives {arg}: not a folder")
     return None
@@ -124,8 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--models-dir", default=None, help="trained models (default: models/ of this checkout)")
     e.add_argument("--registry", default=None, help="GPU registry (default config/gpus.yaml)")
     e.add_argument("--collectives", default=None, help="NCCL tables folder (pipeweave/dataset/collective)")
-    e.add_argument("--config", default=str(DEFAULT_CONFIG),
-                   help="pipeline config whose e2e.collective_gpu_map names the tables' GPUs (default: %(default)s)")
+    e.add_argument("--config", default=None,
+                   help="pipeline config whose e2e.collective_gpu_map names the tables' GPUs (default: "
+                        "config/config.yaml of this checkout)")
     e.add_argument("--overhead", default=None, help="overhead.json with a_s, b_s (from the e2e evaluation)")
     e.set_defaults(func=e2e)
     from synperf.model.moe_configs import add_cli
