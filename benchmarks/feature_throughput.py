@@ -1,6 +1,6 @@
 """Benchmark: feature extraction (decomposer + scheduler + analyzer) rows per second.
 
-    python3 benchmarks/feature_throughput.py [--data ../shared/public-data] [--feature-set v2]
+    python3 benchmarks/feature_throughput.py [--data ../shared/public-data] [--feature-set v2] [--config FILE]
 
 Ingests the public data (not timed), then times ``build_features`` per kernel family and in total.
 The issue's target: the whole public data set in under 2 minutes on 2 cores.
@@ -16,11 +16,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pandas as pd  # noqa: E402
+import yaml  # noqa: E402
 
-from synperf.model.features import build_features  # noqa: E402
 from synperf.data.hardware import load_registry  # noqa: E402
 from synperf.data.ingest import ADAPTERS  # noqa: E402
 from synperf.data.schema import reduce_duplicates  # noqa: E402
+from synperf.model.features import build_features  # noqa: E402
 
 
 def main() -> int:
@@ -28,9 +29,13 @@ def main() -> int:
     ap.add_argument("--data", default=str(Path(__file__).resolve().parent.parent.parent / "shared" / "public-data"))
     ap.add_argument("--feature-set", default="v2")
     ap.add_argument("--registry", default=str(Path(__file__).resolve().parent.parent / "config" / "gpus.yaml"))
+    ap.add_argument("--config", default=str(Path(__file__).resolve().parent.parent / "config" / "config.yaml"),
+                    help="pipeline config whose ingest.<source> blocks (GPU name maps) the adapters get")
     args = ap.parse_args()
     registry = load_registry(args.registry)
-    df = pd.concat([fn(Path(args.data), registry, {}).table for fn in ADAPTERS.values()], ignore_index=True)
+    ingest_cfg = yaml.safe_load(Path(args.config).read_text())["ingest"]
+    df = pd.concat([fn(Path(args.data), registry, ingest_cfg.get(source) or {}).table
+                    for source, fn in ADAPTERS.items()], ignore_index=True)
     df, _ = reduce_duplicates(df)
     rows = []
     t_all = time.perf_counter()

@@ -26,5 +26,6 @@ rule e2e:
         data_dir=config["public_data_dir"],
         feature_set=FEATURE_SET,
         measured_dir=MEASURED_DIR,
+        e2e=config.get("e2e", {}),
     script:
         "../scripts/e2e.py"

@@ -20,6 +20,7 @@ def main():
     models_dir = str(Path(sm.input.models[0]).parents[2])
     t0 = time.time()
     res = run_e2e_evaluation(sm.params.data_dir, sm.input.registry, models_dir, str(Path(sm.output.configs).parent),
+                             dict(sm.params.e2e),
                              predict_fn=functools.partial(predict, feature_set=sm.params.feature_set),
                              registry=registry)
     print(res["summary"].to_string(index=False))

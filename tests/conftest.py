@@ -57,7 +57,23 @@ def registry():
 
 
 @pytest.fixture(scope="session")
-def vidur_gemm(public_data, registry, tmp_path_factory):
+def ingest_config() -> dict:
+    """The ``ingest`` block of config/config.yaml: the Vidur and pipeweave GPU name maps live only there."""
+    import yaml
+
+    return yaml.safe_load((REPO / "config" / "config.yaml").read_text())["ingest"]
+
+
+@pytest.fixture(scope="session")
+def e2e_config() -> dict:
+    """The ``e2e`` block of config/config.yaml: the GPU name maps of the authors' real-run and collective files."""
+    import yaml
+
+    return yaml.safe_load((REPO / "config" / "config.yaml").read_text())["e2e"]
+
+
+@pytest.fixture(scope="session")
+def vidur_gemm(public_data, registry, ingest_config, tmp_path_factory):
     """Feature table (v2) and meta of Vidur fp16 GEMMs, one shape in four: seen A100 + H100, unseen A40."""
     import json
 
@@ -70,7 +86,7 @@ def vidur_gemm(public_data, registry, tmp_path_factory):
     from synperf.pipeline.features import experiment_features
 
     d = tmp_path_factory.mktemp("vidur_gemm")
-    t = vidur.ingest(public_data, registry).table
+    t = vidur.ingest(public_data, registry, ingest_config["vidur"]).table
     t, _ = reduce_duplicates(t[t.kernel == "gemm"])
     t = t[(shape_key(t, 7).to_numpy() % np.uint64(4)) == 0]
     write_parquet(t, d / "m.parquet")

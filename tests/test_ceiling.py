@@ -205,21 +205,22 @@ def test_cli_rejects_bad_input(tmp_path, capsys):
 
 
 # ------------------------------------------------------------------------------------------- public data
-def test_default_recovery_on_the_pipeweave_sweeps(public_data, registry):
+def test_default_recovery_on_the_pipeweave_sweeps(public_data, registry, ingest_config):
     from synperf.data.ingest import pipeweave
 
-    t = pipeweave.ingest(public_data, registry).table
+    moe_gpu_map = ingest_config["pipeweave"]["moe_gpu_map"]
+    t = pipeweave.ingest(public_data, registry, ingest_config["pipeweave"]).table
     t = t[t["kernel"] == "fused_moe"]
     sweep = t[["gpu"] + C.SHAPE + list(M.CONFIG_COLUMNS) + ["latency_us"]].astype(
         {c: "int64" for c in C.SHAPE[1:] + list(M.CONFIG_COLUMNS)})
-    improve, vs_default = C.read_improvements(public_data, pipeweave.DEFAULT_MOE_GPU_MAP)
-    assert 1700 <= len(vs_default) <= 6 * 288 and set(improve["gpu"]) == set(pipeweave.DEFAULT_MOE_GPU_MAP.values())
+    improve, vs_default = C.read_improvements(public_data, moe_gpu_map)
+    assert 1700 <= len(vs_default) <= 6 * 288 and set(improve["gpu"]) == set(moe_gpu_map.values())
     d = C.default_latencies(sweep, vs_default)
     chk = d["check_rel_err"].dropna()
     assert len(chk) >= 70                      # shapes whose near-best sweep holds the default config
     assert chk.abs().max() < 1e-4              # best / (1 - pct/100) reproduces the measured default
     assert (d["default_us"] >= d["best_us"]).all()
-    demo = C.read_demo(public_data, pipeweave.DEFAULT_MOE_GPU_MAP, registry)
+    demo = C.read_demo(public_data, moe_gpu_map, registry)
     assert set(demo["gpu"]) == {"a100_sxm4_80gb", "a40", "h800_sxm", "l20", "l40"}
     assert (demo["gpu"] == "a40").sum() == 70
 

@@ -27,7 +27,6 @@ from synperf.gpu.characterize.run import (
     CharacterizeSettings,
     ClockSampler,
     Prepared,
-    Timing,
     build_document,
     build_record,
     characterize,
@@ -36,6 +35,7 @@ from synperf.gpu.characterize.run import (
     write_document,
 )
 from synperf.gpu.profiling import NoGPUError
+from synperf.gpu.profiling.timing import TimingResult, summarize
 
 GPUS = Path(__file__).resolve().parent.parent / "config" / "gpus.yaml"  # the registry the tests read
 
@@ -188,26 +188,15 @@ def test_rates_from_elapsed_times():
     assert ar.ratio(1, None) is None and ar.ratio(None, 1) is None and ar.ratio(1, 0) is None
 
 
-def test_calls_per_sample():
-    assert ar.calls_per_sample(1e-3, 5e-3) == 5
-    assert ar.calls_per_sample(2e-3, 5e-3) == 3                           # rounds up: at least the target
-    assert ar.calls_per_sample(10e-3, 5e-3) == 1
-    assert ar.calls_per_sample(0.0, 5e-3, hi=77) == 77
-    assert ar.calls_per_sample(1e-9, 5e-3, hi=100) == 100
-
-
 def test_time_statistics_and_rates_use_the_best_sample():
-    t = ar.summarize_times([2e-3, 1e-3, 1.5e-3, 1.1e-3, 4e-3])
-    assert t == {"best_s": 1e-3, "median_s": 1.5e-3, "p90_s": pytest.approx(3.2e-3), "n_samples": 5}
+    t = ar.per_call_seconds(summarize([2000.0, 1000.0, 1500.0, 1100.0, 4000.0]))    # µs samples of the harness
+    assert t == {"best_s": pytest.approx(1e-3), "median_s": pytest.approx(1.5e-3), "p90_s": pytest.approx(3.2e-3),
+                 "n_samples": 5}
     r = ar.rate_record(2e9, t, "GB/s")
     assert r == {"value": pytest.approx(2000.0), "value_median": pytest.approx(2e9 / 1.5e-3 / 1e9)}
     assert ar.rate_record(1e12, t, "TFLOP/s")["value"] == pytest.approx(1000.0)
     with pytest.raises(ValueError, match="unit"):
         ar.rate_record(1, t, "B/clk/SM")
-    with pytest.raises(ValueError, match="no timing samples"):
-        ar.summarize_times([])
-    with pytest.raises(ValueError):
-        ar.summarize_times([1e-3, 0.0])
 
 
 def test_smem_bytes_per_clock_from_clock64_stamps():
@@ -280,19 +269,20 @@ def test_clock_sampler_samples_on_entry_during_and_on_exit():
 # ------------------------------------------------------------------------------------------------
 
 class FakeTimer:
-    """Returns programmed per-launch times; enters the clock sampler as EventTimer does."""
+    """Returns programmed per-launch times (seconds); enters the clock sampler as Timer.measure does."""
 
     def __init__(self, per_call: dict[str, list[float]]):
         self.per_call = per_call
         self.calls = []
 
-    def time(self, fn, during=None):
+    def measure(self, fn, during=None):
         fn()
         key = fn.key
         self.calls.append(key)
         with during:
             time.sleep(0.003)
-        return Timing(per_call_s=self.per_call[key], calls_per_sample=4, warmup_calls=10, estimate_s=1e-3)
+        return TimingResult(samples_us=[x * 1e6 for x in self.per_call[key]], method="cuda_events", l2_policy="hot",
+                            warmup_iters=10, calls_per_sample=4, estimate_us=1000.0)
 
 
 def fake_prepared(key, work, after=None):
@@ -367,7 +357,12 @@ def test_run_benchmarks_on_fake_timings(datasheet):
     d = m["dram_bw"]                                                     # bytes read + written / best time
     assert d["value"] == pytest.approx(2 * 400 * MIB / 0.28e-3 / 1e9)
     assert d["timing"]["value_median"] == pytest.approx(2 * 400 * MIB / 0.29e-3 / 1e9)
-    assert d["timing"]["best_s"] == 0.28e-3 and d["timing"]["n_samples"] == 3 and d["timing"]["calls_per_sample"] == 4
+    assert d["timing"]["best_s"] == pytest.approx(0.28e-3) and d["timing"]["median_s"] == pytest.approx(0.29e-3)
+    assert d["timing"]["p90_s"] == pytest.approx(0.298e-3)               # 0.29 + 0.8 x (0.30 - 0.29) ms
+    assert (d["timing"]["n_samples"], d["timing"]["calls_per_sample"], d["timing"]["warmup_calls"]) == (3, 4, 10)
+    assert d["timing"]["estimate_s"] == pytest.approx(1e-3)
+    assert set(d["timing"]) == {"best_s", "median_s", "p90_s", "n_samples", "calls_per_sample", "warmup_calls",
+                                "estimate_s", "value_median"}
     assert d["work"] == {"fake": True, "per_call": 2 * 400 * MIB, "unit": "B"}
     assert (d["unit"], d["method"], d["registry_field"], d["statistic"]) == ("GB/s", "STREAM copy", "dram_bw_gbps",
                                                                              "best")
@@ -436,7 +431,7 @@ def test_write_document_refuses_an_invalid_document(tmp_path, datasheet):
 def test_build_record_needs_the_smem_figures(datasheet):
     info = BENCHMARKS["smem_bw"]
     prepared = fake_prepared("smem_bw", 1e9)
-    timing = Timing(per_call_s=[1e-3], calls_per_sample=1, warmup_calls=1, estimate_s=1e-3)
+    timing = TimingResult(samples_us=[1000.0], method="cuda_events", l2_policy="hot", warmup_iters=1)
     with pytest.raises(ValueError, match="smem_read"):
         build_record(info, prepared, timing, {"sm_clock_mhz": None}, 132)
     rec = build_record(info, prepared, timing, {"source": "none", "sm_clock_mhz": None}, 132, None,
@@ -453,11 +448,28 @@ def test_datasheet_reference(datasheet):
 
 
 def test_settings():
-    s = CharacterizeSettings.from_dict({"samples": 3}, {"gemm_size": 4096, "benchmarks": ["dram_bw", "gemm_bf16"]})
-    assert s.samples == 3 and s.gemm_size == 4096 and s.benchmarks == ("dram_bw", "gemm_bf16")
-    assert s.as_dict()["benchmarks"] == ["dram_bw", "gemm_bf16"]
+    s = CharacterizeSettings.from_dict({"timing": {"min_reps": 3, "max_reps": 3}},
+                                       {"gemm_size": 4096, "benchmarks": ["dram_bw", "gemm_bf16"],
+                                        "timing": {"warmup_ms": 20}})
+    assert (s.timing.min_reps, s.timing.max_reps, s.timing.warmup_ms) == (3, 3, 20)   # timing layered key by key
+    assert (s.timing.sample_ms, s.timing.l2, s.timing.method) == (5.0, "hot", "events")  # CHARACTERIZE_TIMING
+    assert s.gemm_size == 4096 and s.benchmarks == ("dram_bw", "gemm_bf16")
+    assert s.as_dict()["benchmarks"] == ["dram_bw", "gemm_bf16"] and s.as_dict()["timing"]["warmup_ms"] == 20
+    d = CharacterizeSettings().timing                                    # 15 samples of ~5 ms, 100 ms warm-up
+    assert (d.l2, d.warmup_ms, d.sample_ms, d.min_reps, d.max_reps) == ("hot", 100.0, 5.0, 15, 15)
+    assert CharacterizeSettings(timing={"warmup_ms": 7}).timing.warmup_ms == 7
     with pytest.raises(InputError, match="unknown key 'gemm'"):
         CharacterizeSettings.from_dict({"gemm": 1})
+    with pytest.raises(InputError, match=r"^characterize\.settings: unknown key 'samples'"):
+        CharacterizeSettings.from_dict({"samples": 3})                  # the sample count is timing.min/max_reps
+    with pytest.raises(InputError, match=r"^characterize\.settings\.timing: unknown key 'samples'"):
+        CharacterizeSettings.from_dict({"timing": {"samples": 3}})
+    with pytest.raises(InputError, match=r"^characterize\.settings\.timing\.sample_ms: .*l2: flush"):
+        CharacterizeSettings.from_dict({"timing": {"l2": "flush"}})
+    with pytest.raises(InputError, match=r"^characterize\.settings\.timing\.sample_ms: 0 is not > 0"):
+        CharacterizeSettings.from_dict({"timing": {"sample_ms": 0}})
+    with pytest.raises(InputError, match=r"^characterize\.settings\.timing: expected a mapping"):
+        CharacterizeSettings.from_dict({"timing": 5})
     with pytest.raises(InputError, match="unknown"):
         CharacterizeSettings(benchmarks=("dram",))
     with pytest.raises(InputError, match="l2_fraction"):
@@ -476,9 +488,19 @@ def test_config_block_and_schema_match_the_settings():
     props = schema["properties"]["characterize"]["properties"]["settings"]["properties"]
     assert set(props) == set(CharacterizeSettings().as_dict())
     assert set(props["benchmarks"]["items"]["enum"]) == set(BENCHMARKS)
+    import copy
+
     import jsonschema
 
     jsonschema.validate(cfg, schema)
+    ok = copy.deepcopy(cfg)
+    ok["characterize"]["settings"] = {"timing": {"warmup_ms": 50, "min_reps": 5, "max_reps": 5}}
+    jsonschema.validate(ok, schema)
+    for bad in ({"samples": 15}, {"timing": {"samples": 15}}, {"timing": {"sample_ms": -1}}):
+        cfg_bad = copy.deepcopy(cfg)
+        cfg_bad["characterize"]["settings"] = bad
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(cfg_bad, schema)
 
 
 def test_benchmarks_cover_every_measured_field():
@@ -510,8 +532,8 @@ class FakeTorch:
                                       "set_device": staticmethod(lambda *a: None)})
 
 
-def test_event_timer_protocol_on_a_fake_clock():
-    from synperf.gpu.characterize.run import EventTimer
+def test_characterization_timing_through_the_harness():
+    from synperf.gpu.profiling.timing import CudaTimer
 
     launches = []
 
@@ -519,7 +541,7 @@ def test_event_timer_protocol_on_a_fake_clock():
         launches.append(1)
         time.sleep(1e-3)
 
-    settings = CharacterizeSettings(warmup_ms=3.0, sample_ms=3.0, samples=4)
+    settings = CharacterizeSettings(timing={"warmup_ms": 3.0, "sample_ms": 3.0, "min_reps": 4, "max_reps": 4})
     entered = []
 
     class During:
@@ -529,11 +551,12 @@ def test_event_timer_protocol_on_a_fake_clock():
         def __exit__(self, *exc):
             entered.append(len(launches))
 
-    t = EventTimer(FakeTorch(), settings).time(fn, during=During())
-    assert 1 <= t.calls_per_sample <= 3 and 1 <= t.warmup_calls <= 3       # about 3 ms of ~1 ms launches
-    assert len(t.per_call_s) == 4 and all(0.9e-3 < x < 5e-3 for x in t.per_call_s)
+    t = CudaTimer(settings.timing, "cuda:0", 50 * MIB, torch_module=FakeTorch()).measure(fn, during=During())
+    assert 1 <= t.calls_per_sample <= 3 and 1 <= t.warmup_iters <= 3       # about 3 ms of ~1 ms launches
+    assert t.l2_policy == "hot"                                            # no flush buffer between batched launches
+    assert len(t.samples_us) == 4 and all(900 < x < 5000 for x in t.samples_us)
     # 1 untimed + 3 estimate + warm-up before the sampler; the samples inside it
-    assert entered == [1 + 3 + t.warmup_calls, 1 + 3 + t.warmup_calls + 4 * t.calls_per_sample]
+    assert entered == [1 + 3 + t.warmup_iters, 1 + 3 + t.warmup_iters + 4 * t.calls_per_sample]
 
 
 class FakeIdentity:
@@ -589,7 +612,7 @@ def patch_gpu_side(monkeypatch, tmp_path, identity=FakeIdentity):
     monkeypatch.setattr(nvml, "require_cuda", lambda: FakeTorch())
     monkeypatch.setattr(nvml, "local_gpu", lambda registry, allow_unknown=False: identity())
     monkeypatch.setattr(run, "GPU", FakeGPU)
-    monkeypatch.setattr(run, "EventTimer", lambda torch, settings: FakeTimer(H100_TIMES))
+    monkeypatch.setattr(run, "CudaTimer", lambda settings, device, l2_bytes, torch_module: FakeTimer(H100_TIMES))
 
 
 def test_characterize_end_to_end_with_a_fake_gpu(tmp_path, monkeypatch, restore_logging):

@@ -44,3 +44,16 @@ def test_cli_errors(public_data, tmp_path, capsys):
                    ' "intermediate_size": 18432, "kv_lora_rank": 512}')
     assert cli.main(["e2e", "--model", str(mla), "--trace", str(pw / "workload/arxiv_8.csv"), "--gpu", "h100_sxm"]) == 2
     assert "kv_lora_rank" in capsys.readouterr().err
+
+
+def test_cli_reads_the_collective_gpu_map_from_the_config(public_data, fake_cli, tmp_path, capsys):
+    pw = public_data / "pipeweave"
+    base = ["e2e", "--model", str(pw / "config/Qwen3-32B.json"), "--trace", str(pw / "workload/arxiv_12.csv"),
+            "--gpu", "b200", "--tp", "2", "--collectives", str(pw / "dataset/collective")]
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("e2e: {real_gpu_map: {A100: a100_sxm4_80gb}}\n")
+    assert cli.main(base + ["--config", str(cfg)]) == 2
+    assert "config key e2e.collective_gpu_map: missing or empty" in capsys.readouterr().err
+    assert cli.main(base + ["--config", str(tmp_path / "none.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert f"--config {tmp_path / 'none.yaml'}: not a file" in err

@@ -10,8 +10,22 @@ from synperf.e2e.collectives import CollectiveModel, Curve, link
 
 
 @pytest.fixture(scope="module")
-def model(public_data, registry):
-    return CollectiveModel.from_dir(public_data / "pipeweave/dataset/collective", registry)
+def model(public_data, registry, e2e_config):
+    return CollectiveModel.from_dir(public_data / "pipeweave/dataset/collective", registry,
+                                    e2e_config["collective_gpu_map"])
+
+
+def test_the_folder_map_comes_from_the_config(public_data, registry, e2e_config):
+    root = public_data / "pipeweave/dataset/collective"
+    for bad in (None, {}):
+        with pytest.raises(InputError, match=r"^config key e2e\.collective_gpu_map: missing or empty"):
+            CollectiveModel.from_dir(root, registry, bad)
+    with pytest.raises(InputError, match=r"^config key e2e\.collective_gpu_map\.A100: unknown GPU id 'a100'"):
+        CollectiveModel.from_dir(root, registry, {"A100": "a100"})
+    only = CollectiveModel.from_dir(root, registry, {"H100": "h100_sxm"})    # folders the map omits are not read
+    assert {gid for gid, _ in only.curves} == {"h100_sxm"}
+    full = CollectiveModel.from_dir(root, registry, e2e_config["collective_gpu_map"])
+    assert {gid for gid, _ in full.curves} == set(e2e_config["collective_gpu_map"].values())
 
 
 def test_measured_points_and_extrapolation(model):

@@ -69,10 +69,11 @@ def test_prefill_decode_total_by_hand(qwen14, registry):
     assert shares.sum() == pytest.approx(1.0) and shares.index[0] == "gemm"
 
 
-def test_overhead_and_collectives(public_data, registry):
+def test_overhead_and_collectives(public_data, registry, e2e_config):
     model = load_model_config(public_data / "pipeweave/config/Qwen3-32B.json")
     wl = generate(model, [Request(1000, 3), Request(500, 3)], tp=2)
-    coll = CollectiveModel.from_dir(public_data / "pipeweave/dataset/collective", registry)
+    coll = CollectiveModel.from_dir(public_data / "pipeweave/dataset/collective", registry,
+                                    e2e_config["collective_gpu_map"])
     fake = FakePredictor()
     base = compose(wl, "a100_sxm4_80gb", predict_fn=fake, registry=registry, collectives=coll)
     ar_pre = coll.latency_us("all_reduce", 1500 * 5120 * 2, 2, "a100_sxm4_80gb")[0]

@@ -9,12 +9,13 @@ import pandas as pd
 import pytest
 from test_e2e_compose import FakePredictor
 
+from synperf.data.io import InputError
 from synperf.e2e.compose import fit_overhead
 from synperf.e2e.evaluate import real_runs, run_e2e_evaluation
 
 
-def test_real_runs_table(public_data):
-    runs = real_runs(public_data)
+def test_real_runs_table(public_data, e2e_config):
+    runs = real_runs(public_data, e2e_config["real_gpu_map"])
     assert len(runs) == 18          # A100, H100, H200 x 2 (TP1) + A100, H100 x (4 TP2 + 2 TP4)
     assert set(runs["gpu_id"]) == {"a100_sxm4_80gb", "h100_sxm", "h200_sxm"}
     r = runs[(runs["run_name"] == "Qwen3-32B-splitwise_64") & (runs["gpu"] == "A100")].iloc[0]
@@ -23,8 +24,20 @@ def test_real_runs_table(public_data):
     assert r["prefill_latency"] == pytest.approx(8.811696, rel=1e-5)   # median of 5 repetitions, seconds
 
 
-def test_run_e2e_evaluation(public_data, tmp_path):
-    res = run_e2e_evaluation(public_data, None, None, tmp_path, predict_fn=FakePredictor())
+def test_real_runs_need_the_config_gpu_map(public_data):
+    with pytest.raises(InputError, match=r"^config key e2e\.real_gpu_map: missing or empty"):
+        real_runs(public_data, None)
+    with pytest.raises(InputError, match=r"e2e_H200\.jsonl: GPU 'H200' has no registry id in config key "
+                                         r"e2e\.real_gpu_map \(known: \['A100', 'H100'\]\)"):
+        real_runs(public_data, {"A100": "a100_sxm4_80gb", "H100": "h100_sxm"})
+    runs = real_runs(public_data, {"A100": "a100_sxm4_40gb", "H100": "h100_sxm", "H200": "h200_sxm"})
+    assert set(runs.loc[runs["gpu"] == "A100", "gpu_id"]) == {"a100_sxm4_40gb"}     # the map decides the id
+
+
+def test_run_e2e_evaluation(public_data, tmp_path, e2e_config):
+    with pytest.raises(InputError, match=r"^config key e2e\.real_gpu_map: missing"):
+        run_e2e_evaluation(public_data, None, None, tmp_path, {}, predict_fn=FakePredictor())
+    res = run_e2e_evaluation(public_data, None, None, tmp_path, e2e_config, predict_fn=FakePredictor())
     names = {p.name for p in res["files"]}
     assert names == {"e2e_configs.csv", "e2e_summary.csv", "e2e_breakdown.csv", "e2e_models.csv", "overhead.json",
                      "e2e_breakdown.png"}

@@ -12,8 +12,8 @@ from synperf.model.features import build_features
 
 
 @pytest.fixture(scope="module")
-def gemm_slice(public_data, registry):
-    t = vidur.ingest(public_data, registry).table
+def gemm_slice(public_data, registry, ingest_config):
+    t = vidur.ingest(public_data, registry, ingest_config["vidur"]).table
     t, _ = reduce_duplicates(t[(t.kernel == "gemm") & (t.gpu == "a100_sxm4_80gb")])
     return t.sample(3000, random_state=0).reset_index(drop=True)
 

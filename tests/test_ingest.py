@@ -1,5 +1,6 @@
 """Adapters on the real public data, and on broken copies of it."""
 
+import re
 import shutil
 from pathlib import Path
 
@@ -46,8 +47,8 @@ def test_gemm_spike_rule_on_a_hand_made_series():
     assert mask.tolist() == [False, False, True, False, False]  # the last point has one neighbour only
 
 
-def test_vidur_shapes(public_data, registry):
-    res = vidur.ingest(public_data, registry)
+def test_vidur_shapes(public_data, registry, ingest_config):
+    res = vidur.ingest(public_data, registry, ingest_config["vidur"])
     t = res.table
     sel = ((t.gpu == "a100_sxm4_80gb") & (t.kernel == "gemm") & (t.m == 4096) & (t.k == 4096) & (t.n == 12288)
            & t.source_file.str.contains("Llama-2-7b-hf"))
@@ -67,8 +68,8 @@ def test_neusight_linear_and_bmm_mapping(public_data, registry):
     assert (lin["batch"] == 1).all() and 2560 in set(lin["n"])
 
 
-def test_pipeweave_fp8_split_and_moe(public_data, registry):
-    res = pipeweave.ingest(public_data, registry)
+def test_pipeweave_fp8_split_and_moe(public_data, registry, ingest_config):
+    res = pipeweave.ingest(public_data, registry, ingest_config["pipeweave"])
     t = res.table
     fp8 = t[t.kernel == "gemm_fp8"]
     assert set(fp8.gpu) == {"h20", "h800_sxm", "h100_sxm", "h200_sxm"}
@@ -94,6 +95,27 @@ def test_unknown_gpu_stops_with_the_file_name(public_data, registry, tmp_path):
     df.to_csv(dst, index=False)
     with pytest.raises(InputError, match=r"gemm_fp8_test.csv: unknown GPU 'NVIDIA H900'"):
         pipeweave._fp8(tmp_path, registry)
+
+
+@pytest.mark.parametrize("source, key", [("vidur", "gpu_map"), ("pipeweave", "moe_gpu_map")])
+def test_a_missing_gpu_map_names_its_config_key(registry, tmp_path, source, key):
+    """The source's GPU name map lives only in the config: without it the adapter stops before reading a file."""
+    adapter = {"vidur": vidur, "pipeweave": pipeweave}[source]
+    for cfg in ({}, {key: {}}, {key: None}):
+        with pytest.raises(InputError, match=rf"^config key ingest\.{source}\.{key}: missing or empty; expected a "
+                                             rf"mapping of the {source} data's GPU names to registry ids") as err:
+            adapter.ingest(tmp_path, registry, cfg)
+        assert "\n" not in str(err.value)
+
+
+def test_the_config_gpu_map_decides_the_registry_id(public_data, registry, tmp_path):
+    """Vidur's ``a100`` folder is whatever id the map gives (here the 40 GB SXM part instead of the 80 GB one)."""
+    rel = "vidur/compute/a100/meta-llama/Llama-2-7b-hf/mlp.csv"
+    _copy(public_data, tmp_path, rel)
+    t = vidur.ingest(tmp_path, registry, {"gpu_map": {"a100": "a100_sxm4_40gb"}}).table
+    assert set(t["gpu"]) == {"a100_sxm4_40gb"} and len(t) > 0
+    with pytest.raises(InputError, match=r"mlp\.csv: unknown GPU 'a100' in the folder name; known: \['h100'\]"):
+        vidur.ingest(tmp_path, registry, {"gpu_map": {"h100": "h100_sxm"}})
 
 
 def test_missing_column_stops_with_the_file_name(public_data, registry, tmp_path):
@@ -140,3 +162,25 @@ def test_a_data_file_outside_the_manifest_is_refused(public_data, tmp_path):
         ingest_source("vidur", str(data), reg, cfg, str(tmp_path / "t2.parquet"), str(tmp_path / "s2.json"),
                       listed_files=listed)
     assert not (tmp_path / "t2.parquet").exists()
+
+
+@pytest.mark.parametrize("path", [("ingest", "vidur", "gpu_map"), ("ingest", "pipeweave", "moe_gpu_map"),
+                                  ("e2e", "real_gpu_map"), ("e2e", "collective_gpu_map")])
+def test_every_config_gpu_map_is_checked_against_the_registry(registry, path):
+    import copy
+
+    import yaml
+
+    from synperf.data.checks import check_references
+
+    cfg = yaml.safe_load((Path(__file__).resolve().parent.parent / "config" / "config.yaml").read_text())
+    check_references(cfg, registry)                                     # the shipped maps name registry ids
+    bad = copy.deepcopy(cfg)
+    block = bad
+    for part in path:
+        block = block[part]
+    name = next(iter(block))
+    block[name] = "h900_sxm"
+    key = re.escape(".".join(path + (name,)))
+    with pytest.raises(InputError, match=rf"^config key {key}: unknown GPU id 'h900_sxm'"):
+        check_references(bad, registry)

@@ -20,13 +20,13 @@ TRAINING = {"max_train_rows": 20000, "validation_frac": 0.2}
 
 
 @pytest.fixture(scope="module")
-def fp8_features(public_data, registry, tmp_path_factory):
+def fp8_features(public_data, registry, ingest_config, tmp_path_factory):
     """Feature table (v2_launch) of pipeweave's FP8 GEMMs under the experiment's file split."""
     from synperf.data.ingest import pipeweave
     from synperf.data.schema import reduce_duplicates
 
     d = tmp_path_factory.mktemp("fp8")
-    t = pipeweave.ingest(public_data, registry, {}).table
+    t = pipeweave.ingest(public_data, registry, ingest_config["pipeweave"]).table
     t, _ = reduce_duplicates(t[t.kernel == "gemm_fp8"])
     write_parquet(t, d / "m.parquet")
     experiment_features(str(d / "m.parquet"), "gemm_fp8", FP8, str(registry.path),

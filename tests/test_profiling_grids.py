@@ -136,4 +136,8 @@ def test_timing_keys_of_both_schemas_match_the_settings():
     sweep = yaml.safe_load((REPO / "workflow/schemas/sweep.schema.yaml").read_text())
     config = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
     assert set(sweep["$defs"]["timing"]["properties"]) == fields
-    assert set(config["properties"]["profiling"]["properties"]["timing"]["properties"]) == fields
+    assert set(config["$defs"]["timing"]["properties"]) == fields
+    timing_ref = {"$ref": "#/$defs/timing"}                  # profiling and characterization share one definition
+    assert config["properties"]["profiling"]["properties"]["timing"] == timing_ref
+    assert config["properties"]["characterize"]["properties"]["settings"]["properties"]["timing"]["$ref"] == (
+        timing_ref["$ref"])

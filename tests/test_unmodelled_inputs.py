@@ -147,20 +147,20 @@ def _vidur_copy(public_data, tmp_path, rename):
     return len(df)
 
 
-def test_vidur_renamed_activation_column_is_an_error(public_data, tmp_path, registry):
+def test_vidur_renamed_activation_column_is_an_error(public_data, tmp_path, registry, ingest_config):
     """A renamed ``mlp_act`` column would otherwise lose every SiLU&Mul row of the file."""
     _vidur_copy(public_data, tmp_path, ("time_stats.mlp_act.", "time_stats.mlp_activation."))
     with pytest.raises(InputError, match=r"mlp\.csv: missing column\(s\) \['time_stats\.mlp_act\.median'\]"):
-        vidur.ingest(tmp_path, registry)
+        vidur.ingest(tmp_path, registry, ingest_config["vidur"])
 
 
-def test_vidur_renamed_norm_column_is_an_error(public_data, tmp_path, registry):
+def test_vidur_renamed_norm_column_is_an_error(public_data, tmp_path, registry, ingest_config):
     _vidur_copy(public_data, tmp_path, ("time_stats.post_attention_layernorm.", "time_stats.post_attn_norm."))
     with pytest.raises(InputError, match=r"missing column\(s\) \['time_stats\.post_attention_layernorm\.median'\]"):
-        vidur.ingest(tmp_path, registry)
+        vidur.ingest(tmp_path, registry, ingest_config["vidur"])
 
 
-def test_vidur_unknown_and_unmodelled_ops_are_counted(public_data, tmp_path, registry):
+def test_vidur_unknown_and_unmodelled_ops_are_counted(public_data, tmp_path, registry, ingest_config):
     """Constructed: an extra op column no table lists is counted, as are the known unmodelled ops."""
     src = public_data / "vidur" / "compute" / "a100" / "meta-llama" / "Llama-2-7b-hf" / "mlp.csv"
     dst = tmp_path / "vidur" / "compute" / "a100" / "meta-llama" / "Llama-2-7b-hf" / "mlp.csv"
@@ -168,7 +168,7 @@ def test_vidur_unknown_and_unmodelled_ops_are_counted(public_data, tmp_path, reg
     df = pd.read_csv(src)
     df["time_stats.mlp_gate_norm.median"] = 0.01
     df.to_csv(dst, index=False)
-    res = vidur.ingest(tmp_path, registry)
+    res = vidur.ingest(tmp_path, registry, ingest_config["vidur"])
     assert res.dropped["unsupported_op:vidur:mlp_gate_norm"] == len(df)
     assert res.dropped["unsupported_op:vidur:attn_rope"] == len(df)
     assert set(res.table["kernel"]) == {"gemm", "rmsnorm", "silu_mul"}

@@ -2,7 +2,30 @@
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 from synperf.data.io import InputError
+
+#: config keys holding a data source's GPU names -> registry ids (the only place such maps live)
+GPU_MAP_KEYS = (("ingest", "vidur", "gpu_map"), ("ingest", "pipeweave", "moe_gpu_map"), ("e2e", "real_gpu_map"),
+                ("e2e", "collective_gpu_map"))
+
+
+def gpu_name_map(value: Any, key: str, what: str) -> dict[str, str]:
+    """A GPU name map from the config: ``value`` (the config's ``key``) as ``{name: registry id}``.
+
+    Args:
+        value: the config value (a mapping, or None when the key is missing).
+        key: the dotted config key, named in the error (e.g. ``ingest.vidur.gpu_map``).
+        what: whose names it maps (e.g. ``Vidur's GPU folder``), named in the error.
+
+    Raises:
+        InputError: ``value`` is missing, empty or not a mapping.
+    """
+    if not isinstance(value, Mapping) or not value:
+        raise InputError(f"config key {key}: missing or empty; expected a mapping of {what} names to registry ids "
+                         f"(config/config.yaml has one), got {value!r}")
+    return {str(name): str(gid) for name, gid in value.items()}
 
 
 def check_references(config: dict, registry) -> None:
@@ -36,10 +59,12 @@ def check_references(config: dict, registry) -> None:
     if config.get("ablation", {}).get("groups") and config.get("feature_set") == "v1":
         raise InputError("config key ablation.groups: feature set v1 has no feature groups; use feature_set: v2 "
                          "or an empty ablation")
-    ingest = config.get("ingest", {})
-    for src, key in (("vidur", "gpu_map"), ("pipeweave", "moe_gpu_map")):
-        for name, gpu in (ingest.get(src, {}) or {}).get(key, {}).items():
-            need(gpu, f"ingest.{src}.{key}.{name}")
+    for path in GPU_MAP_KEYS:
+        block: Any = config
+        for part in path:
+            block = (block or {}).get(part) if isinstance(block, Mapping) else None
+        for name, gpu in (block or {}).items():
+            need(gpu, f"{'.'.join(path)}.{name}")
 
 
 def check_data_dir(config: dict) -> None:

@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ._deps import InputError, default_registry, load_registry
+from ._deps import InputError, default_paths, default_registry, load_registry
 from .collectives import CollectiveModel
 from .compose import Overhead, attention_path, compose
 from .model_config import load_model_config
@@ -48,11 +48,31 @@ def _progress():
     return cb
 
 
-def _collectives(arg: str | None, registry) -> CollectiveModel | None:
+def collective_gpu_map(config_path: str | Path) -> dict | None:
+    """``e2e.collective_gpu_map`` of the pipeline config at ``config_path`` (None when the key is missing).
+
+    Raises:
+        InputError: the file is missing or not YAML.
+    """
+    import yaml
+
+    p = Path(config_path)
+    if not p.is_file():
+        raise InputError(f"--config {p}: not a file; pass the pipeline config holding e2e.collective_gpu_map")
+    try:
+        cfg = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise InputError(f"--config {p}: not YAML ({str(exc).splitlines()[0]})") from None
+    return (cfg.get("e2e") or {}).get("collective_gpu_map") if isinstance(cfg, dict) else None
+
+
+def _collectives(arg: str | None, registry, config_path: str | Path | None) -> CollectiveModel | None:
+    """The collective model of ``arg`` (or the default public-data folders), its GPU folders mapped by the config at
+    ``config_path`` (None: :func:`synperf.api.default_paths`'s); None when no folder is found and ``arg`` is None."""
     cands = [Path(arg)] if arg else [Path(p) if Path(p).is_absolute() else _REPO / p for p in DEFAULT_COLLECTIVES]
     for c in cands:
         if c.is_dir():
-            return CollectiveModel.from_dir(c, registry)
+            return CollectiveModel.from_dir(c, registry, collective_gpu_map(config_path or default_paths()["config"]))
     if arg:
         raise InputError(f"--collectives {arg}: not a folder")
     return None
@@ -65,7 +85,7 @@ def e2e(args: argparse.Namespace) -> int:
     reqs = read_trace(args.trace)
     wl = generate(model, reqs, tp=args.tp, pp=args.pp, max_batch=args.batch, policy=args.policy,
                   prefill_impl=attention_path(args.gpu, registry))
-    coll = _collectives(args.collectives, registry) if (args.tp > 1 or args.pp > 1) else None
+    coll = _collectives(args.collectives, registry, args.config) if (args.tp > 1 or args.pp > 1) else None
     if (args.tp > 1 or args.pp > 1) and coll is None:
         raise InputError("TP/PP > 1 needs the collective tables: pass --collectives "
                          "PUBLIC_DATA/pipeweave/dataset/collective")
@@ -105,6 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--models-dir", default=None, help="trained models (default: models/ of this checkout)")
     e.add_argument("--registry", default=None, help="GPU registry (default config/gpus.yaml)")
     e.add_argument("--collectives", default=None, help="NCCL tables folder (pipeweave/dataset/collective)")
+    e.add_argument("--config", default=None,
+                   help="pipeline config whose e2e.collective_gpu_map names the tables' GPUs (default: "
+                        "config/config.yaml of this checkout)")
     e.add_argument("--overhead", default=None, help="overhead.json with a_s, b_s (from the e2e evaluation)")
     e.set_defaults(func=e2e)
     from synperf.model.moe_configs import add_cli

@@ -31,16 +31,16 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 import numpy as np
 import pandas as pd
 
-from ._deps import InputError, Registry
+from ._deps import InputError, Registry, gpu_name_map
 
 OPS = ("all_reduce", "send_recv")
-#: folder name under ``dataset/collective`` -> registry id
-TABLE_GPUS = {"A100": "a100_sxm4_80gb", "H100": "h100_sxm", "H20": "h20", "H800": "h800_sxm",
-              "RTX 6000 Ada": "rtx_6000_ada", "RTX PRO 6000 S": "rtx_pro_6000_blackwell_server"}
+#: config key of the map from folder names under ``dataset/collective`` to registry ids
+GPU_MAP_KEY = "e2e.collective_gpu_map"
 PCIE_GEN_GBPS = {3: 32.0, 4: 64.0, 5: 128.0, 6: 256.0}
 
 
@@ -89,15 +89,28 @@ class CollectiveModel:
         self.registry = registry
 
     @classmethod
-    def from_dir(cls, collective_dir: str | os.PathLike, registry: Registry) -> "CollectiveModel":
-        """Read ``<collective_dir>/<GPU>/{all_reduce,send_recv}.csv`` (GPU folders of :data:`TABLE_GPUS`).
+    def from_dir(cls, collective_dir: str | os.PathLike, registry: Registry,
+                 gpu_map: Mapping[str, str] | None) -> "CollectiveModel":
+        """Read ``<collective_dir>/<GPU>/{all_reduce,send_recv}.csv``.
+
+        Args:
+            collective_dir: ``pipeweave/dataset/collective`` of the public data.
+            registry: the GPU registry.
+            gpu_map: table folder name (``A100``, ``RTX PRO 6000 S``, ...) -> registry id: the config's
+                ``e2e.collective_gpu_map``; folders it does not name are not read.
 
         Raises:
-            InputError: the folder has no table, or a table lacks ``size``/``num_workers``/the median column.
+            InputError: ``gpu_map`` missing or empty (naming ``e2e.collective_gpu_map``), an id the registry
+                lacks, the folder has no table, or a table lacks ``size``/``num_workers``/the median column.
         """
         root = Path(collective_dir)
+        gpu_map = gpu_name_map(gpu_map, GPU_MAP_KEY, "collective table folder")
+        for folder, gid in gpu_map.items():
+            if gid not in registry.ids:
+                raise InputError(f"config key {GPU_MAP_KEY}.{folder}: unknown GPU id {gid!r}; expected an id of "
+                                 f"{registry.path}")
         curves: dict[tuple[str, str], dict[int, Curve]] = {}
-        for folder, gid in TABLE_GPUS.items():
+        for folder, gid in gpu_map.items():
             for op in OPS:
                 p = root / folder / f"{op}.csv"
                 if not p.exists():

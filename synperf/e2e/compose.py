@@ -33,9 +33,6 @@ from ._deps import InputError, Registry, default_registry, launch_table, predict
 from .collectives import CollectiveModel
 from .workload import Workload, equivalent_decode_kv, equivalent_prefill_len
 
-#: GPU names of the authors' e2e files (``e2e/real/e2e[_tp<T>]_<GPU>.jsonl``) -> registry ids (config/gpus.yaml:
-#: their A100 is the 80 GB SXM4 part, H100/H200 the SXM parts, as in Vidur's and the paper's setup)
-E2E_GPU_IDS = {"A100": "a100_sxm4_80gb", "H100": "h100_sxm", "H200": "h200_sxm"}
 KERNEL_FAMILIES = ("gemm", "attention_prefill", "attention_decode", "rmsnorm", "silu_mul", "fused_moe")
 COLLECTIVES = ("all_reduce", "send_recv")
 

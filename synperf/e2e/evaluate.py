@@ -23,14 +23,14 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 import numpy as np
 import pandas as pd
 
-from ._deps import InputError, Registry, default_registry, load_registry, predict, write_csv
+from ._deps import InputError, Registry, default_registry, gpu_name_map, load_registry, predict, write_csv
 from .collectives import CollectiveModel
-from .compose import E2E_GPU_IDS, E2EResult, attention_path, compose, fit_overhead
+from .compose import E2EResult, attention_path, compose, fit_overhead
 from .model_config import load_model_config
 from .workload import generate, read_trace
 
@@ -39,26 +39,36 @@ NEUSIGHT_MAPE = {"prefill": 78.4, "decode_step": 24.4, "total": 43.7}
 METRICS = {"prefill": ("prefill_latency", "prefill_s"), "decode_step": ("median_decode_latency", "decode_step_s"),
            "total": ("total_latency", "total_s")}
 _REAL = re.compile(r"^e2e(?:_tp(?P<tp>\d+))?_(?P<gpu>[A-Za-z0-9]+)\.jsonl$")
+#: config key of the map from the GPU names of the real-run files to registry ids
+GPU_MAP_KEY = "e2e.real_gpu_map"
 
 
-def real_runs(public_data_dir: str | os.PathLike) -> pd.DataFrame:
+def real_runs(public_data_dir: str | os.PathLike, gpu_map: Mapping[str, str] | None) -> pd.DataFrame:
     """The measured configurations: one row per (run_name, batch_size, tp, gpu) with ``model``, ``trace``,
     ``gpu_id`` (registry id), ``repetitions`` and the median ``prefill_latency``, ``median_decode_latency``,
     ``total_latency`` (seconds).
 
+    Args:
+        public_data_dir: the public-data folder.
+        gpu_map: the GPU name of ``e2e[_tp<T>]_<GPU>.jsonl`` (``A100``, ``H100``, ``H200``) -> registry id: the
+            config's ``e2e.real_gpu_map``.
+
     Raises:
-        InputError: no real-run files, an unknown GPU name, a run_name without ``-``.
+        InputError: ``gpu_map`` missing or empty (naming ``e2e.real_gpu_map``), no real-run files, a GPU name
+            the map lacks, a run_name without ``-``.
     """
+    gpu_map = gpu_name_map(gpu_map, GPU_MAP_KEY, "real-run file GPU")
     root = Path(public_data_dir) / "pipeweave" / "e2e" / "real"
     frames = []
     for p in sorted(root.glob("e2e*.jsonl")):
         m = _REAL.match(p.name)
         if not m:
             continue
-        if m["gpu"] not in E2E_GPU_IDS:
-            raise InputError(f"{p}: GPU {m['gpu']!r} has no registry id in E2E_GPU_IDS")
+        if m["gpu"] not in gpu_map:
+            raise InputError(f"{p}: GPU {m['gpu']!r} has no registry id in config key {GPU_MAP_KEY} "
+                             f"(known: {sorted(gpu_map)})")
         df = pd.read_json(p, lines=True)
-        df["tp"], df["gpu"], df["gpu_id"] = int(m["tp"] or 1), m["gpu"], E2E_GPU_IDS[m["gpu"]]
+        df["tp"], df["gpu"], df["gpu_id"] = int(m["tp"] or 1), m["gpu"], gpu_map[m["gpu"]]
         frames.append(df)
     if not frames:
         raise InputError(f"{root}: no e2e*.jsonl real-run files")
@@ -99,7 +109,8 @@ def _plot(breakdown: pd.DataFrame, path: Path) -> None:
 
 
 def run_e2e_evaluation(public_data_dir: str | os.PathLike, registry_path: str | os.PathLike | None,
-                       models_dir: str | os.PathLike | None, out_dir: str | os.PathLike, *,
+                       models_dir: str | os.PathLike | None, out_dir: str | os.PathLike,
+                       e2e_cfg: Mapping[str, Mapping[str, str]] | None, *,
                        predict_fn: Callable = predict, registry: Registry | None = None) -> dict:
     """Predict and score every configuration with a real run; write the tables and the figure.
 
@@ -108,6 +119,8 @@ def run_e2e_evaluation(public_data_dir: str | os.PathLike, registry_path: str | 
         registry_path: ``config/gpus.yaml`` (None: the default registry).
         models_dir: trained models (``models/``; None: predict's default).
         out_dir: where to write (created).
+        e2e_cfg: the config block ``e2e``: ``real_gpu_map`` (real-run file GPU names -> registry ids) and
+            ``collective_gpu_map`` (collective table folders -> registry ids), both required.
         predict_fn: the kernel predictor (default :func:`synperf.api.predict`; tests inject a fake).
         registry: the loaded registry (default: loaded from ``registry_path``, measured values not merged).
 
@@ -121,15 +134,18 @@ def run_e2e_evaluation(public_data_dir: str | os.PathLike, registry_path: str | 
         ``{"configs": DataFrame, "summary": DataFrame, "overhead": Overhead, "files": [paths]}``.
 
     Raises:
-        InputError: missing data files, unknown GPU, no trained model (from predict).
+        InputError: a missing GPU map (naming its ``e2e`` key), missing data files, unknown GPU, no trained model
+            (from predict).
     """
     pub = Path(public_data_dir)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if registry is None:
         registry = load_registry(registry_path) if registry_path else default_registry()
-    coll = CollectiveModel.from_dir(pub / "pipeweave" / "dataset" / "collective", registry)
-    runs = real_runs(pub)
+    e2e_cfg = e2e_cfg or {}
+    runs = real_runs(pub, e2e_cfg.get("real_gpu_map"))
+    coll = CollectiveModel.from_dir(pub / "pipeweave" / "dataset" / "collective", registry,
+                                    e2e_cfg.get("collective_gpu_map"))
     base: list[E2EResult] = []
     for r in runs.itertuples(index=False):
         model = load_model_config(pub.joinpath("pipeweave", "config", f"{r.model}.json"))

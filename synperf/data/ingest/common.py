@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Mapping
 
 import pandas as pd
 
+from synperf.data.checks import gpu_name_map
 from synperf.data.io import InputError, read_table, require_columns
 from synperf.data.schema import conform, validate
 
@@ -58,6 +60,15 @@ def check_latency(values: pd.Series, path: Path, column: str) -> None:
             f"{path}: row {pos} (data row {pos + 2} counting the header): column {column!r} = "
             f"{values.iloc[pos]!r}; expected a latency > 0 ({int(bad.sum())} such row(s))"
         )
+
+
+def config_gpu_map(cfg: Mapping[str, Any] | None, source: str, key: str) -> dict[str, str]:
+    """The GPU name map ``cfg[key]`` of the ``ingest.<source>`` config block: the source's GPU names -> registry ids.
+
+    Raises:
+        InputError: the key is missing, empty or not a mapping (names ``ingest.<source>.<key>``).
+    """
+    return gpu_name_map((cfg or {}).get(key), f"ingest.{source}.{key}", f"the {source} data's GPU")
 
 
 def map_names(names: pd.Series, mapping: dict[str, str], path: Path, what: str) -> pd.Series:

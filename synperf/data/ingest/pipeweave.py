@@ -14,16 +14,22 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any, Mapping
 
 import pandas as pd
 
-from synperf.data.ingest.common import IngestResult, check_latency, find_files, finish, load, map_names, rel
+from synperf.data.ingest.common import (
+    IngestResult,
+    check_latency,
+    config_gpu_map,
+    find_files,
+    finish,
+    load,
+    map_names,
+    rel,
+)
 
 UPSTREAM_COMMIT = "55e0317"
-DEFAULT_MOE_GPU_MAP = {
-    "A100": "a100_sxm4_80gb", "A40": "a40", "H20": "h20", "H800": "h800_sxm", "L40": "l40",
-    "PRO6000S": "rtx_pro_6000_blackwell_server",
-}
 FP8_COLUMNS = ["M", "N", "K", "avg_duration", "hardware"]
 MOE_COLUMNS = ["weight_type", "M", "E", "topk", "H", "N", "BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K",
                "GROUP_SIZE_M", "num_warps", "num_stages", "avg_duration", "sample_count"]
@@ -81,17 +87,21 @@ def _moe(data_dir: Path, registry, gpu_map: dict[str, str], dropped: Counter):
     return [out], files
 
 
-def ingest(data_dir: Path, registry, cfg: dict | None = None) -> IngestResult:
-    """Read the pipeweave FP8 GEMM tables and fused-MoE sweeps.
+def ingest(data_dir: Path, registry, cfg: Mapping[str, Any]) -> IngestResult:
+    """Read the pipeweave FP8 GEMM tables and fused-MoE sweeps; latencies in microseconds.
 
-    ``cfg["moe_gpu_map"]`` maps the GPU token in ``moe_dse_<GPU>_*.csv`` to registry ids.
+    Args:
+        data_dir: the public-data folder.
+        registry: the GPU registry; the FP8 tables' ``hardware`` names are its ``device_names``.
+        cfg: the config block ``ingest.pipeweave``; its ``moe_gpu_map`` (required) maps the GPU token of
+            ``moe_dse_<GPU>_*.csv`` (``A100``, ``PRO6000S``, ...) to registry ids.
 
     Raises:
-        InputError: unknown GPU, missing column, bad latency.
+        InputError: ``moe_gpu_map`` missing, unknown GPU, missing column, bad latency.
     """
     data_dir = Path(data_dir)
     dropped: Counter = Counter()
-    gpu_map = dict((cfg or {}).get("moe_gpu_map") or DEFAULT_MOE_GPU_MAP)
+    gpu_map = config_gpu_map(cfg, "pipeweave", "moe_gpu_map")
     f1, files1 = _fp8(data_dir, registry)
     f2, files2 = _moe(data_dir, registry, gpu_map, dropped)
     return IngestResult(finish(f1 + f2, registry, "pipeweave"), dropped, [rel(p, data_dir) for p in files1 + files2])

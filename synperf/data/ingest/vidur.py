@@ -22,17 +22,27 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any, Mapping
 
 import pandas as pd
 
-from synperf.data.ingest.common import MS_TO_US, IngestResult, check_latency, find_files, finish, load, map_names, rel
+from synperf.data.ingest.common import (
+    MS_TO_US,
+    IngestResult,
+    check_latency,
+    config_gpu_map,
+    find_files,
+    finish,
+    load,
+    map_names,
+    rel,
+)
 
 UPSTREAM_COMMIT = "7d47513"
 SHAPE_COLUMNS = ["n_head", "n_kv_head", "n_embd", "n_expanded_embd", "use_gated_mlp", "num_tokens",
                  "num_tensor_parallel_workers"]
 GEMM_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
 NORM_OPS = ("input_layernorm", "post_attention_layernorm")
-DEFAULT_GPU_MAP = {"a100": "a100_sxm4_80gb", "a40": "a40", "h100": "h100_sxm"}
 # models whose norm is LayerNorm and whose activation is GELU (not RMSNorm / SiLU&Mul)
 NON_LLAMA_MODELS = {"microsoft/phi-2"}
 #: every op of ``mlp.csv`` -> the family it is read as (None: measured but not a modelled family)
@@ -53,18 +63,21 @@ def _op_frame(df: pd.DataFrame, op: str, path: Path) -> pd.DataFrame:
     return out
 
 
-def ingest(data_dir: Path, registry, cfg: dict | None = None) -> IngestResult:
-    """Read every ``vidur/compute/<gpu>/<org>/<model>/mlp.csv``.
+def ingest(data_dir: Path, registry, cfg: Mapping[str, Any]) -> IngestResult:
+    """Read every ``vidur/compute/<gpu>/<org>/<model>/mlp.csv``; latencies in microseconds.
 
-    ``cfg["gpu_map"]`` maps Vidur's GPU folder names to registry ids (default
-    :data:`DEFAULT_GPU_MAP`).
+    Args:
+        data_dir: the public-data folder.
+        registry: the GPU registry.
+        cfg: the config block ``ingest.vidur``; its ``gpu_map`` (required) maps Vidur's GPU folder names
+            (``a100``, ``a40``, ``h100``) to registry ids.
 
     Raises:
-        InputError: unknown GPU folder, a missing shape column or a missing op an ``mlp.csv`` always carries
-            (:data:`REQUIRED_OPS`; the message names the file and the column), bad latency.
+        InputError: ``gpu_map`` missing, unknown GPU folder, a missing shape column or a missing op an ``mlp.csv``
+            always carries (:data:`REQUIRED_OPS`; the message names the file and the column), bad latency.
     """
     data_dir = Path(data_dir)
-    gpu_map = dict((cfg or {}).get("gpu_map") or DEFAULT_GPU_MAP)
+    gpu_map = config_gpu_map(cfg, "vidur", "gpu_map")
     dropped: Counter = Counter()
     frames, files = [], []
     for path in find_files(data_dir, "vidur/compute/*/*/*/mlp.csv", "vidur"):

@@ -17,33 +17,38 @@ microbenchmarks (``snakemake --cores all characterize_local``, ``rules/character
 
 Each value comes with its unit, method, implementation, work per launch, per-launch times, the rate per
 SM clock per SM, the datasheet value and ratio, and the SM (and memory) clock NVML observed while it ran
-(sampled on a host thread; :mod:`synperf.gpu.profiling.nvml`). The rate is the best of ``samples`` batches
-(BabelStream's convention); the median is kept. The whole run takes well under a minute.
+(sampled on a host thread; :mod:`synperf.gpu.profiling.nvml`). Timing is the profiling harness's
+(:mod:`synperf.gpu.profiling.timing`, settings ``characterize.settings.timing``): the rate is the best of 15
+samples, each a batch of launches of about 5 ms (BabelStream's convention); the median is kept. The whole run
+takes well under a minute.
 
 :func:`synperf.data.hardware.load_registry` merges these files over the datasheet values (see
 :data:`synperf.data.hardware.MEASURED_FIELDS`); ``workflow/schemas/hardware.schema.yaml`` is the file format.
 
 Modules: :mod:`.kernels` (CUDA sources, compiled by NVRTC through ``cupy.RawKernel``), :mod:`.arithmetic`
-(work counts, rates, clock bookkeeping: pure functions), :mod:`.run` (timing, orchestration, output).
+(work counts, rates, clock bookkeeping: pure functions), :mod:`.run` (settings, clock sampling, preparers,
+orchestration, output).
 torch, CuPy and NVML are imported lazily, so this package imports on a CPU-only machine.
 """
 
 from __future__ import annotations
 
 from synperf.gpu.characterize.run import (
-                                          BENCHMARKS,
-                                          BenchmarkInfo,
-                                          BenchmarkSkipped,
-                                          CharacterizeSettings,
-                                          ClockSampler,
-                                          Prepared,
-                                          Timing,
-                                          build_document,
-                                          build_record,
-                                          characterize,
-                                          run_benchmarks,
-                                          write_document,
+    BENCHMARKS,
+    CHARACTERIZE_TIMING,
+    BenchmarkInfo,
+    BenchmarkSkipped,
+    CharacterizeSettings,
+    ClockSampler,
+    Prepared,
+    build_document,
+    build_record,
+    characterize,
+    characterize_timing,
+    run_benchmarks,
+    write_document,
 )
 
-__all__ = ["BENCHMARKS", "BenchmarkInfo", "BenchmarkSkipped", "CharacterizeSettings", "ClockSampler", "Prepared",
-           "Timing", "build_document", "build_record", "characterize", "run_benchmarks", "write_document"]
+__all__ = ["BENCHMARKS", "CHARACTERIZE_TIMING", "BenchmarkInfo", "BenchmarkSkipped", "CharacterizeSettings",
+           "ClockSampler", "Prepared", "build_document", "build_record", "characterize", "characterize_timing",
+           "run_benchmarks", "write_document"]

@@ -2,7 +2,8 @@
 clock bookkeeping. Pure functions of numbers, tested on fake timings (``tests/test_characterize.py``).
 
 Units: bytes (B), FLOP, seconds (s), MHz; rates in GB/s (1e9 B/s), TFLOP/s (1e12 FLOP/s) and B/clk/SM,
-the units of the registry fields they feed (:data:`synperf.data.hardware.MEASURED_FIELDS`).
+the units of the registry fields they feed (:data:`synperf.data.hardware.MEASURED_FIELDS`). Warm-up, calls per
+sample and sample statistics are the timing harness's (:mod:`synperf.gpu.profiling.timing`).
 """
 
 from __future__ import annotations
@@ -90,14 +91,6 @@ def grid_blocks(sm_count: int, blocks_per_sm: int) -> int:
     return int(sm_count) * int(blocks_per_sm)
 
 
-def calls_per_sample(per_call_s: float, sample_s: float, lo: int = 1, hi: int = 10_000) -> int:
-    """Launches timed together in one sample so a sample lasts about ``sample_s`` (one CUDA event pair around
-    a batch keeps event and launch overheads below the measured time), clamped to ``[lo, hi]``."""
-    if per_call_s <= 0 or not math.isfinite(per_call_s):
-        return hi
-    return int(min(hi, max(lo, math.ceil(sample_s / per_call_s))))
-
-
 # ------------------------------------------------------------------------------------------------
 # rates
 # ------------------------------------------------------------------------------------------------
@@ -126,8 +119,9 @@ def _check_seconds(seconds: float) -> None:
         raise ValueError(f"elapsed time must be finite and > 0 s, got {seconds}")
 
 
-def summarize_times(per_call_s: Sequence[float]) -> dict[str, float | int]:
-    """Statistics of per-launch times (s): ``best_s`` (minimum), ``median_s``, ``p90_s``, ``n_samples``.
+def per_call_seconds(stats: Mapping[str, float | int]) -> dict[str, float | int]:
+    """Per-launch times in seconds from :func:`synperf.gpu.profiling.timing.summarize` statistics (µs):
+    ``best_s`` (the fastest sample), ``median_s``, ``p90_s`` and ``n_samples``.
 
     The characterization reports the rate of the *best* sample, as BabelStream does for bandwidth
     (Deakin et al., "Evaluating attainable memory bandwidth of parallel programming models via
@@ -135,19 +129,19 @@ def summarize_times(per_call_s: Sequence[float]) -> dict[str, float | int]:
     a sustained rate, not a single lucky launch; the median is kept beside it.
 
     Raises:
-        ValueError: no samples, or one that is not finite and > 0.
+        KeyError: ``stats`` lacks ``latency_min_us``, ``latency_us``, ``latency_p90_us`` or ``n_samples``.
     """
-    xs = [float(x) for x in per_call_s]
-    if not xs:
-        raise ValueError("no timing samples")
-    for x in xs:
-        _check_seconds(x)
-    return {"best_s": min(xs), "median_s": quantile(xs, 0.5), "p90_s": quantile(xs, 0.9), "n_samples": len(xs)}
+    return {"best_s": float(stats["latency_min_us"]) * 1e-6, "median_s": float(stats["latency_us"]) * 1e-6,
+            "p90_s": float(stats["latency_p90_us"]) * 1e-6, "n_samples": int(stats["n_samples"])}
 
 
 def rate_record(work_per_call: float, times: Mapping[str, float], unit: str) -> dict[str, float]:
     """``value`` (from the best time) and ``value_median`` in ``unit`` (``GB/s`` for bytes, ``TFLOP/s`` for
-    FLOP) of ``work_per_call`` done per launch, from :func:`summarize_times` output."""
+    FLOP) of ``work_per_call`` done per launch, from :func:`per_call_seconds` output.
+
+    Raises:
+        ValueError: another unit, or a time that is not finite and > 0.
+    """
     fn = {"GB/s": gbps, "TFLOP/s": tflops}.get(unit)
     if fn is None:
         raise ValueError(f"unit {unit!r}: expected GB/s or TFLOP/s")

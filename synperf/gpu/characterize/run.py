@@ -4,13 +4,15 @@ The GPU side (torch, CuPy/NVRTC, NVML) is imported lazily inside the functions t
 orchestration (:func:`run_benchmarks`, :func:`build_document`) takes the timer, the clock source and the
 benchmark preparers as arguments, so the tests drive it on the CPU with fake timings.
 
-Timing protocol of every benchmark (:class:`EventTimer`): one untimed launch (NVRTC/cuBLAS heuristics,
-first touch of the buffers), a per-launch estimate from 3 separately timed launches, warm-up by time
-(``warmup_ms``: clocks ramp up, the L2 benchmark's buffer becomes resident), then ``samples`` samples,
-each a batch of launches lasting about ``sample_ms`` between one CUDA event pair. The rate is taken from
-the best sample (BabelStream's convention, :func:`synperf.gpu.characterize.arithmetic.summarize_times`); the
-median is recorded beside it. NVML is sampled every ``clock_period_ms`` on a host thread while the samples
-run (:class:`ClockSampler`), plus once before and after.
+Every benchmark is timed by the profiling harness, :meth:`synperf.gpu.profiling.timing.Timer.measure` on a
+:class:`~synperf.gpu.profiling.timing.CudaTimer`, with the settings ``CharacterizeSettings.timing``
+(defaults :data:`CHARACTERIZE_TIMING`): one untimed launch (NVRTC/cuBLAS heuristics, first touch of the
+buffers), a per-launch estimate from 3 separately timed launches, warm-up by time (``warmup_ms``: clocks ramp
+up, the L2 benchmark's buffer becomes resident; no L2 flush), then ``min_reps`` (= ``max_reps``) samples, each
+a batch of launches lasting about ``sample_ms`` between one CUDA event pair. The rate is taken from the best
+sample (BabelStream's convention, :func:`synperf.gpu.characterize.arithmetic.per_call_seconds`); the median is
+recorded beside it. NVML is sampled every ``clock_period_ms`` on a host thread while the samples run
+(:class:`ClockSampler`, the harness's ``during``), plus once before and after.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import re
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
@@ -32,6 +34,7 @@ from synperf.data.io import InputError, write_json
 from synperf.gpu.characterize import arithmetic as ar
 from synperf.gpu.characterize import kernels as K
 from synperf.gpu.profiling import NoGPUError, ProfilingError
+from synperf.gpu.profiling.timing import CudaTimer, Timer, TimingResult, TimingSettings
 
 log = logging.getLogger("synperf.gpu.characterize")
 
@@ -98,15 +101,31 @@ BENCHMARKS: dict[str, BenchmarkInfo] = {b.key: b for b in (
 )}
 
 
+#: the characterization's timing defaults, under ``characterize.settings.timing`` of the config: no L2 flush
+#: (the L2 benchmark needs its buffer resident), 100 ms of warm-up, 15 samples of about 5 ms each
+CHARACTERIZE_TIMING: dict[str, Any] = {"l2": "hot", "warmup_ms": 100.0, "sample_ms": 5.0, "min_reps": 15,
+                                       "max_reps": 15}
+
+SETTINGS_KEY = "characterize.settings"
+
+
+def characterize_timing(*layers: Mapping[str, Any] | None) -> TimingSettings:
+    """:class:`TimingSettings` of the characterization: :data:`CHARACTERIZE_TIMING` with ``layers`` over it.
+
+    Raises:
+        InputError: an unknown key or invalid value, naming ``characterize.settings.timing``.
+    """
+    return TimingSettings.from_dict(CHARACTERIZE_TIMING, *layers, key=f"{SETTINGS_KEY}.timing")
+
+
 @dataclass(frozen=True)
 class CharacterizeSettings:
     """Sizes and timing of the characterization (config block ``characterize.settings``).
 
     Attributes:
         benchmarks: keys of :data:`BENCHMARKS` to run.
-        warmup_ms: untimed launches for about this long before the samples, ms.
-        sample_ms: target length of one timed sample (a batch of launches), ms.
-        samples: timed samples per benchmark.
+        timing: warm-up, samples and batching (:class:`~synperf.gpu.profiling.timing.TimingSettings`; a dict is
+            applied over :data:`CHARACTERIZE_TIMING`); ``sample_ms`` must be > 0 (a sample is a batch of launches).
         clock_period_ms: NVML sampling period during the samples, ms.
         dram_factor, dram_min_mib, dram_max_mib: copy buffer size, x L2 clamped to [min, max] MiB.
         l2_fraction: ``l2_read`` buffer as a fraction of the L2 size.
@@ -116,13 +135,14 @@ class CharacterizeSettings:
         fma_iters: outer iterations of ``fma_fp32``.
         gemm_size: m = n = k of the tensor-core GEMMs.
         gemm_fp32_size: m = n = k of the SGEMM.
-        lock_timeout_s: give up waiting for a GPU another profiler holds after this long (None: wait).
+        lock_timeout_s: give up waiting for a GPU another profiler holds after this long, s (None: wait).
+
+    Raises:
+        InputError: an unknown benchmark, timing key or invalid value, naming its ``characterize.settings`` key.
     """
 
     benchmarks: tuple[str, ...] = tuple(BENCHMARKS)
-    warmup_ms: float = 100.0
-    sample_ms: float = 5.0
-    samples: int = 15
+    timing: TimingSettings = field(default_factory=characterize_timing)
     clock_period_ms: float = 5.0
     dram_factor: float = 8.0
     dram_min_mib: int = 256
@@ -141,27 +161,45 @@ class CharacterizeSettings:
     def __post_init__(self) -> None:
         unknown = [b for b in self.benchmarks if b not in BENCHMARKS]
         if unknown:
-            raise InputError(f"characterize.settings.benchmarks: unknown {unknown}; "
-                             f"expected some of {list(BENCHMARKS)}")
+            raise InputError(f"{SETTINGS_KEY}.benchmarks: unknown {unknown}; expected some of {list(BENCHMARKS)}")
         object.__setattr__(self, "benchmarks", tuple(self.benchmarks))
-        if self.samples < 1 or self.sample_ms <= 0 or self.warmup_ms < 0:
-            raise InputError("characterize.settings: need samples >= 1, sample_ms > 0, warmup_ms >= 0")
+        if isinstance(self.timing, Mapping):
+            object.__setattr__(self, "timing", characterize_timing(self.timing))
+        elif not isinstance(self.timing, TimingSettings):
+            raise InputError(f"{SETTINGS_KEY}.timing: expected a mapping of timing keys, got {self.timing!r}")
+        if self.timing.sample_ms <= 0:
+            raise InputError(f"{SETTINGS_KEY}.timing.sample_ms: {self.timing.sample_ms} is not > 0 (a sample is a "
+                             "batch of launches)")
+        if self.clock_period_ms <= 0:
+            raise InputError(f"{SETTINGS_KEY}.clock_period_ms: {self.clock_period_ms} is not > 0")
         if not 0 < self.l2_fraction < 1:
-            raise InputError(f"characterize.settings.l2_fraction: {self.l2_fraction} is not in (0, 1)")
+            raise InputError(f"{SETTINGS_KEY}.l2_fraction: {self.l2_fraction} is not in (0, 1)")
 
     @classmethod
     def from_dict(cls, *layers: Mapping[str, Any] | None) -> "CharacterizeSettings":
-        """Settings from dicts applied in order (later ones win); an unknown key raises :class:`InputError`."""
+        """Settings from dicts applied in order (later ones win, ``timing`` key by key over
+        :data:`CHARACTERIZE_TIMING`).
+
+        Raises:
+            InputError: an unknown key, a ``timing`` that is not a mapping, or an invalid value.
+        """
         known = {f.name for f in fields(cls)}
         merged: dict[str, Any] = {}
+        timing_layers: list[Mapping[str, Any]] = []
         for layer in layers:
             for key, value in (layer or {}).items():
                 if key not in known:
-                    raise InputError(f"characterize.settings: unknown key {key!r}; expected one of {sorted(known)}")
-                merged[key] = value
-        return cls(**merged)
+                    raise InputError(f"{SETTINGS_KEY}: unknown key {key!r}; expected one of {sorted(known)}")
+                if key == "timing":
+                    if not isinstance(value, Mapping):
+                        raise InputError(f"{SETTINGS_KEY}.timing: expected a mapping of timing keys, got {value!r}")
+                    timing_layers.append(value)
+                else:
+                    merged[key] = value
+        return cls(**merged, timing=characterize_timing(*timing_layers))
 
     def as_dict(self) -> dict[str, Any]:
+        """Every field, ``benchmarks`` as a list and ``timing`` as a dict (JSON-ready)."""
         d = asdict(self)
         d["benchmarks"] = list(self.benchmarks)
         return d
@@ -186,16 +224,6 @@ class Prepared:
     implementation: str
     after: Callable[[], dict[str, Any]] | None = None
     context: Callable[[], contextlib.AbstractContextManager] | None = None
-
-
-@dataclass
-class Timing:
-    """Per-launch seconds of the timed samples and how they were taken."""
-
-    per_call_s: list[float]
-    calls_per_sample: int
-    warmup_calls: int
-    estimate_s: float
 
 
 # ------------------------------------------------------------------------------------------------
@@ -253,50 +281,6 @@ class ClockSampler:
 
 
 # ------------------------------------------------------------------------------------------------
-# timing
-# ------------------------------------------------------------------------------------------------
-
-class EventTimer:
-    """CUDA-event timing of batches of launches (the module docstring's protocol) on torch's current stream."""
-
-    def __init__(self, torch, settings: CharacterizeSettings):
-        self.torch = torch
-        self.s = settings
-
-    def _time_batch(self, fn: Callable[[], Any], n: int) -> float:
-        torch = self.torch
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(n):
-            fn()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) * 1e-3  # elapsed_time is in ms
-
-    def time(self, fn: Callable[[], Any], during: contextlib.AbstractContextManager | None = None) -> Timing:
-        torch = self.torch
-        fn()
-        torch.cuda.synchronize()
-        estimate = min(self._time_batch(fn, 1) for _ in range(3))
-        n_warm = ar.calls_per_sample(estimate, self.s.warmup_ms * 1e-3, 1, 100_000)
-        for _ in range(n_warm):
-            fn()
-        torch.cuda.synchronize()  # the clock samples below cover the timed samples only
-        cps = ar.calls_per_sample(estimate, self.s.sample_ms * 1e-3, 1, 10_000)
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.s.samples)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.s.samples)]
-        with during if during is not None else contextlib.nullcontext():
-            for i in range(self.s.samples):
-                starts[i].record()
-                for _ in range(cps):
-                    fn()
-                ends[i].record()
-            torch.cuda.synchronize()
-        per_call = [st.elapsed_time(en) * 1e-3 / cps for st, en in zip(starts, ends)]
-        return Timing(per_call_s=per_call, calls_per_sample=cps, warmup_calls=n_warm, estimate_s=estimate)
-
-
-# ------------------------------------------------------------------------------------------------
 # records (pure: tested with fake timings)
 # ------------------------------------------------------------------------------------------------
 
@@ -317,22 +301,26 @@ def datasheet_reference(spec, key: str) -> float | None:
     return None if value is None else float(value)
 
 
-def build_record(info: BenchmarkInfo, prepared: Prepared, timing: Timing, clocks: Mapping[str, Any],
+def build_record(info: BenchmarkInfo, prepared: Prepared, timing: TimingResult, clocks: Mapping[str, Any],
                  sm_count: int, datasheet: float | None = None, extra: Mapping[str, Any] | None = None) -> dict:
     """One measurement of the output file from a benchmark's work, its timings and the observed clocks.
 
     ``value``: bytes or FLOP per launch over the best per-launch time, in GB/s or TFLOP/s; for ``smem_bw``
     the median over SMs of bytes per SM clock (``extra["smem"]``, from ``clock64``). ``per_clk_per_sm``: the
     GPU-wide rate per second divided by ``sm_count x`` the median observed SM clock (B or FLOP per clock per
-    SM; for ``smem_bw`` the event-timed cross-check of ``value``).
+    SM; for ``smem_bw`` the event-timed cross-check of ``value``). ``timing``: ``best_s``, ``median_s``,
+    ``p90_s`` (seconds per launch), ``n_samples``, ``calls_per_sample``, ``warmup_calls``, ``estimate_s``.
+
+    Raises:
+        ValueError: no samples or a sample that is not finite and > 0; ``smem_bw`` without ``extra["smem"]``.
     """
-    times = ar.summarize_times(timing.per_call_s)
+    times = ar.per_call_seconds(timing.stats())
     extra = dict(extra or {})
     work_unit = "B" if info.unit in ("GB/s", "B/clk/SM") else "FLOP"
     best_rate_per_s = prepared.work_per_call / times["best_s"]
     sm_clock = clocks.get("sm_clock_mhz")
-    timing_out = {**times, "calls_per_sample": timing.calls_per_sample, "warmup_calls": timing.warmup_calls,
-                  "estimate_s": timing.estimate_s}
+    timing_out = {**times, "calls_per_sample": timing.calls_per_sample, "warmup_calls": timing.warmup_iters,
+                  "estimate_s": timing.estimate_us * 1e-6}
     if info.unit == "B/clk/SM":
         smem = extra.pop("smem", None)
         if smem is None:
@@ -364,7 +352,7 @@ def build_record(info: BenchmarkInfo, prepared: Prepared, timing: Timing, clocks
     return rec
 
 
-def run_benchmarks(preparers: Mapping[str, Callable[[], Prepared]], timer, *,
+def run_benchmarks(preparers: Mapping[str, Callable[[], Prepared]], timer: Timer, *,
                    snapshot: Callable[[], Mapping[str, Any]] | None, settings: CharacterizeSettings,
                    sm_count: int, spec=None, cleanup: Callable[[], None] | None = None
                    ) -> tuple[dict[str, dict], dict[str, str]]:
@@ -373,7 +361,8 @@ def run_benchmarks(preparers: Mapping[str, Callable[[], Prepared]], timer, *,
     Args:
         preparers: key -> a callable returning :class:`Prepared` (raising :class:`BenchmarkSkipped` when the
             benchmark cannot run here).
-        timer: has ``time(fn, during) -> Timing`` (:class:`EventTimer`, or a fake in tests).
+        timer: the timing harness (:class:`~synperf.gpu.profiling.timing.CudaTimer` on the GPU; its
+            ``measure(fn, during=...)`` is called once per benchmark with the clock sampler as ``during``).
         snapshot: NVML state reader for :class:`ClockSampler` (None: no clocks).
         sm_count: SMs of the GPU.
         spec: the GPU's datasheet :class:`~synperf.data.hardware.GPUSpec` (None: unknown GPU, no comparison).
@@ -397,7 +386,7 @@ def run_benchmarks(preparers: Mapping[str, Callable[[], Prepared]], timer, *,
             ctx = prepared.context() if prepared.context is not None else contextlib.nullcontext()
             with ctx:
                 sampler = ClockSampler(snapshot, settings.clock_period_ms * 1e-3)
-                timing = timer.time(prepared.fn, during=sampler)
+                timing = timer.measure(prepared.fn, during=sampler)
             extra = prepared.after() if prepared.after is not None else {}
             measurements[key] = build_record(info, prepared, timing, sampler.summary(), sm_count,
                                              datasheet_reference(spec, key), extra)
@@ -703,7 +692,8 @@ def characterize(out_dir: str | Path, *, registry_path: str | Path, gpu: str | N
     with gpu_lock(identity.uuid, timeout_s=settings.lock_timeout_s):
         log.info("characterizing %s (%s, %d SMs, L2 %.0f MiB, SM %d.%d)", identity.gpu_id, identity.name,
                  dev.sm_count, dev.l2_bytes / MIB, *dev.capability)
-        measurements, skipped = run_benchmarks(dev.preparers(), EventTimer(torch, settings), snapshot=snapshot,
+        timer = CudaTimer(settings.timing, dev.device, dev.l2_bytes, torch_module=torch)
+        measurements, skipped = run_benchmarks(dev.preparers(), timer, snapshot=snapshot,
                                                settings=settings, sm_count=dev.sm_count, spec=spec,
                                                cleanup=dev.cleanup)
     if not measurements:

@@ -1,17 +1,25 @@
-"""The one timing harness every profiled kernel goes through.
+"""The one timing harness: every profiled kernel (:mod:`synperf.gpu.profiling`) and every hardware
+characterization microbenchmark (:mod:`synperf.gpu.characterize`) is timed here.
 
-Protocol (one :meth:`Timer.measure` call per sweep point):
+Protocol (one :meth:`Timer.measure` call per sweep point or microbenchmark):
 
 1. one untimed call: absorbs JIT compilation (Triton, FlashInfer), autotuning and
    cuBLAS heuristic selection, lazy module loading;
-2. an estimate: ``estimate_calls`` separately timed calls give the per-call time
-   and the wall time per repetition (kernel plus cold-L2 preparation);
+2. an estimate: ``estimate_calls`` separately timed calls give the per-call time (their median)
+   and the wall time per call (kernel plus cold-L2 preparation);
 3. warm-up *by time*, not by count: ``ceil(warmup_ms / per-call time)`` untimed calls
    (Triton ``do_bench`` and FlashInfer ``bench_gpu_time`` both warm up for 25 ms),
    so a 3 µs RMSNorm and a 30 ms GEMM get comparable clock and cache states;
-4. repetitions from a time budget: ``ceil(budget_ms / wall per repetition)``, clamped to
-   ``[min_reps, max_reps]``;
-5. statistics over the samples: median (the label), p10/p90, min/max, std.
+4. calls per sample: one, or with ``sample_ms > 0`` a batch of ``ceil(sample_ms / per-call time)``
+   calls (at most :data:`MAX_CALLS_PER_SAMPLE`) between one timing pair, so a sample lasts about
+   ``sample_ms`` and event and launch overheads stay small against it (the characterization's
+   sustained rates); a sample's value is its time divided by its calls;
+5. repetitions (samples) from a time budget: ``ceil(budget_ms / wall per sample)``, clamped to
+   ``[min_reps, max_reps]`` (``min_reps == max_reps`` fixes the count);
+6. statistics over the samples (:func:`summarize`): median (the label), p10/p90, min/max, std.
+
+A ``during`` context manager given to :meth:`Timer.measure` is entered after the warm-up and left
+once the timed samples have finished on the device (the characterization samples NVML clocks there).
 
 Cold L2 between repetitions ("cold" = the kernel's inputs are not in the L2 cache when it
 starts, as in serving where other layers ran in between):
@@ -39,10 +47,11 @@ Sources: Triton ``triton/testing.py`` ``do_bench`` and ``do_bench_cudagraph``; F
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, ContextManager, Mapping, Sequence
 
 import numpy as np
 
@@ -53,18 +62,27 @@ MIB = 1 << 20
 METHODS = ("events", "graph")
 L2_POLICIES = ("flush", "hot")
 
+#: most untimed warm-up calls of one measurement
+MAX_WARMUP_CALLS = 100_000
+#: most calls batched into one sample when ``sample_ms > 0``
+MAX_CALLS_PER_SAMPLE = 10_000
+
 
 @dataclass(frozen=True)
 class TimingSettings:
-    """Timing knobs; config key ``profiling.timing``, overridable per sweep file (``timing:``).
+    """Timing knobs; config keys ``profiling.timing`` (overridable per sweep file, ``timing:``) and
+    ``characterize.settings.timing`` (over :data:`synperf.gpu.characterize.run.CHARACTERIZE_TIMING`).
 
     Attributes:
-        method: ``events`` (one CUDA event pair per call, L2 flush before each) or ``graph``
+        method: ``events`` (one CUDA event pair per sample, L2 flush before each) or ``graph``
             (CUDA-graph replay of ``graph_calls`` calls over rotating input copies).
         l2: ``flush`` (cold L2 between repetitions) or ``hot``.
         warmup_ms: warm-up duration, milliseconds.
         budget_ms: time budget for the timed repetitions, milliseconds.
-        min_reps, max_reps: clamp of the repetition count.
+        min_reps, max_reps: clamp of the repetition (sample) count.
+        sample_ms: target length of one sample, milliseconds: calls are batched between one event pair
+            until a sample lasts about this long; 0: one call per sample. Needs ``method: events`` and
+            ``l2: hot`` (no flush can run between the calls of a batch).
         estimate_calls: separately timed calls for the per-call estimate.
         flush_factor: flush buffer size in multiples of the L2 size.
         graph_calls: kernel calls unrolled in one CUDA graph (rounded up to a multiple of the
@@ -82,6 +100,7 @@ class TimingSettings:
     budget_ms: float = 100.0
     min_reps: int = 10
     max_reps: int = 1000
+    sample_ms: float = 0.0
     estimate_calls: int = 3
     flush_factor: float = 2.0
     graph_calls: int = 10
@@ -99,18 +118,38 @@ class TimingSettings:
             raise InputError(f"timing: need 1 <= min_reps <= max_reps, got {self.min_reps}, {self.max_reps}")
         if self.warmup_ms < 0 or self.budget_ms <= 0:
             raise InputError("timing: warmup_ms must be >= 0 and budget_ms > 0")
+        if self.estimate_calls < 1:
+            raise InputError(f"timing.estimate_calls: {self.estimate_calls} is not >= 1")
+        if self.sample_ms < 0:
+            raise InputError(f"timing.sample_ms: {self.sample_ms} is not >= 0")
+        if self.sample_ms > 0 and (self.method != "events" or self.l2 != "hot"):
+            raise InputError(f"timing.sample_ms: batching calls ({self.sample_ms} ms per sample) needs method: events "
+                             f"and l2: hot, got method: {self.method}, l2: {self.l2}")
 
     @classmethod
-    def from_dict(cls, *layers: dict | None) -> "TimingSettings":
-        """Settings from dicts applied in order (later ones win); unknown keys raise :class:`InputError`."""
+    def from_dict(cls, *layers: Mapping[str, Any] | None, key: str = "timing") -> "TimingSettings":
+        """Settings from dicts applied in order (later ones win).
+
+        Args:
+            layers: dicts of field values (None: nothing).
+            key: the config key the dicts come from, named in errors (``profiling.timing``,
+                ``characterize.settings.timing``).
+
+        Raises:
+            InputError: an unknown key or an invalid value, naming ``key``.
+        """
         known = {f.name for f in fields(cls)}
         merged: dict[str, Any] = {}
         for layer in layers:
-            for key, value in (layer or {}).items():
-                if key not in known:
-                    raise InputError(f"timing: unknown key {key!r}; expected one of {sorted(known)}")
-                merged[key] = value
-        return cls(**merged)
+            for name, value in (layer or {}).items():
+                if name not in known:
+                    raise InputError(f"{key}: unknown key {name!r}; expected one of {sorted(known)}")
+                merged[name] = value
+        try:
+            return cls(**merged)
+        except InputError as exc:
+            msg = str(exc)
+            raise InputError(key + msg[len("timing"):] if msg.startswith("timing") else msg) from None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -171,6 +210,14 @@ def iters_for_time(per_iter_s: float, total_s: float, lo: int, hi: int) -> int:
     if per_iter_s <= 0 or not math.isfinite(per_iter_s):
         return hi
     return int(min(hi, max(lo, math.ceil(total_s / per_iter_s))))
+
+
+def calls_per_sample(per_call_s: float, sample_s: float) -> int:
+    """Calls batched into one sample so it lasts about ``sample_s`` seconds (calls of ``per_call_s``
+    seconds), at least 1 and at most :data:`MAX_CALLS_PER_SAMPLE`; ``sample_s <= 0`` gives 1."""
+    if sample_s <= 0:
+        return 1
+    return iters_for_time(per_call_s, sample_s, 1, MAX_CALLS_PER_SAMPLE)
 
 
 def reps_for_budget(per_rep_s: float, budget_s: float, min_reps: int, max_reps: int) -> int:
@@ -264,7 +311,8 @@ class TimingResult:
         method: ``cuda_events``, ``cuda_graph`` or ``host_clock``.
         l2_policy: ``flush_<MiB>MiB``, ``rotate_<n>``, ``hot`` or ``none``.
         warmup_iters: untimed calls (or replays) after the estimate.
-        calls_per_sample: kernel calls behind one sample (graph replays unroll several).
+        calls_per_sample: kernel calls behind one sample (a batch when ``sample_ms > 0``; graph replays
+            unroll several); each sample is already divided by it.
         estimate_us: per-call estimate from step 2, microseconds.
         note: why a fallback was taken, if one was.
     """
@@ -279,6 +327,7 @@ class TimingResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def stats(self) -> dict[str, float | int]:
+        """:func:`summarize` of the samples (microseconds)."""
         return summarize(self.samples_us)
 
     def describe(self) -> dict[str, Any]:
@@ -312,36 +361,50 @@ class Timer:
     def l2_policy(self) -> str:
         return "none"
 
-    def time_calls(self, fn: Callable[[], Any], n: int) -> list[float]:
-        """Run ``fn`` ``n`` times, each timed separately after :meth:`prepare`; seconds per call."""
+    def time_calls(self, fn: Callable[[], Any], n: int, calls: int = 1) -> list[float]:
+        """Take ``n`` samples of ``calls`` calls of ``fn`` each, every sample timed separately after
+        :meth:`prepare`; seconds per call of each sample (the sample's time divided by ``calls``)."""
         out = []
         for _ in range(n):
             self.prepare()
             self.sync()
             t0 = self.clock()
-            fn()
+            for _ in range(calls):
+                fn()
             self.sync()
-            out.append(self.clock() - t0)
+            out.append((self.clock() - t0) / calls)
         return out
 
     # protocol -----------------------------------------------------------------------------
-    def measure(self, fn: Callable[[], Any]) -> TimingResult:
-        """Time ``fn`` (one kernel launch, no host synchronisation inside) by the module's protocol."""
+    def measure(self, fn: Callable[[], Any], during: ContextManager | None = None) -> TimingResult:
+        """Time ``fn`` (one kernel launch, no host synchronisation inside) by the module's protocol.
+
+        Args:
+            fn: one launch.
+            during: entered after the warm-up, left once the timed samples have finished (None: nothing).
+
+        Returns:
+            The per-call samples (microseconds) and how they were taken.
+        """
         s = self.settings
         fn()
         self.sync()
         t0 = self.clock()
         est = self.time_calls(fn, s.estimate_calls)
-        wall_per_rep = (self.clock() - t0) / max(1, s.estimate_calls)
+        wall_per_call = (self.clock() - t0) / s.estimate_calls
         per_call = float(np.median(est))
-        n_warm = iters_for_time(per_call, s.warmup_ms * 1e-3, 1, 100_000)
+        n_warm = iters_for_time(per_call, s.warmup_ms * 1e-3, 1, MAX_WARMUP_CALLS)
         for _ in range(n_warm):
             fn()
         self.sync()
+        cps = calls_per_sample(per_call, s.sample_ms * 1e-3)
+        wall_per_rep = wall_per_call + (cps - 1) * per_call
         reps = reps_for_budget(wall_per_rep, s.budget_ms * 1e-3, s.min_reps, s.max_reps)
-        samples = self.time_calls(fn, reps)
+        with during if during is not None else contextlib.nullcontext():
+            samples = self.time_calls(fn, reps, cps)
         return TimingResult(samples_us=[x * 1e6 for x in samples], method=self.method,
-                            l2_policy=self.l2_policy(), warmup_iters=n_warm, estimate_us=per_call * 1e6)
+                            l2_policy=self.l2_policy(), warmup_iters=n_warm, calls_per_sample=cps,
+                            estimate_us=per_call * 1e6)
 
     def measure_rotating(self, fns: Sequence[Callable[[], Any]]) -> TimingResult:
         """Graph mode stand-in off the GPU: time the first copy like :meth:`measure`."""
@@ -355,21 +418,29 @@ class HostTimer(Timer):
 class CudaTimer(Timer):
     """CUDA-event timing on one device, with an L2 flush buffer or CUDA-graph replay.
 
+    Events are recorded on torch's current stream, so launches enqueued there (torch ops, CuPy kernels
+    launched on that stream) are timed.
+
     Args:
         settings: the timing knobs.
         device: a ``torch.device`` of type ``cuda``.
         l2_bytes: the device's L2 size in bytes (``torch.cuda.get_device_properties().L2_cache_size``).
+        torch_module: the ``torch`` module (None: imported); tests pass a stand-in with ``cuda.Event``
+            and ``cuda.synchronize``.
+        clock: wall clock in seconds for the estimate's wall time per call.
     """
 
     method = "cuda_events"
 
-    def __init__(self, settings: TimingSettings, device, l2_bytes: int):
-        import torch
-
+    def __init__(self, settings: TimingSettings, device, l2_bytes: int, torch_module=None,
+                 clock: Callable[[], float] = time.perf_counter):
+        if torch_module is None:
+            import torch as torch_module
+        torch = torch_module
         self.torch = torch
         self.device = device
         self.l2_bytes = int(l2_bytes)
-        super().__init__(settings, clock=time.perf_counter, sync=lambda: torch.cuda.synchronize(device))
+        super().__init__(settings, clock=clock, sync=lambda: torch.cuda.synchronize(device))
         self.flush_buf = None
         if settings.l2 == "flush":
             self.flush_buf = torch.empty(flush_bytes(self.l2_bytes, settings.flush_factor), dtype=torch.int8,
@@ -384,17 +455,20 @@ class CudaTimer(Timer):
             return "hot"
         return f"flush_{self.flush_buf.numel() // MIB}MiB"
 
-    def time_calls(self, fn: Callable[[], Any], n: int) -> list[float]:
+    def time_calls(self, fn: Callable[[], Any], n: int, calls: int = 1) -> list[float]:
+        """``n`` samples of ``calls`` calls, one CUDA event pair around each sample (after :meth:`prepare`),
+        enqueued without host synchronisation and read after one synchronize; seconds per call."""
         torch = self.torch
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
         for i in range(n):
             self.prepare()
             starts[i].record()
-            fn()
+            for _ in range(calls):
+                fn()
             ends[i].record()
         torch.cuda.synchronize(self.device)
-        return [s.elapsed_time(e) * 1e-3 for s, e in zip(starts, ends)]  # elapsed_time is in ms
+        return [s.elapsed_time(e) * 1e-3 / calls for s, e in zip(starts, ends)]  # elapsed_time is in ms
 
     def measure_rotating(self, fns: Sequence[Callable[[], Any]]) -> TimingResult:
         """Graph mode: capture ``graph_calls`` calls cycling over ``fns`` (one per input copy) in one
@@ -430,7 +504,7 @@ class CudaTimer(Timer):
             graph.replay()
             torch.cuda.synchronize(self.device)
             wall_per_rep = self.clock() - t0
-            n_warm = iters_for_time(wall_per_rep, s.warmup_ms * 1e-3, 1, 100_000)
+            n_warm = iters_for_time(wall_per_rep, s.warmup_ms * 1e-3, 1, MAX_WARMUP_CALLS)
             for _ in range(n_warm):
                 graph.replay()
             reps = reps_for_budget(wall_per_rep, s.budget_ms * 1e-3, s.min_reps, s.max_reps)
