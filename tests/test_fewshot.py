@@ -7,8 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from synperf.evaluation.fewshot import (CALIBRATIONS, Calibration, calibrate, choose_calibrations, short_sweep,
-                                        simulate)
+from synperf.evaluation.fewshot import CALIBRATIONS, Calibration, calibrate, choose_calibrations, short_sweep, simulate
 from synperf.evaluation.goals import goals_table
 from synperf.pipeline.fewshot import fewshot_summary
 
