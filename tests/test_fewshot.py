@@ -164,3 +164,18 @@ def test_goals_table_marks_met_and_not_met():
     assert "synperf_mlp" in g["detail"].iloc[3]
     assert goals_table(pd.DataFrame(rows), None, None, families=fams)["met"].iloc[-2:].tolist() == [
         "not measured", "not measured"]
+
+
+def test_short_profiling_sweep_draws_k_grid_points_by_the_same_rule():
+    from synperf.data.hardware import load_registry
+    from synperf.gpu.profiling.grids import load_grid, short_points, sweep_path
+
+    spec = load_registry("config/gpus.yaml")["h100_sxm"]
+    points = load_grid(sweep_path("gemm")).points
+    short = short_points(points, 32, spec, seed=0)
+    assert short == short_points(points, 32, spec, seed=0)
+    assert len(short) == 32 and all(p in points for p in short)
+    assert len({(p["m"], p["n"], p["k"]) for p in short}) == 32
+    m = [p["m"] for p in short]
+    assert min(m) <= 16 and max(m) >= 4096  # spread from decode-sized to prefill-sized launches
+    assert short_points(points[:10], 32, spec) == points[:10]
