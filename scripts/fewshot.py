@@ -4,7 +4,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821  (this checkout's synperf first)
 
-from synperf.pipeline.fewshot import fewshot_summary
+from synperf.pipeline.fewshot_summary import fewshot_summary
 from synperf.pipeline.rule import run
 
 sm = snakemake  # noqa: F821

@@ -9,7 +9,7 @@ import pytest
 
 from synperf.evaluation.fewshot import CALIBRATIONS, Calibration, calibrate, choose_calibrations, short_sweep, simulate
 from synperf.evaluation.goals import goals_table
-from synperf.pipeline.fewshot import fewshot_summary
+from synperf.pipeline.fewshot_summary import fewshot_summary
 
 
 def _rows(n=600, factor=1.0, slope=0.0, seed=0, experiment="gemm", gpu="x", noise=0.0):

@@ -1,11 +1,11 @@
-"""Pipeline stage: few-shot calibration simulated on the public data (:mod:`synperf.evaluation.fewshot`).
+"""Pipeline stage: the rows the few-shot calibration simulation calibrates (:mod:`synperf.evaluation.fewshot`).
 
-Two steps. :func:`fewshot_rows`, per experiment, writes the rows the simulation calibrates: every unseen-GPU row
-predicted by the experiment's chosen path exactly as :func:`synperf.api.predict` predicts it (``models/<exp>/path.json``
-with the primary MLP; ``role`` ``unseen``), and every seen GPU's training rows predicted by that path refitted on
-the other seen GPUs' training rows (leave one seen GPU out, ``role`` ``seen_losgo``), the only rows the calibration
-choice reads. :func:`fewshot_summary` chooses the calibration per k on the ``seen_losgo`` rows of every experiment,
-then scores it on the ``unseen`` rows.
+:func:`fewshot_rows`, per experiment, writes every unseen-GPU row predicted by the experiment's chosen path exactly
+as :func:`synperf.api.predict` predicts it (``models/<exp>/path.json`` with the primary MLP; ``role`` ``unseen``),
+and every seen GPU's training rows predicted by that path refitted on the other seen GPUs' training rows (leave one
+seen GPU out, ``role`` ``seen_losgo``), the only rows the calibration choice reads.
+:func:`synperf.pipeline.fewshot_summary.fewshot_summary` chooses the calibration per k on the ``seen_losgo`` rows of
+every experiment, then scores it on the ``unseen`` rows.
 """
 
 from __future__ import annotations
@@ -14,10 +14,9 @@ import json
 import logging
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-from synperf.data.io import read_table, write_csv, write_parquet
+from synperf.data.io import read_table, write_parquet
 
 #: columns of :func:`fewshot_rows`'s output
 ROWS_COLUMNS = ["experiment", "kernel", "gpu", "role", "latency_us", "predicted_latency_us", "theoretical_time_us",
@@ -89,38 +88,3 @@ def fewshot_rows(features: str, features_meta: str, model_dir: str, exp_name: st
         log.info("%s: leave out %s: %d rows predicted with path %s", exp_name, gpu, len(va), path)
     rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=ROWS_COLUMNS)
     write_parquet(rows[ROWS_COLUMNS], out)
-
-
-def fewshot_summary(row_files: list[str], out_table: str, out_choice: str, out_figure: str,
-                    ks=None, seeds=None, figure_experiments: list[str] | None = None) -> None:
-    """Choose the calibration per k on the ``seen_losgo`` rows of every experiment, score it on the ``unseen`` rows.
-
-    Args:
-        row_files: :func:`fewshot_rows` outputs.
-        out_table: CSV, one row per (experiment, unseen GPU, k) (:func:`synperf.evaluation.fewshot.evaluate_unseen`
-            plus ``kernel``).
-        out_choice: CSV, the choice table (:func:`synperf.evaluation.fewshot.choose_calibrations`).
-        out_figure: PNG, MAPE against k per experiment (``figure_experiments``, default all).
-    """
-    from synperf.evaluation.fewshot import KS, SEEDS, choose_calibrations, evaluate_unseen
-    from synperf.reporting.fewshot_report import fewshot_figure
-
-    ks = tuple(ks or KS)
-    seeds = tuple(seeds or SEEDS)
-    rows = pd.concat([pd.read_parquet(p) for p in row_files], ignore_index=True)
-    role = rows["role"].astype(str).to_numpy()
-    chosen, choice_table = choose_calibrations(rows[role == "seen_losgo"], ks, seeds)
-    table = evaluate_unseen(rows[role == "unseen"], chosen, ks, seeds)
-    kernels = rows.drop_duplicates("experiment").set_index("experiment")["kernel"]
-    table.insert(1, "kernel", table["experiment"].map(kernels))
-    write_csv(choice_table, out_choice)
-    write_csv(table, out_table)
-    fewshot_figure(table, out_figure, figure_experiments)
-    logging.getLogger(__name__).info("calibration per k: %s; mean unseen MAPE per k: %s", chosen,
-                                     table.groupby("k")["mape_pct"].mean().round(2).to_dict())
-
-
-def mean_unseen_mape(table: pd.DataFrame, k: int, experiments: list[str]) -> float:
-    """Mean over ``experiments`` of each one's mean MAPE (percent) over its unseen GPUs at ``k``; NaN when none."""
-    t = table[(table["k"] == k) & table["experiment"].isin(experiments)]
-    return float(t.groupby("experiment")["mape_pct"].mean().mean()) if len(t) else float(np.nan)
