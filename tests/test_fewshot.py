@@ -179,3 +179,18 @@ def test_short_profiling_sweep_draws_k_grid_points_by_the_same_rule():
     m = [p["m"] for p in short]
     assert min(m) <= 16 and max(m) >= 4096  # spread from decode-sized to prefill-sized launches
     assert short_points(points[:10], 32, spec) == points[:10]
+
+
+def test_fewshot_and_goals_are_in_the_default_target(public_data):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--forceall", "--config",
+                           f"public_data_dir={public_data}"], cwd=repo, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    for rule in ("fewshot_rows", "fewshot", "predict_throughput", "report"):
+        assert f"rule {rule}:" in proc.stdout
+    assert "results/tables/goals.csv" in proc.stdout
