@@ -149,7 +149,7 @@ def test_goals_table_marks_met_and_not_met():
     rows += _protocol_rows({("gemm", "synperf_mlp"): 18.0, ("rmsnorm", "synperf_mlp"): 20.0}, protocol="loao")
     fewshot = pd.DataFrame({"experiment": ["gemm", "gemm", "rmsnorm", "other"], "k": [32, 32, 32, 32],
                             "mape_pct": [4.0, 6.0, 4.0, 90.0], "uncalibrated_mape_pct": [9.0, 9.0, 9.0, 9.0]})
-    g = goals_table(pd.DataFrame(rows), fewshot, 50_000.0, families=fams).set_index("goal")
+    g = goals_table(pd.DataFrame(rows), fewshot, {"launches_per_s": 50_000.0}, families=fams).set_index("goal")
     met = g["met"].tolist()
     assert met == ["yes", "yes", "no", "no", "yes", "no", "yes", "no"]
     measured = g["measured"].tolist()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import ScalarFormatter
 
 from .tables import md_table, plt, save_figure
 
@@ -19,6 +20,8 @@ def fewshot_figure(table: pd.DataFrame, path: str, experiments: list[str] | None
         ax.plot(x, per[exp].to_numpy(), marker="o", label=exp)
     ax.set_xticks(x, [str(k) for k in per.index])
     ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(ScalarFormatter())
+    ax.yaxis.set_minor_formatter(ScalarFormatter())
     ax.axhline(5.0, color="grey", linestyle="--", linewidth=1)
     ax.set_xlabel("measured rows of the unseen GPU used for calibration (k)")
     ax.set_ylabel("MAPE on the remaining rows (%)")
@@ -34,15 +37,17 @@ def fewshot_section(table: pd.DataFrame, choice: pd.DataFrame, figure_rel: str,
     chosen = choice[choice["chosen"].astype(bool)].set_index("k")
     pick = "; ".join(f"k = {k}: `{r.calibration}` ({r.mape_pct:.1f}%)" for k, r in chosen.iterrows())
     per = table.pivot_table(index="experiment", columns="k", values="mape_pct", aggfunc="mean")
-    per.columns = [f"k = {k} MAPE %" for k in per.columns]
+    per.columns = [f"k = {k} MAPE %" for k in per.columns]  # mean over the experiment's unseen GPUs
     per = per.reset_index()
     lines = ["## Few-shot calibration on unseen GPUs", "",
              "A user who can measure a few launches on a new GPU corrects the predictions for it. Simulated here "
              "per unseen GPU: k of its measured rows are drawn by the short-sweep rule (rows ordered by theoretical "
              "time, cut into k strata of equal size, one row drawn per stratum; seeds 0, 1, 2 and their mean), the "
              "chosen path's predictions are corrected on those k rows, and MAPE is scored on the remaining rows "
-             "(k = 0: every row, uncalibrated). The correction per k is chosen on the seen GPUs only: each seen GPU "
-             "in turn predicted by the path refitted on the other seen GPUs, the same draws, every candidate scored "
+             "(k = 0: every row, uncalibrated). An experiment's MAPE is the mean over its unseen GPUs (each GPU's "
+             "MAPE over its own rows, so not the pooled MAPE of the tables above). The correction per k is chosen on "
+             "the seen GPUs only: each seen GPU in turn predicted by the path refitted on the other seen GPUs, the "
+             "same draws, every candidate scored "
              "(`results/tables/fewshot_choice.csv`; a more complex candidate needs a 5% lower MAPE). "
              f"Chosen (mean leave-one-seen-GPU-out MAPE): {pick}.", "",
              md_table(per), "", f"![Few-shot calibration]({figure_rel})", ""]
