@@ -10,7 +10,8 @@ simulation on public data:
   (uniformly inside it, with ``numpy.random.default_rng(seed)``). The ``k`` rows therefore span the problem space
   from the smallest to the largest launches; the same ``seed`` gives the same rows.
 * :data:`CALIBRATIONS`, the candidate corrections, all on the log ratio ``log(measured / predicted)``:
-  ``none``; ``median_scale`` (one factor, the median ratio: robust to a few outliers); ``loglinear_k0_<n>``
+  ``none``; ``median_scale`` (one factor, the median ratio: robust to a few outliers); ``ape_scale`` (one
+  factor, the one with the lowest MAPE on the calibration rows: a weighted median ratio); ``loglinear_k0_<n>``
   (ratio linear in ``log(theoretical_time_us)``: a Theil-Sen slope shrunk towards zero by ``k / (k + n)``, then
   the median intercept, so a small ``k`` falls back to a scale factor).
 * :func:`choose_calibrations`, the choice per ``k``: on the SEEN GPUs only, each seen GPU in turn is the
@@ -84,12 +85,17 @@ class Calibration:
         name: the candidate's name (key of :data:`CALIBRATIONS`).
         slope_prior_rows: ``None`` for a pure scale factor (``b = 0``); else the row count ``n`` of the slope's
             shrinkage ``k / (k + n)``.
+        identity: no correction.
+        ape_weighted: the intercept is the factor with the lowest mean absolute percentage error on the
+            calibration rows (the median of ``measured / predicted`` weighted by ``predicted / measured``), not the
+            plain median ratio.
         a, b, x0: fitted intercept, slope and centre of ``x`` (natural logs; zero before :meth:`fit`).
     """
 
     name: str
     slope_prior_rows: float | None = None
     identity: bool = False
+    ape_weighted: bool = False
     a: float = 0.0
     b: float = 0.0
     x0: float = 0.0
@@ -105,7 +111,7 @@ class Calibration:
             raise ValueError(f"calibration {self.name}: {len(p)} predicted, {len(m)} measured, {len(t)} theoretical")
         if len(p) and (np.any(~(p > 0)) or np.any(~(m > 0)) or np.any(~(t > 0))):
             raise ValueError(f"calibration {self.name}: latencies and theoretical times must be positive")
-        out = Calibration(self.name, self.slope_prior_rows, self.identity)
+        out = Calibration(self.name, self.slope_prior_rows, self.identity, self.ape_weighted)
         if self.identity or len(p) == 0:
             return out
         y, x = np.log(m / p), np.log(t)
@@ -113,7 +119,15 @@ class Calibration:
         if self.slope_prior_rows is not None and len(p) >= 3 and np.ptp(x) > 0:
             ts = TheilSenRegressor(random_state=0).fit((x - out.x0).reshape(-1, 1), y)
             out.b = float(ts.coef_[0]) * len(p) / (len(p) + self.slope_prior_rows)
-        out.a = float(np.median(y - out.b * (x - out.x0)))
+        resid = y - out.b * (x - out.x0)
+        if self.ape_weighted:
+            # sum_i |c q_i - m_i| / m_i with q_i the slope-corrected prediction is minimised at the median of
+            # m_i / q_i weighted by q_i / m_i
+            order = np.argsort(resid)
+            w = np.exp(-resid[order])
+            out.a = float(resid[order][np.searchsorted(np.cumsum(w), 0.5 * w.sum())])
+        else:
+            out.a = float(np.median(resid))
         return out
 
     def apply(self, predicted_us, theoretical_us) -> np.ndarray:
@@ -127,6 +141,7 @@ class Calibration:
 CALIBRATIONS = {
     "none": Calibration("none", identity=True),
     "median_scale": Calibration("median_scale"),
+    "ape_scale": Calibration("ape_scale", ape_weighted=True),
     "loglinear_k0_64": Calibration("loglinear_k0_64", slope_prior_rows=64),
     "loglinear_k0_8": Calibration("loglinear_k0_8", slope_prior_rows=8),
 }
