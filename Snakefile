@@ -11,6 +11,7 @@ sys.path.insert(0, workflow.basedir)
 from synperf.data.checks import check_data_dir, check_references
 from synperf.data.download import load_manifest
 from synperf.data.hardware import load_registry
+from synperf.evaluation.goals import CORE_FAMILIES
 from synperf.imports import code_closure
 from synperf.model.features import FEATURE_SETS, check_feature_set_names
 
@@ -64,6 +65,7 @@ include: "rules/protocols.smk"
 include: "rules/selection.smk"
 include: "rules/e2e.smk"
 include: "rules/ceiling.smk"
+include: "rules/fewshot.smk"
 include: "rules/report.smk"
 include: "rules/profile.smk"
 include: "rules/characterize.smk"

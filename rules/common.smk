@@ -88,6 +88,12 @@ RECIPE_OUTPUTS = {"recipes": "results/selection/{experiment}/recipes.csv", "reci
 PATH_SCORES = "results/selection/{experiment}/paths.csv"
 
 
+# ---- few-shot calibration and goals
+# experiments with unseen GPUs (the few-shot simulation's); the core families the goals are stated over
+FEWSHOT_EXPERIMENTS = [e for e in EXPERIMENTS if config["experiments"][e].get("unseen")]
+CORE_EXPERIMENTS = [e for e in CORE_FAMILIES if e in EXPERIMENTS]
+
+
 # ---- report
 def mape_tables(experiments, feature_set, group):
     """The MAPE tables of one (feature set, group) model per experiment."""
@@ -103,11 +109,13 @@ def benchmark_files():
         "train_ablation": ABLATION.get("experiments", []),
         "score_selection": SELECTION_EXPERIMENTS,
         "evaluate_protocols": PROTOCOL_EXPERIMENTS,
+        "fewshot_rows": FEWSHOT_EXPERIMENTS,
     }
     files = [f"results/benchmarks/ingest_source/{s}.tsv" for s in config["ingest"]["sources"]]
     files += [f"results/benchmarks/{r}/{e}.tsv" for r, exps in per_exp.items() for e in exps]
     return files + [
-        f"results/benchmarks/{r}.tsv" for r in ("merge_measurements", "choose_feature_set", "e2e", "ceiling")
+        f"results/benchmarks/{r}.tsv"
+        for r in ("merge_measurements", "choose_feature_set", "e2e", "ceiling", "fewshot", "predict_throughput")
     ]
 
 

@@ -27,6 +27,10 @@ rule report:
         benchmarks=benchmark_files(),
         ceiling_summary="results/ceiling/summary.json",
         ceiling_figure="results/ceiling/gap_cdf.png",
+        fewshot_table="results/tables/fewshot.csv",
+        fewshot_choice="results/tables/fewshot_choice.csv",
+        fewshot_figure="results/figures/fewshot.png",
+        predict_throughput="results/benchmarks/predict_throughput.json",
         code=code_inputs("scripts/report.py"),
         registry=config["gpu_registry"],
         hardware=MEASURED_FILES,
@@ -75,11 +79,13 @@ rule report:
             caption="../workflow/report/fig_scatter.rst",
             category="1. Report",
         ),
+        goals=report("results/tables/goals.csv", caption="../workflow/report/goals.rst", category="1. Report"),
     log:
         "results/logs/report.log",
     params:
         experiments=config["experiments"],
         protocol_experiments=[e for e in PROTOCOLS.get("experiments", EXPERIMENTS)],
         measured_dir=MEASURED_DIR,
+        core_experiments=CORE_EXPERIMENTS,
     script:
         "../scripts/report.py"

@@ -31,7 +31,11 @@ def main():
                       "breakdown": sm.input.e2e_breakdown, "overhead": sm.input.e2e_overhead,
                       "figure": sm.input.e2e_figure},
                  benchmarks=list(sm.input.benchmarks), out_stage_times=sm.output.stage_times,
-                 ceiling={"dir": str(Path(sm.input.ceiling_summary).parent), "figure": sm.input.ceiling_figure})
+                 ceiling={"dir": str(Path(sm.input.ceiling_summary).parent), "figure": sm.input.ceiling_figure},
+                 fewshot={"table": sm.input.fewshot_table, "choice": sm.input.fewshot_choice,
+                          "figure": sm.input.fewshot_figure},
+                 goals={"out": sm.output.goals, "throughput": sm.input.predict_throughput,
+                        "families": list(sm.params.core_experiments)})
 
 
 run(sm, main)

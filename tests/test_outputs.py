@@ -93,3 +93,21 @@ def test_prediction_path_sources_are_training_rows_of_seen_gpus(experiment):
     held = set(t.loc[t.split == "test_seen", "problem_key"])
     assert not set(problem_key(src, CONFIG["seed"]).to_numpy()) & held
     assert len(src) == int((t.split == "train").sum())
+
+
+@pytest.mark.parametrize("experiment", sorted(e for e, x in CONFIG["experiments"].items() if x.get("unseen")))
+def test_fewshot_rows_keep_seen_and_unseen_apart_and_match_the_chosen_path(experiment):
+    import pandas as pd
+
+    exp = CONFIG["experiments"][experiment]
+    rows = pd.read_parquet(_need(REPO / "results" / "fewshot" / f"{experiment}.parquet"))
+    role = rows["role"].astype(str)
+    assert set(rows.loc[role == "seen_losgo", "gpu"]) <= set(exp["seen"])
+    assert set(rows.loc[role == "unseen", "gpu"]) == set(exp["unseen"])
+    # the unseen predictions are the chosen path's: the configured split's `synperf` MAPE per unseen GPU
+    prot = pd.read_csv(_need(REPO / "results" / "protocols" / f"{experiment}.csv"))
+    ref = prot[(prot["protocol"] == "configured") & (prot["method"] == "synperf") & (prot["scope"] == "all")
+               & (prot["split"] == "unseen") & (prot["gpu"] != "ALL")].set_index("gpu")["mape_pct"]
+    u = rows[role == "unseen"]
+    ours = (100 * (u["predicted_latency_us"] - u["latency_us"]).abs() / u["latency_us"]).groupby(u["gpu"]).mean()
+    assert np.allclose(ours.sort_index(), ref.reindex(ours.index).sort_index(), rtol=1e-6)

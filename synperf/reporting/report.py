@@ -236,7 +236,8 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
                  protocols: dict | None = None, evaluation: dict | None = None,
                  registry_path: str | None = None, measured_dir: str | None = None,
                  e2e: dict | None = None, benchmarks: list[str] | None = None,
-                 out_stage_times: str | None = None, ceiling: dict | None = None) -> None:
+                 out_stage_times: str | None = None, ceiling: dict | None = None, fewshot: dict | None = None,
+                 goals: dict | None = None) -> None:
     """Assemble the Markdown report and its CSV tables and figure (all written atomically).
 
     ``mape_tables`` are the primary models' tables; ``compare_tables`` the same experiments with other
@@ -250,6 +251,12 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
     ``ceiling`` (optional) adds the performance-ceiling section
     (:func:`synperf.reporting.ceiling_report.ceiling_section`): a dict with ``dir`` (``results/ceiling``) and ``figure``
     (the gap CDF PNG).
+    ``fewshot`` (optional) adds the few-shot calibration section
+    (:func:`synperf.reporting.fewshot_report.fewshot_section`): a dict with ``table`` and ``choice`` (CSVs of rule
+    ``fewshot``) and ``figure`` (PNG).
+    ``goals`` (optional, needs ``protocols``) adds the goals table (:func:`synperf.evaluation.goals.goals_table`) near
+    the top and writes it to ``goals["out"]`` (CSV); ``goals["throughput"]`` is the predict throughput JSON
+    (:func:`synperf.pipeline.throughput.predict_throughput`) or None.
     ``evaluation`` (optional) adds the evaluation contract (:func:`evaluation_section`): ``leak_checks`` (the
     primary feature set's leak-check JSONs), ``selection_table`` (CSV), ``selection_choice`` (JSON) and
     ``recipe_choices`` (per-experiment recipe JSONs) and ``path_choices`` (per-experiment ``path.json``).
@@ -309,6 +316,16 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
                "source. Largest unseen-GPU errors: " + "; ".join(
                    f"{r.experiment} on {r.gpu} {r.mape_pct:.1f}%" for r in worst.head(4).itertuples()) + ".", ""]
     md += ["![MAPE per experiment and GPU](figures/mape_by_gpu.png)", ""]
+    fewshot_table = pd.read_csv(fewshot["table"]) if fewshot else None
+    if goals and protocols:
+        from synperf.evaluation.goals import goals_table
+        from synperf.reporting.fewshot_report import goals_section
+        from synperf.reporting.methods_report import load_tables
+
+        rate = json.loads(Path(goals["throughput"]).read_text()) if goals.get("throughput") else None
+        gt = goals_table(load_tables(protocols["tables"]), fewshot_table, rate, goals.get("families"))
+        write_csv(gt, goals["out"])
+        md += goals_section(gt)
     if evaluation:
         md += evaluation_section(leaks, evaluation.get("selection_table"), evaluation.get("selection_choice"),
                                  evaluation.get("recipe_choices"), evaluation.get("path_choices"))
@@ -322,6 +339,11 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
         md += methods_section(load_tables(protocols["tables"]), load_tables(protocols["cdfs"]), preds,
                               list(protocols["experiments"]), protocols["out_summary"], protocols["out_per_gpu"],
                               protocols["out_methods_fig"], protocols["out_cdf_fig"], protocols["out_scatter_fig"])
+    if fewshot:
+        from .fewshot_report import fewshot_section
+
+        rel = str(Path(fewshot["figure"]).resolve().relative_to(Path(out_md).resolve().parent))
+        md += fewshot_section(fewshot_table, pd.read_csv(fewshot["choice"]), rel, (goals or {}).get("families"))
     if e2e:
         from .e2e_report import e2e_section
 

@@ -327,6 +327,44 @@ def estimate_seconds(points: list[dict], spec, settings, efficiency: float = 0.5
     return float(total)
 
 
+def short_points(points: list[dict], k: int, spec, seed: int = 0) -> list[dict]:
+    """The ``k`` points of a short sweep: the rule of :func:`synperf.evaluation.fewshot.short_sweep` (points ordered
+    by theoretical time on ``spec``, ``k`` strata of equal size, one point drawn per stratum), the same rule the
+    pipeline's few-shot simulation draws its calibration rows with. Their measurements calibrate the model's
+    predictions for this GPU with :func:`synperf.evaluation.fewshot.calibrate`.
+
+    The theoretical time here is the roofline of the launch's work (:func:`synperf.model.kernels.work`: FLOPs at
+    the dtype's dense peak, DRAM bytes at the DRAM bandwidth of ``spec``), microseconds.
+
+    Args:
+        points: from :func:`expand`, in sweep order.
+        k: points to keep (all when ``k >= len(points)``).
+        spec: :class:`synperf.data.hardware.GPUSpec` of the GPU.
+
+    Returns:
+        The kept points, in sweep order.
+    """
+    import pandas as pd
+
+    from synperf.data.schema import conform
+    from synperf.evaluation.fewshot import short_sweep
+    from synperf.model.kernels import work
+
+    if k >= len(points):
+        return list(points)
+    df = conform(pd.DataFrame([{kk: v for kk, v in p.items() if kk not in REQUEST_FIELDS} for p in points]))
+    w = work(df)
+    times = []
+    for dtype, flops, nbytes in zip(df["dtype"], w["flops"], w["dram_bytes"]):
+        try:
+            peak = spec.peak_tflops(str(dtype)) * 1e12
+        except KeyError:
+            peak = spec.fp32_tflops * 1e12
+        times.append(1e6 * max(flops / peak, nbytes / (spec.dram_bw_gbps * 1e9)))
+    keep = short_sweep(pd.DataFrame({"theoretical_time_us": times}), k, seed)
+    return [points[i] for i in keep]
+
+
 def minutes(seconds: float) -> str:
     """``12.3 min`` for a log line."""
     return f"{seconds / 60:.1f} min" if math.isfinite(seconds) else "?"

@@ -50,7 +50,7 @@ import pandas as pd
 from synperf.data.io import InputError, write_json, write_parquet
 from synperf.data.schema import COLUMNS, conform, validate
 from synperf.gpu.profiling import SOURCE, ProfilingError, supports_kernel
-from synperf.gpu.profiling.grids import Grid, estimate_seconds, load_grid, minutes, point_key
+from synperf.gpu.profiling.grids import Grid, estimate_seconds, load_grid, minutes, point_key, short_points
 from synperf.gpu.profiling.nvml import GPUIdentity, clock_drop, is_throttled, uuid_hex
 from synperf.gpu.profiling.timing import HostTimer, Timer, TimingSettings, label_l2_state, rotation_count
 
@@ -77,6 +77,8 @@ class ProfileSettings:
     Attributes:
         timing: ``profiling.timing`` (see :class:`synperf.gpu.profiling.timing.TimingSettings`).
         smoke: use the reduced ``smoke`` grids.
+        short: measure only this many points per kernel, drawn from the grid by the short-sweep rule
+            (:func:`synperf.gpu.profiling.grids.short_points`); None: the whole grid.
         retry_skipped: measure again the points a previous run skipped.
         seed: base seed of the random inputs.
         lock_dir: folder of the per-GPU lock files (default ``$SYNPERF_GPU_LOCK_DIR`` or the temp folder).
@@ -85,6 +87,7 @@ class ProfileSettings:
 
     timing: dict[str, Any] = field(default_factory=dict)
     smoke: bool = False
+    short: int | None = None
     retry_skipped: bool = False
     seed: int = 0
     lock_dir: str | None = None
@@ -93,7 +96,7 @@ class ProfileSettings:
     @classmethod
     def from_config(cls, cfg: dict | None) -> "ProfileSettings":
         cfg = dict(cfg or {})
-        keys = {"timing", "smoke", "retry_skipped", "seed", "lock_dir", "lock_timeout_s"}
+        keys = {"timing", "smoke", "short", "retry_skipped", "seed", "lock_dir", "lock_timeout_s"}
         return cls(**{k: cfg[k] for k in keys if k in cfg and cfg[k] is not None})
 
 
@@ -599,6 +602,8 @@ def profile_kernel(kernel: str, gpu: str, sweep: str | Path, out_parquet: str | 
     if not ok:
         raise ProfilingError(f"{why}; `profile_local` leaves this kernel out on this GPU")
     grid: Grid = load_grid(sweep, smoke=settings.smoke)
+    if settings.short:
+        grid.points = short_points(grid.points, int(settings.short), registry[gpu], seed=settings.seed)
     try:
         timing = TimingSettings.from_dict(settings.timing, grid.timing)
     except InputError as exc:
@@ -609,7 +614,7 @@ def profile_kernel(kernel: str, gpu: str, sweep: str | Path, out_parquet: str | 
         ctx = make_context(device, seed=settings.seed)
         fi_version = (getattr(ctx.flashinfer, "__version__", "unknown") if ctx.flashinfer is not None else None)
         meta = environment(identity, ctx, fi_version)
-        meta.update(sweep_file=str(sweep), sweep_sha256=grid.sha256, smoke=grid.smoke)
+        meta.update(sweep_file=str(sweep), sweep_sha256=grid.sha256, smoke=grid.smoke, short=settings.short)
         try:
             est = estimate_seconds(grid.points, registry[gpu], timing)
             log.info("%s on %s: %d points, roofline estimate %s", kernel, gpu, len(grid.points), minutes(est))

@@ -1,0 +1,268 @@
+"""Few-shot calibration: correct a GPU's predicted latencies with a few measured launches of that GPU.
+
+A user who can run a short profiling sweep on a GPU gets ``k`` measured launches; the model's predictions for that
+GPU are then corrected by a calibration fitted on those ``k`` rows. This module holds the three parts and their
+simulation on public data:
+
+* :func:`short_sweep`, the row-drawing rule. Deterministic and shape-based: the GPU's launches are ordered by
+  their theoretical time (``theoretical_time_us``, the analytical time of the launch's shape on that GPU, a proxy
+  for problem size), cut into ``k`` strata of equal row count along that order, and one row is drawn per stratum
+  (uniformly inside it, with ``numpy.random.default_rng(seed)``). The ``k`` rows therefore span the problem space
+  from the smallest to the largest launches; the same ``seed`` gives the same rows.
+* :data:`CALIBRATIONS`, the candidate corrections, all on the log ratio ``log(measured / predicted)``:
+  ``none``; ``median_scale`` (one factor, the median ratio: robust to a few outliers); ``ape_scale`` (one
+  factor, the one with the lowest MAPE on the calibration rows: a weighted median ratio); ``loglinear_k0_<n>``
+  (ratio linear in ``log(theoretical_time_us)``: a Theil-Sen slope shrunk towards zero by ``k / (k + n)``, then
+  the median intercept, so a small ``k`` falls back to a scale factor).
+* :func:`choose_calibrations`, the choice per ``k``: on the SEEN GPUs only, each seen GPU in turn is the
+  "new" GPU predicted by a model fitted on the other seen GPUs (leave one seen GPU out), the short sweep is drawn
+  from its rows and every candidate is scored on the rest. The candidate with the lowest mean MAPE wins, but a
+  simpler candidate (earlier in :data:`CALIBRATIONS`) is kept unless the winner is :data:`MIN_RELATIVE_GAIN`
+  lower. Unseen GPUs are only scored afterwards (:func:`evaluate_unseen`) with the chosen calibration.
+
+Row frames (``rows`` below) have one row per measured launch with ``experiment``, ``gpu``, ``latency_us``
+(measured, microseconds), ``predicted_latency_us`` (microseconds) and ``theoretical_time_us`` (microseconds).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from sklearn.linear_model import TheilSenRegressor
+
+from synperf.evaluation.metrics import ape
+
+#: calibration sizes (measured rows of the new GPU) of the simulation
+KS = (0, 8, 32, 128)
+#: seeds of the short-sweep draw; results are means over them
+SEEDS = (0, 1, 2)
+#: a candidate replaces a simpler one only when its mean MAPE is this share lower (the path choice's rule)
+MIN_RELATIVE_GAIN = 0.05
+#: columns a row frame needs
+ROW_COLUMNS = ["experiment", "gpu", "latency_us", "predicted_latency_us", "theoretical_time_us"]
+
+
+def short_sweep(rows: pd.DataFrame, k: int, seed: int = 0) -> np.ndarray:
+    """Positions (``0 .. len(rows) - 1``) of the ``k`` rows a short sweep measures.
+
+    Rows are ordered by ``theoretical_time_us`` (ties by position), the order is cut into ``k`` strata of equal
+    size (``numpy.array_split``) and one row per stratum is drawn with ``numpy.random.default_rng(seed)``.
+
+    Args:
+        rows: launches of one GPU with ``theoretical_time_us`` (microseconds, positive).
+        k: number of rows to draw; ``0`` draws none, ``k >= len(rows)`` returns every position.
+        seed: the draw's seed.
+
+    Returns:
+        Sorted positions, ``min(k, len(rows))`` of them.
+
+    Raises:
+        ValueError: ``k`` is negative or ``theoretical_time_us`` is missing.
+    """
+    if k < 0:
+        raise ValueError(f"short sweep: k must be >= 0, got {k}")
+    if "theoretical_time_us" not in rows.columns:
+        raise ValueError("short sweep: rows need a 'theoretical_time_us' column")
+    n = len(rows)
+    if k >= n:
+        return np.arange(n)
+    if k == 0:
+        return np.arange(0)
+    order = np.argsort(rows["theoretical_time_us"].to_numpy(dtype="float64"), kind="stable")
+    rng = np.random.default_rng(seed)
+    picks = [stratum[rng.integers(len(stratum))] for stratum in np.array_split(order, k)]
+    return np.sort(np.asarray(picks, dtype="int64"))
+
+
+@dataclass
+class Calibration:
+    """A correction of predicted latency, ``log(corrected) = log(predicted) + a + b * (x - x0)`` with
+    ``x = log(theoretical_time_us)``.
+
+    Attributes:
+        name: the candidate's name (key of :data:`CALIBRATIONS`).
+        slope_prior_rows: ``None`` for a pure scale factor (``b = 0``); else the row count ``n`` of the slope's
+            shrinkage ``k / (k + n)``.
+        identity: no correction.
+        ape_weighted: the intercept is the factor with the lowest mean absolute percentage error on the
+            calibration rows (the median of ``measured / predicted`` weighted by ``predicted / measured``), not the
+            plain median ratio.
+        a, b, x0: fitted intercept, slope and centre of ``x`` (natural logs; zero before :meth:`fit`).
+    """
+
+    name: str
+    slope_prior_rows: float | None = None
+    identity: bool = False
+    ape_weighted: bool = False
+    a: float = 0.0
+    b: float = 0.0
+    x0: float = 0.0
+
+    def fit(self, predicted_us, measured_us, theoretical_us) -> Calibration:
+        """Fit on the calibration rows (microseconds, positive); returns a fitted copy. No rows: the identity.
+
+        Raises:
+            ValueError: the three arrays differ in length, or a value is not positive.
+        """
+        p, m, t = (np.asarray(v, dtype="float64") for v in (predicted_us, measured_us, theoretical_us))
+        if not (len(p) == len(m) == len(t)):
+            raise ValueError(f"calibration {self.name}: {len(p)} predicted, {len(m)} measured, {len(t)} theoretical")
+        if len(p) and (np.any(~(p > 0)) or np.any(~(m > 0)) or np.any(~(t > 0))):
+            raise ValueError(f"calibration {self.name}: latencies and theoretical times must be positive")
+        out = Calibration(self.name, self.slope_prior_rows, self.identity, self.ape_weighted)
+        if self.identity or len(p) == 0:
+            return out
+        y, x = np.log(m / p), np.log(t)
+        out.x0 = float(np.median(x))
+        if self.slope_prior_rows is not None and len(p) >= 3 and np.ptp(x) > 0:
+            ts = TheilSenRegressor(random_state=0).fit((x - out.x0).reshape(-1, 1), y)
+            out.b = float(ts.coef_[0]) * len(p) / (len(p) + self.slope_prior_rows)
+        resid = y - out.b * (x - out.x0)
+        if self.ape_weighted:
+            # sum_i |c q_i - m_i| / m_i with q_i the slope-corrected prediction is minimised at the median of
+            # m_i / q_i weighted by q_i / m_i
+            order = np.argsort(resid)
+            w = np.exp(-resid[order])
+            out.a = float(resid[order][np.searchsorted(np.cumsum(w), 0.5 * w.sum())])
+        else:
+            out.a = float(np.median(resid))
+        return out
+
+    def apply(self, predicted_us, theoretical_us) -> np.ndarray:
+        """Corrected latency (microseconds) of predictions ``predicted_us`` with theoretical times
+        ``theoretical_us`` (microseconds)."""
+        p, t = np.asarray(predicted_us, dtype="float64"), np.asarray(theoretical_us, dtype="float64")
+        return p * np.exp(self.a + self.b * (np.log(t) - self.x0))
+
+
+#: the candidates, simplest first (a later one must beat an earlier one by MIN_RELATIVE_GAIN)
+CALIBRATIONS = {
+    "none": Calibration("none", identity=True),
+    "median_scale": Calibration("median_scale"),
+    "ape_scale": Calibration("ape_scale", ape_weighted=True),
+    "loglinear_k0_64": Calibration("loglinear_k0_64", slope_prior_rows=64),
+    "loglinear_k0_8": Calibration("loglinear_k0_8", slope_prior_rows=8),
+}
+
+
+def calibrate(predictions: pd.DataFrame, measured: pd.DataFrame, method: str = "median_scale") -> pd.DataFrame:
+    """Correct one GPU's ``predictions`` with that GPU's ``measured`` launches (e.g. a short sweep's output).
+
+    Args:
+        predictions: rows to correct, with ``predicted_latency_us`` and ``theoretical_time_us`` (as returned by
+            :func:`synperf.api.predict`).
+        measured: the measured launches with ``latency_us`` (measured), ``predicted_latency_us`` and
+            ``theoretical_time_us`` (the model's prediction of the same launches).
+        method: a key of :data:`CALIBRATIONS` (the pipeline's choice per ``k`` is in ``results/tables/fewshot.csv``).
+
+    Returns:
+        A copy of ``predictions`` with ``predicted_latency_us`` corrected and ``uncalibrated_latency_us`` added.
+
+    Raises:
+        KeyError: an unknown method.
+        ValueError: as :meth:`Calibration.fit`.
+    """
+    if method not in CALIBRATIONS:
+        raise KeyError(f"unknown calibration {method!r}; known: {list(CALIBRATIONS)}")
+    cal = CALIBRATIONS[method].fit(measured["predicted_latency_us"], measured["latency_us"],
+                                   measured["theoretical_time_us"])
+    out = predictions.copy()
+    out["uncalibrated_latency_us"] = out["predicted_latency_us"]
+    out["predicted_latency_us"] = cal.apply(out["predicted_latency_us"], out["theoretical_time_us"])
+    return out
+
+
+def simulate(rows: pd.DataFrame, ks=KS, seeds=SEEDS, calibrations: dict | None = None) -> pd.DataFrame:
+    """Per (experiment, GPU, k, seed, calibration): draw the short sweep of ``k`` rows, calibrate, score the rest.
+
+    ``k = 0`` is scored once per seed on every row, uncalibrated, under every calibration name. A GPU with at most
+    ``k`` rows gets no row for that ``k`` (nothing left to score).
+
+    Returns:
+        Columns ``experiment``, ``gpu``, ``k``, ``seed``, ``calibration``, ``n_calibration_rows``,
+        ``n_eval_rows``, ``mape_pct`` (calibrated), ``uncalibrated_mape_pct`` (same rows) and ``median_ape_pct``.
+
+    Raises:
+        ValueError: a column of :data:`ROW_COLUMNS` is missing.
+    """
+    missing = [c for c in ROW_COLUMNS if c not in rows.columns]
+    if missing:
+        raise ValueError(f"few-shot simulation: rows lack {missing}")
+    calibrations = CALIBRATIONS if calibrations is None else calibrations
+    out = []
+    for (exp, gpu), g in rows.groupby(["experiment", "gpu"], sort=True, observed=True):
+        g = g.reset_index(drop=True)
+        for k in ks:
+            if 0 < k and len(g) <= k:
+                continue
+            for seed in seeds:
+                cal_pos = short_sweep(g, k, seed)
+                mask = np.ones(len(g), dtype=bool)
+                mask[cal_pos] = False
+                c, e = g.iloc[cal_pos], g[mask]
+                raw = ape(e["predicted_latency_us"], e["latency_us"])
+                for name, cal in calibrations.items():
+                    fitted = cal.fit(c["predicted_latency_us"], c["latency_us"], c["theoretical_time_us"])
+                    err = ape(fitted.apply(e["predicted_latency_us"], e["theoretical_time_us"]), e["latency_us"])
+                    out.append({"experiment": exp, "gpu": gpu, "k": int(k), "seed": int(seed), "calibration": name,
+                                "n_calibration_rows": len(c), "n_eval_rows": len(e), "mape_pct": float(err.mean()),
+                                "uncalibrated_mape_pct": float(raw.mean()),
+                                "median_ape_pct": float(np.median(err))})
+    return pd.DataFrame(out, columns=["experiment", "gpu", "k", "seed", "calibration", "n_calibration_rows",
+                                      "n_eval_rows", "mape_pct", "uncalibrated_mape_pct", "median_ape_pct"])
+
+
+def choose_calibrations(seen_rows: pd.DataFrame, ks=KS, seeds=SEEDS, calibrations: dict | None = None,
+                        min_gain: float = MIN_RELATIVE_GAIN) -> tuple[dict, pd.DataFrame]:
+    """The calibration per ``k``, chosen on leave-one-seen-GPU-out predictions of the seen GPUs only.
+
+    Args:
+        seen_rows: a row frame (:data:`ROW_COLUMNS`) of seen GPUs, each predicted by a model that did not train on
+            it; nothing else is read.
+
+    Returns:
+        ``(chosen, table)``: ``k -> calibration name``, and one row per (k, calibration) with the mean MAPE over
+        experiments, seen GPUs and seeds (``mape_pct``), the number of (experiment, GPU) folds and ``chosen``.
+    """
+    calibrations = CALIBRATIONS if calibrations is None else calibrations
+    sim = simulate(seen_rows, ks, seeds, calibrations)
+    per_fold = sim.groupby(["k", "calibration", "experiment", "gpu"], observed=True)["mape_pct"].mean()
+    table = per_fold.groupby(["k", "calibration"], observed=True).agg(mape_pct="mean", n_folds="size").reset_index()
+    names = list(calibrations)
+    chosen = {}
+    for k, t in table.groupby("k"):
+        score = t.set_index("calibration")["mape_pct"].reindex(names)
+        best = names[0]
+        for name in names[1:]:
+            if pd.notna(score[name]) and score[name] < (1.0 - min_gain) * score[best]:
+                best = name
+        chosen[int(k)] = names[0] if int(k) == 0 else best
+    table["chosen"] = [chosen.get(int(k)) == c for k, c in zip(table["k"], table["calibration"])]
+    return chosen, table
+
+
+def evaluate_unseen(unseen_rows: pd.DataFrame, chosen: dict, ks=KS, seeds=SEEDS,
+                    calibrations: dict | None = None) -> pd.DataFrame:
+    """MAPE of the chosen calibration per (experiment, unseen GPU, k), mean over seeds.
+
+    Returns:
+        Columns ``experiment``, ``gpu``, ``k``, ``calibration``, ``n_calibration_rows``, ``n_eval_rows``,
+        ``mape_pct``, ``mape_pct_min`` and ``mape_pct_max`` (over seeds), ``uncalibrated_mape_pct`` (the same
+        eval rows, uncalibrated) and ``n_seeds``.
+    """
+    calibrations = CALIBRATIONS if calibrations is None else calibrations
+    parts = []
+    for k in ks:
+        name = chosen[int(k)]
+        sim = simulate(unseen_rows, (k,), seeds, {name: calibrations[name]})
+        parts.append(sim)
+    sim = pd.concat(parts, ignore_index=True)
+    out = (sim.groupby(["experiment", "gpu", "k", "calibration"], observed=True)
+           .agg(n_calibration_rows=("n_calibration_rows", "first"), n_eval_rows=("n_eval_rows", "first"),
+                mape_pct=("mape_pct", "mean"), mape_pct_min=("mape_pct", "min"), mape_pct_max=("mape_pct", "max"),
+                uncalibrated_mape_pct=("uncalibrated_mape_pct", "mean"), n_seeds=("seed", "nunique"))
+           .reset_index())
+    return out.sort_values(["experiment", "gpu", "k"]).reset_index(drop=True)
+

@@ -1,0 +1,145 @@
+"""The accuracy and speed goals beside what the pipeline measured and what the best baseline reaches.
+
+One row per goal (:func:`goals_table`). *Measured* is the method ``synperf`` of the protocol tables (the prediction
+path chosen on the seen GPUs, what :func:`synperf.api.predict` returns) where the protocol scores it, else
+``synperf_mlp`` (the efficiency MLP; the detail column names which); *best baseline* is the lowest value of the
+same statistic over the baselines of :mod:`synperf.evaluation.baselines` that cover every row the statistic is
+computed on (coverage 1 on each of its families, so the same rows as the measured value). Values are MAPE in
+percent unless the goal says otherwise.
+
+Per family (experiment) and protocol, a MAPE is the mean over the protocol's folds of each fold's pooled
+``gpu == "ALL"`` value, as the report's methods comparison computes it (one fold on the configured split).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+#: the seven core families the goals are stated over
+CORE_FAMILIES = ["gemm", "gemm_fp8", "attention_prefill", "attention_decode", "rmsnorm", "silu_mul", "fused_moe"]
+#: the measured method, in order of preference: the chosen path where a protocol scores it, else the MLP
+OURS = ("synperf", "synperf_mlp")
+NOT_BASELINES = {"synperf", "synperf_mlp"}
+NEAREST = "nearest_gpu_roofline"
+GOAL_COLUMNS = ["goal", "target", "measured", "best_baseline", "best_baseline_method", "met", "detail"]
+
+
+def family_mape(protocols: pd.DataFrame, protocol: str, split: str, scope: str = "all") -> pd.DataFrame:
+    """MAPE (percent) and coverage per (experiment, method): the mean over the protocol's folds of the pooled value.
+
+    Args:
+        protocols: rows of ``results/protocols/<experiment>.csv`` (any number of experiments).
+
+    Returns:
+        Columns ``experiment``, ``method``, ``mape_pct``, ``coverage``, ``n_folds``.
+    """
+    t = protocols[(protocols["protocol"] == protocol) & (protocols["split"] == split) & (protocols["gpu"] == "ALL")
+                  & (protocols["scope"] == scope)]
+    return (t.groupby(["experiment", "method"]).agg(mape_pct=("mape_pct", "mean"), coverage=("coverage", "min"),
+                                                    n_folds=("fold", "nunique")).reset_index())
+
+
+def ours(per: pd.DataFrame, families: list[str]) -> tuple[pd.Series, str]:
+    """Per family the measured method's MAPE (the first of :data:`OURS` with a value for every family present in
+    ``per``), and that method's name."""
+    present = [e for e in families if e in set(per["experiment"])]
+    for method in OURS:
+        v = per[per["method"] == method].set_index("experiment")["mape_pct"].reindex(present)
+        if len(v) and v.notna().all():
+            return v, method
+    return pd.Series(dtype="float64"), OURS[0]
+
+
+def _best_baseline(per: pd.DataFrame, families: list[str], stat) -> tuple[float, str]:
+    """The lowest ``stat`` over baselines covering every row of every family in ``families``."""
+    best, name = np.nan, ""
+    if not families:
+        return best, name
+    for method, g in per[~per["method"].isin(NOT_BASELINES)].groupby("method"):
+        g = g.set_index("experiment").reindex(families)
+        if g["mape_pct"].isna().any() or (g["coverage"] < 1.0).any():
+            continue
+        v = float(stat(g["mape_pct"]))
+        if np.isnan(best) or v < best:
+            best, name = v, str(method)
+    return best, name
+
+
+def _row(goal, target, measured, limit, baseline=np.nan, baseline_method="", detail="", higher_is_better=False):
+    if measured is None or pd.isna(measured):
+        met = "not measured"
+    else:
+        met = "yes" if (measured >= limit if higher_is_better else measured <= limit) else "no"
+    return {"goal": goal, "target": target, "measured": measured, "best_baseline": baseline,
+            "best_baseline_method": baseline_method, "met": met, "detail": detail}
+
+
+def _mape_goal(per: pd.DataFrame, families: list[str], goal: str, target: str, limit: float, stat, label: str):
+    mine, method = ours(per, families)
+    fams = list(mine.index)
+    measured = float(stat(mine)) if len(mine) else np.nan
+    base, name = _best_baseline(per, fams, stat)
+    detail = f"{method} {label} over {len(fams)} families: " + ", ".join(f"{e} {v:.1f}" for e, v in mine.items())
+    return _row(goal, target, measured, limit, base, name, detail)
+
+
+def goals_table(protocols: pd.DataFrame, fewshot: pd.DataFrame | None = None,
+                throughput: dict | None = None, families: list[str] | None = None) -> pd.DataFrame:
+    """The goals table (:data:`GOAL_COLUMNS`), one row per goal.
+
+    Args:
+        protocols: the protocol tables of (at least) the core families, concatenated.
+        fewshot: ``results/tables/fewshot.csv`` (:func:`synperf.evaluation.fewshot.evaluate_unseen`), or None.
+        throughput: batch predict throughput on one core (:func:`synperf.pipeline.throughput.predict_throughput`'s
+            result: ``launches_per_s`` over all launches, ``per_experiment`` rates), or None.
+        families: the families the goals are stated over (default :data:`CORE_FAMILIES`).
+
+    Returns:
+        ``measured`` and ``best_baseline`` are numbers (NaN when not measured or no baseline applies); ``met`` is
+        ``yes``, ``no`` or ``not measured``.
+    """
+    families = list(families or CORE_FAMILIES)
+    rows = []
+    conf_unseen = family_mape(protocols, "configured", "unseen")
+    rows.append(_mape_goal(conf_unseen, families, "configured split, unseen GPUs: mean over core families",
+                           "<= 10%", 10.0, np.mean, "MAPE %"))
+    rows.append(_mape_goal(conf_unseen, families, "configured split, unseen GPUs: worst core family",
+                           "<= 12% every family", 12.0, np.max, "MAPE %"))
+    paired = family_mape(protocols, "logo", "unseen", scope="nearest_covered")
+    mine, method = ours(paired, families)
+    near = paired[paired["method"] == NEAREST].set_index("experiment")["mape_pct"].reindex(mine.index)
+    both = pd.DataFrame({"ours": mine, "nearest": near}).dropna()
+    lower = int((both["ours"] < both["nearest"]).sum())
+    detail = ", ".join(f"{e} {r.ours:.1f} vs {r.nearest:.1f}" for e, r in both.iterrows())
+    rows.append(_row("leave-one-GPU-out, unseen GPUs: core families with a lower MAPE than nearest_gpu_roofline "
+                     "(paired on its covered rows)", f"all {len(both)} families", float(lower) if len(both) else np.nan,
+                     float(len(both)), baseline_method=NEAREST, detail=f"MAPE % {method} vs {NEAREST}: {detail}",
+                     higher_is_better=True))
+    rows.append(_mape_goal(family_mape(protocols, "logo", "unseen"), families,
+                           "leave-one-GPU-out, unseen GPUs: mean over core families", "<= 15%", 15.0, np.mean,
+                           "MAPE %"))
+    rows.append(_mape_goal(family_mape(protocols, "loao", "unseen"), families,
+                           "leave-one-architecture-out, unseen GPUs: mean over core families", "<= 20%", 20.0,
+                           np.mean, "MAPE %"))
+    rows.append(_mape_goal(family_mape(protocols, "configured", "test_seen"), families,
+                           "held-out problems on seen GPUs: worst core family", "<= 5% every family", 5.0, np.max,
+                           "MAPE %"))
+    if fewshot is not None and len(fewshot):
+        f = fewshot[(fewshot["k"] == 32) & fewshot["experiment"].isin(families)]
+        per = f.groupby("experiment")[["mape_pct", "uncalibrated_mape_pct"]].mean()
+        measured = float(per["mape_pct"].mean()) if len(per) else np.nan
+        detail = (f"MAPE % over {len(per)} families (mean over their unseen GPUs; uncalibrated on the same rows "
+                  f"{per['uncalibrated_mape_pct'].mean():.1f}): "
+                  + ", ".join(f"{e} {v:.1f}" for e, v in per["mape_pct"].items()))
+        rows.append(_row("few-shot, k = 32 measured rows per unseen GPU: mean over core families", "<= 5%",
+                         measured, 5.0, detail=detail))
+    else:
+        rows.append(_row("few-shot, k = 32 measured rows per unseen GPU: mean over core families", "<= 5%",
+                         np.nan, 5.0))
+    rate = (throughput or {}).get("launches_per_s")
+    per_exp = (throughput or {}).get("per_experiment") or {}
+    detail = ", ".join(f"{e} {v['launches_per_s']:,.0f}" for e, v in per_exp.items())
+    rows.append(_row("batch predict throughput on one CPU core (launches/s)", ">= 100000", rate, 100_000.0,
+                     detail=f"launches/s per family: {detail}" if detail else "", higher_is_better=True))
+    return pd.DataFrame(rows, columns=GOAL_COLUMNS)

@@ -1,0 +1,46 @@
+"""Pipeline stage: the few-shot calibration chosen on the seen GPUs and scored on the unseen GPUs, from the rows of
+:func:`synperf.pipeline.fewshot.fewshot_rows` (table, choice table, figure)."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pandas as pd
+
+from synperf.data.io import write_csv
+
+
+def fewshot_summary(row_files: list[str], out_table: str, out_choice: str, out_figure: str,
+                    ks=None, seeds=None, figure_experiments: list[str] | None = None) -> None:
+    """Choose the calibration per k on the ``seen_losgo`` rows of every experiment, score it on the ``unseen`` rows.
+
+    Args:
+        row_files: :func:`fewshot_rows` outputs.
+        out_table: CSV, one row per (experiment, unseen GPU, k) (:func:`synperf.evaluation.fewshot.evaluate_unseen`
+            plus ``kernel``).
+        out_choice: CSV, the choice table (:func:`synperf.evaluation.fewshot.choose_calibrations`).
+        out_figure: PNG, MAPE against k per experiment (``figure_experiments``, default all).
+    """
+    from synperf.evaluation.fewshot import KS, SEEDS, choose_calibrations, evaluate_unseen
+    from synperf.reporting.fewshot_report import fewshot_figure
+
+    ks = tuple(ks or KS)
+    seeds = tuple(seeds or SEEDS)
+    rows = pd.concat([pd.read_parquet(p) for p in row_files], ignore_index=True)
+    role = rows["role"].astype(str).to_numpy()
+    chosen, choice_table = choose_calibrations(rows[role == "seen_losgo"], ks, seeds)
+    table = evaluate_unseen(rows[role == "unseen"], chosen, ks, seeds)
+    kernels = rows.drop_duplicates("experiment").set_index("experiment")["kernel"]
+    table.insert(1, "kernel", table["experiment"].map(kernels))
+    write_csv(choice_table, out_choice)
+    write_csv(table, out_table)
+    fewshot_figure(table, out_figure, figure_experiments)
+    logging.getLogger(__name__).info("calibration per k: %s; mean unseen MAPE per k: %s", chosen,
+                                     table.groupby("k")["mape_pct"].mean().round(2).to_dict())
+
+
+def mean_unseen_mape(table: pd.DataFrame, k: int, experiments: list[str]) -> float:
+    """Mean over ``experiments`` of each one's mean MAPE (percent) over its unseen GPUs at ``k``; NaN when none."""
+    t = table[(table["k"] == k) & table["experiment"].isin(experiments)]
+    return float(t.groupby("experiment")["mape_pct"].mean().mean()) if len(t) else float(np.nan)

@@ -1,0 +1,72 @@
+"""The report's few-shot calibration and goals sections (tables of :mod:`synperf.evaluation.fewshot` and
+:mod:`synperf.evaluation.goals`) and the figure of MAPE against the number of calibration rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.ticker import ScalarFormatter
+
+from .tables import md_table, plt, save_figure
+
+
+def fewshot_figure(table: pd.DataFrame, path: str, experiments: list[str] | None = None) -> None:
+    """MAPE against k, one curve per experiment (mean over its unseen GPUs), log-scale MAPE; written as PNG."""
+    t = table if experiments is None else table[table["experiment"].isin(experiments)]
+    per = t.groupby(["experiment", "k"])["mape_pct"].mean().unstack("experiment").sort_index()
+    fig, ax = plt.subplots(figsize=(8, 5))
+    x = np.arange(len(per.index))
+    for exp in per.columns:
+        ax.plot(x, per[exp].to_numpy(), marker="o", label=exp)
+    ax.set_xticks(x, [str(k) for k in per.index])
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(ScalarFormatter())
+    ax.yaxis.set_minor_formatter(ScalarFormatter())
+    ax.axhline(5.0, color="grey", linestyle="--", linewidth=1)
+    ax.set_xlabel("measured rows of the unseen GPU used for calibration (k)")
+    ax.set_ylabel("MAPE on the remaining rows (%)")
+    ax.set_title("Few-shot calibration on unseen GPUs (mean over GPUs and draws)")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    save_figure(fig, path, dpi=110)
+
+
+def fewshot_section(table: pd.DataFrame, choice: pd.DataFrame, figure_rel: str,
+                    experiments: list[str] | None = None) -> list[str]:
+    """Markdown lines: how rows are drawn and the calibration chosen, the per-experiment MAPE per k and the figure."""
+    chosen = choice[choice["chosen"].astype(bool)].set_index("k")
+    pick = "; ".join(f"k = {k}: `{r.calibration}` ({r.mape_pct:.1f}%)" for k, r in chosen.iterrows())
+    per = table.pivot_table(index="experiment", columns="k", values="mape_pct", aggfunc="mean")
+    per.columns = [f"k = {k} MAPE %" for k in per.columns]  # mean over the experiment's unseen GPUs
+    per = per.reset_index()
+    lines = ["## Few-shot calibration on unseen GPUs", "",
+             "A user who can measure a few launches on a new GPU corrects the predictions for it. Simulated here "
+             "per unseen GPU: k of its measured rows are drawn by the short-sweep rule (rows ordered by theoretical "
+             "time, cut into k strata of equal size, one row drawn per stratum; seeds 0, 1, 2 and their mean), the "
+             "chosen path's predictions are corrected on those k rows, and MAPE is scored on the remaining rows "
+             "(k = 0: every row, uncalibrated). An experiment's MAPE is the mean over its unseen GPUs (each GPU's "
+             "MAPE over its own rows, so not the pooled MAPE of the tables above). The correction per k is chosen on "
+             "the seen GPUs only: each seen GPU in turn predicted by the path refitted on the other seen GPUs, the "
+             "same draws, every candidate scored "
+             "(`results/tables/fewshot_choice.csv`; a more complex candidate needs a 5% lower MAPE). "
+             f"Chosen (mean leave-one-seen-GPU-out MAPE): {pick}.", "",
+             md_table(per), "", f"![Few-shot calibration]({figure_rel})", ""]
+    core = per[per["experiment"].isin(experiments)] if experiments else per
+    if len(core) and "k = 32 MAPE %" in core.columns:
+        lines += [f"Mean over the {len(core)} core families at k = 32: {core['k = 32 MAPE %'].mean():.1f}% "
+                  f"(k = 0: {core['k = 0 MAPE %'].mean():.1f}%).", ""]
+    return lines
+
+
+def goals_section(goals: pd.DataFrame) -> list[str]:
+    """Markdown lines: the goals table (:func:`synperf.evaluation.goals.goals_table`)."""
+    t = goals.copy()
+    t["measured"] = t["measured"].map(lambda v: "–" if pd.isna(v) else f"{v:,.1f}")
+    t["best baseline"] = [("–" if pd.isna(v) else f"{v:.1f}") + (f" ({m})" if isinstance(m, str) and m else "")
+                          for v, m in zip(t["best_baseline"], t["best_baseline_method"])]
+    t = t[["goal", "target", "measured", "best baseline", "met", "detail"]]
+    return ["## Goals", "",
+            "Each goal beside the measured value and the best baseline's value of the same statistic on the same rows "
+            "(baselines that cover every row of every family; MAPE in %). Measured is `synperf` (the chosen "
+            "prediction path) where the protocol scores it, else `synperf_mlp`, as the detail says. "
+            "Machine-readable: `tables/goals.csv`.", "", md_table(t), ""]
