@@ -90,7 +90,11 @@ PATH_SCORES = "results/selection/{experiment}/paths.csv"
 
 # ---- few-shot calibration and goals
 # experiments with unseen GPUs (the few-shot simulation's); the core families the goals are stated over
-FEWSHOT_EXPERIMENTS = [e for e in EXPERIMENTS if config["experiments"][e].get("unseen")]
+FEWSHOT_EXPERIMENTS = [
+    e
+    for e in EXPERIMENTS
+    if config["experiments"][e].get("unseen") and e in PROTOCOL_EXPERIMENTS and e in SELECTION_EXPERIMENTS
+]
 CORE_EXPERIMENTS = [e for e in CORE_FAMILIES if e in EXPERIMENTS]
 
 
@@ -109,7 +113,6 @@ def benchmark_files():
         "train_ablation": ABLATION.get("experiments", []),
         "score_selection": SELECTION_EXPERIMENTS,
         "evaluate_protocols": PROTOCOL_EXPERIMENTS,
-        "fewshot_rows": FEWSHOT_EXPERIMENTS,
     }
     files = [f"results/benchmarks/ingest_source/{s}.tsv" for s in config["ingest"]["sources"]]
     files += [f"results/benchmarks/{r}/{e}.tsv" for r, exps in per_exp.items() for e in exps]

@@ -1,36 +1,14 @@
-# Few-shot calibration (synperf/evaluation/fewshot.py): per experiment with unseen GPUs, the chosen path's predictions
-# of its unseen rows and its leave-one-seen-GPU-out predictions of the seen GPUs (rule fewshot_rows); then the
-# calibration per k chosen on the seen GPUs alone and scored on the unseen GPUs with k rows of a short sweep (rule
-# fewshot). Rule predict_throughput times batch predict on one CPU core for the report's goals table.
-
-
-rule fewshot_rows:
-    input:
-        **RECIPE_INPUT,
-        features=f"results/features/{FEATURE_SET}/{{experiment}}.parquet",
-        meta=f"results/features/{FEATURE_SET}/{{experiment}}.json",
-        path_choice="models/{experiment}/path.json",
-        registry=config["gpu_registry"],
-        hardware=MEASURED_FILES,
-        code=code_inputs("scripts/fewshot_rows.py"),
-    output:
-        "results/fewshot/{experiment}.parquet",
-    log:
-        "results/logs/fewshot_rows/{experiment}.log",
-    benchmark:
-        "results/benchmarks/fewshot_rows/{experiment}.tsv"
-    threads: 1
-    params:
-        training={**config["training"], **SELECTION.get("training", {})},
-        seed=config["seed"],
-        measured_dir=MEASURED_DIR,
-    script:
-        "../scripts/fewshot_rows.py"
+# Few-shot calibration (synperf/evaluation/fewshot.py): per experiment with unseen GPUs, the chosen path's
+# leave-one-seen-GPU-out predictions of the seen GPUs (from the selection stage) and its predictions of the unseen
+# rows (from the protocol stage); the calibration per k is chosen on the seen GPUs alone and scored on the unseen
+# GPUs with k rows of a short sweep (rule fewshot). Rule predict_throughput times batch predict on one CPU core for the report's goals table.
 
 
 rule fewshot:
     input:
-        rows=expand("results/fewshot/{experiment}.parquet", experiment=FEWSHOT_EXPERIMENTS),
+        path_rows=expand("results/selection/{experiment}/path_rows.parquet", experiment=FEWSHOT_EXPERIMENTS),
+        protocol_rows=expand("results/protocols/{experiment}_rows.parquet", experiment=FEWSHOT_EXPERIMENTS),
+        path_choices=expand("models/{experiment}/path.json", experiment=FEWSHOT_EXPERIMENTS),
         code=code_inputs("scripts/fewshot.py"),
     output:
         table=report("results/tables/fewshot.csv", caption="../workflow/report/fewshot.rst", category="2. MAPE tables"),
@@ -41,6 +19,7 @@ rule fewshot:
     benchmark:
         "results/benchmarks/fewshot.tsv"
     params:
+        experiments=FEWSHOT_EXPERIMENTS,
         figure_experiments=CORE_EXPERIMENTS,
     script:
         "../scripts/fewshot.py"
@@ -62,7 +41,7 @@ rule predict_throughput:
     threads: 1
     params:
         experiments={e: config["experiments"][e] for e in CORE_EXPERIMENTS},
-        n_launches=20000,
+        n_launches=4000,
         measured_dir=MEASURED_DIR,
     script:
         "../scripts/predict_throughput.py"

@@ -19,6 +19,7 @@ rule evaluate_protocols:
     output:
         table="results/protocols/{experiment}.csv",
         cdf="results/protocols/{experiment}_cdf.csv",
+        rows="results/protocols/{experiment}_rows.parquet",
     log:
         "results/logs/evaluate_protocols/{experiment}.log",
     benchmark:

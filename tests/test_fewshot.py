@@ -191,6 +191,35 @@ def test_fewshot_and_goals_are_in_the_default_target(public_data):
                            f"public_data_dir={public_data}"], cwd=repo, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True)
     assert proc.returncode == 0, proc.stdout[-3000:]
-    for rule in ("fewshot_rows", "fewshot", "predict_throughput", "report"):
+    for rule in ("fewshot", "predict_throughput", "report"):
         assert f"rule {rule}:" in proc.stdout
     assert "results/tables/goals.csv" in proc.stdout
+
+
+def test_fewshot_rows_take_the_chosen_path_and_its_fallback_from_the_stage_outputs():
+    """The seen rows are the selection stage's leave-one-seen-GPU-out predictions of the chosen path, its fallback
+    where no sibling measured the launch; the unseen rows are the protocol stage's; held-out rows are never used."""
+    from synperf.pipeline.fewshot import fewshot_rows
+
+    path_rows = pd.DataFrame({
+        "experiment": "e", "kernel": "gemm", "gpu": "a", "fold": "losgo:a", "row": [0, 1, 0, 1, 0, 1],
+        "path": ["transfer+physical"] * 2 + ["mlp"] * 2 + ["physical"] * 2, "latency_us": [10.0, 20.0] * 3,
+        "predicted_latency_us": [11.0, 25.0, 12.0, 19.0, 9.0, 25.0],
+        "prediction_path": ["transfer+physical", "physical", "mlp", "mlp", "physical", "physical"],
+        "theoretical_time_us": [5.0, 8.0] * 3})
+    protocol_rows = pd.DataFrame({"experiment": "e", "kernel": "gemm", "gpu": ["u", "u", "a"],
+                                  "split": ["unseen", "unseen", "test_seen"], "row": [7, 8, 9],
+                                  "latency_us": [3.0, 4.0, 5.0], "predicted_latency_us": [3.3, 4.4, 5.5],
+                                  "theoretical_time_us": [1.0, 2.0, 3.0]})
+    choice = {"path": "transfer+physical", "base": "physical", "fallback": "mlp"}
+    rows = fewshot_rows(path_rows, protocol_rows, choice, "e")
+    seen = rows[rows.role == "seen_losgo"]
+    assert seen["predicted_latency_us"].tolist() == [11.0, 19.0]      # row 1 had no sibling: the MLP's 19
+    assert seen["prediction_path"].tolist() == ["transfer+physical", "mlp"]
+    unseen = rows[rows.role == "unseen"]
+    assert unseen["gpu"].tolist() == ["u", "u"] and unseen["predicted_latency_us"].tolist() == [3.3, 4.4]
+    # without a fallback record the base stays; a path the rows do not hold is refused
+    base = fewshot_rows(path_rows, protocol_rows, {"path": "transfer+physical", "base": "physical"}, "e")
+    assert base[base.role == "seen_losgo"]["predicted_latency_us"].tolist() == [11.0, 25.0]
+    with pytest.raises(ValueError, match="shift"):
+        fewshot_rows(path_rows, protocol_rows, {"path": "shift+mlp", "base": "mlp"}, "e")

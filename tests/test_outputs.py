@@ -99,8 +99,13 @@ def test_prediction_path_sources_are_training_rows_of_seen_gpus(experiment):
 def test_fewshot_rows_keep_seen_and_unseen_apart_and_match_the_chosen_path(experiment):
     import pandas as pd
 
+    from synperf.evaluation.path_selection import load_choice
+    from synperf.pipeline.fewshot import fewshot_rows
+
     exp = CONFIG["experiments"][experiment]
-    rows = pd.read_parquet(_need(REPO / "results" / "fewshot" / f"{experiment}.parquet"))
+    rows = fewshot_rows(pd.read_parquet(_need(REPO / "results" / "selection" / experiment / "path_rows.parquet")),
+                        pd.read_parquet(_need(REPO / "results" / "protocols" / f"{experiment}_rows.parquet")),
+                        load_choice(_need(REPO / "models" / experiment)), experiment)
     role = rows["role"].astype(str)
     assert set(rows.loc[role == "seen_losgo", "gpu"]) <= set(exp["seen"])
     assert set(rows.loc[role == "unseen", "gpu"]) == set(exp["unseen"])

@@ -136,8 +136,13 @@ def predict_path(fitted: FittedPaths, path: str, rows: pd.DataFrame, registry, *
                          "source_gpu": src.to_numpy()})
 
 
+#: columns of the per-row predictions :func:`score_paths` collects in ``rows_out``
+PATH_ROW_COLUMNS = ["experiment", "kernel", "gpu", "fold", "row", "path", "latency_us", "predicted_latency_us",
+                    "prediction_path", "theoretical_time_us"]
+
+
 def score_paths(table: pd.DataFrame, meta: dict, experiment: str, registry, train_cfg: TrainConfig, paths=PATHS,
-                log=print, fold_mlps: dict | None = None) -> pd.DataFrame:
+                log=print, fold_mlps: dict | None = None, rows_out: list | None = None) -> pd.DataFrame:
     """LOSGO score of every path on an experiment's training rows.
 
     Args:
@@ -148,6 +153,9 @@ def score_paths(table: pd.DataFrame, meta: dict, experiment: str, registry, trai
         fold_mlps: fold name (``losgo:<gpu>``) -> an MLP already trained with ``train_cfg`` on exactly that fold's
             training rows (:func:`synperf.evaluation.selection.score_feature_set`'s ``models_out``), reused
             instead of training one.
+        rows_out: a list that receives, per fold, the per-row predictions of every path on the validation GPU's
+            rows (a frame of :data:`PATH_ROW_COLUMNS`; ``row`` is the position among the ``train`` rows,
+            ``theoretical_time_us`` NaN when the table has none).
 
     Returns:
         :data:`PATH_SCORE_COLUMNS`, one row per (path, fold): MAPE (percent) on the validation GPU's training
@@ -175,8 +183,15 @@ def score_paths(table: pd.DataFrame, meta: dict, experiment: str, registry, trai
         base_pred = {b: fitted.base_predict(b, va, registry) for b in {BASE[p] for p in paths}}
         sources = transfer_sources(fitted.train, va, registry) if any(TRANSFER[p] for p in paths) else None
         for p in paths:
-            pred = predict_path(fitted, p, va, registry, base_pred=base_pred[BASE[p]],
-                                sources=sources)["predicted_latency_us"].to_numpy()
+            res = predict_path(fitted, p, va, registry, base_pred=base_pred[BASE[p]], sources=sources)
+            pred = res["predicted_latency_us"].to_numpy()
+            if rows_out is not None:
+                tt = va["theoretical_time_us"] if "theoretical_time_us" in va.columns else np.nan
+                rows_out.append(pd.DataFrame({
+                    "experiment": experiment, "kernel": va["kernel"].astype(str).to_numpy(),
+                    "gpu": va["gpu"].astype(str).to_numpy(), "fold": name, "row": val_idx, "path": p,
+                    "latency_us": y, "predicted_latency_us": pred, "prediction_path": res["prediction_path"].to_numpy(),
+                    "theoretical_time_us": np.asarray(tt, dtype="float64") * np.ones(len(va))})[PATH_ROW_COLUMNS])
             out.append({"experiment": experiment, "path": p, "fold": name,
                         "validation_gpu": gpu[val_idx[0]], "n_train": len(tr), "n_rows": len(va),
                         "mape_pct": float(np.mean(ape(pred, y)))})

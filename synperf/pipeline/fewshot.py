@@ -1,90 +1,64 @@
 """Pipeline stage: the rows the few-shot calibration simulation calibrates (:mod:`synperf.evaluation.fewshot`).
 
-:func:`fewshot_rows`, per experiment, writes every unseen-GPU row predicted by the experiment's chosen path exactly
-as :func:`synperf.api.predict` predicts it (``models/<exp>/path.json`` with the primary MLP; ``role`` ``unseen``),
-and every seen GPU's training rows predicted by that path refitted on the other seen GPUs' training rows (leave one
-seen GPU out, ``role`` ``seen_losgo``), the only rows the calibration choice reads.
-:func:`synperf.pipeline.fewshot_summary.fewshot_summary` chooses the calibration per k on the ``seen_losgo`` rows of
-every experiment, then scores it on the ``unseen`` rows.
+Nothing is trained or predicted here: both kinds of rows already exist.
+
+* ``seen_losgo`` rows (the only rows the calibration choice reads): every seen GPU's training rows predicted by the
+  experiment's chosen path fitted on the other seen GPUs, i.e. the selection stage's leave-one-seen-GPU-out path
+  predictions (``results/selection/<exp>/path_rows.parquet``,
+  :func:`synperf.evaluation.path_selection.score_paths`) of the path recorded in ``models/<exp>/path.json``, its
+  fallback on the rows no sibling measured.
+* ``unseen`` rows: the configured split's unseen-GPU rows predicted by that path as :func:`synperf.api.predict`
+  predicts them, i.e. the protocol stage's per-row ``synperf`` predictions (``results/protocols/<exp>_rows.parquet``).
+
+:func:`synperf.pipeline.fewshot_summary.fewshot_summary` then chooses the calibration per k on the ``seen_losgo``
+rows of every experiment and scores it on the ``unseen`` rows.
 """
 
 from __future__ import annotations
 
-import json
-import logging
-from pathlib import Path
-
+import numpy as np
 import pandas as pd
-
-from synperf.data.io import read_table, write_parquet
 
 #: columns of :func:`fewshot_rows`'s output
 ROWS_COLUMNS = ["experiment", "kernel", "gpu", "role", "latency_us", "predicted_latency_us", "theoretical_time_us",
                 "prediction_path"]
 
 
-def _frame(rows: pd.DataFrame, pred: pd.DataFrame, exp_name: str, role: str) -> pd.DataFrame:
-    return pd.DataFrame({"experiment": exp_name, "kernel": rows["kernel"].astype(str).to_numpy(),
-                         "gpu": rows["gpu"].astype(str).to_numpy(), "role": role,
-                         "latency_us": rows["latency_us"].to_numpy(dtype="float64"),
-                         "predicted_latency_us": pred["predicted_latency_us"].to_numpy(dtype="float64"),
-                         "theoretical_time_us": rows["theoretical_time_us"].to_numpy(dtype="float64"),
-                         "prediction_path": pred["prediction_path"].astype(str).to_numpy()})
-
-
-def fewshot_rows(features: str, features_meta: str, model_dir: str, exp_name: str, registry_path: str,
-                 training: dict, seed: int, threads: int, out: str, measured_dir: str | None = None,
-                 recipe: str | None = None) -> None:
-    """Predicted and measured latency (microseconds) of one experiment's unseen rows and leave-one-seen-GPU-out rows.
+def fewshot_rows(path_rows: pd.DataFrame, protocol_rows: pd.DataFrame, choice: dict, experiment: str) -> pd.DataFrame:
+    """The ``seen_losgo`` and ``unseen`` rows of one experiment (:data:`ROWS_COLUMNS`, latencies in microseconds).
 
     Args:
-        features, features_meta: the experiment's primary feature table (with ``split``) and its sidecar.
-        model_dir: the experiment's model folder (``models/<exp>``, holding ``path.json``).
-        training: MLP budget of the leave-one-seen-GPU-out fits (as the path choice's folds); ``recipe`` the
-            experiment's recipe choice JSON whose overrides apply on top.
-        out: Parquet with :data:`ROWS_COLUMNS`.
+        path_rows: the selection stage's per-row path predictions
+            (:data:`synperf.evaluation.path_selection.PATH_ROW_COLUMNS`).
+        protocol_rows: the protocol stage's per-row configured ``synperf`` predictions
+            (:data:`synperf.pipeline.protocols.ROW_COLUMNS`).
+        choice: the experiment's recorded path (:func:`synperf.evaluation.path_selection.load_choice`).
 
     Raises:
-        InputError: the model folder has no ``path.json``.
+        ValueError: ``path_rows`` lack the chosen path (or its fallback) while holding other paths.
     """
-    from synperf.data.hardware import load_registry
-    from synperf.data.io import InputError
-    from synperf.evaluation.path_selection import fit_paths, load_choice, predict_path, predict_with_choice
-    from synperf.model.estimator import TrainConfig, TrainedModel
-    from synperf.pipeline.train import recipe_overrides
-
-    log = logging.getLogger(__name__)
-    choice = load_choice(model_dir)
-    if choice is None:
-        raise InputError(f"{model_dir}: no path.json (run the train rule first)")
     path = choice["path"]
-    meta = json.loads(Path(features_meta).read_text())
-    table = read_table(features)
-    registry = load_registry(registry_path, measured_dir)
-    split = table["split"].astype(str).to_numpy()
+    fallback = choice.get("fallback") or choice.get("base") or path
     parts = []
-
-    unseen = table[split == "unseen"].reset_index(drop=True)
+    if len(path_rows):
+        mine = path_rows[path_rows["path"] == path].reset_index(drop=True)
+        if mine.empty:
+            raise ValueError(f"{experiment}: the path rows hold no prediction of the chosen path {path!r}")
+        uncovered = mine["prediction_path"].astype(str).to_numpy() != path
+        if uncovered.any() and fallback != path:
+            fb = path_rows[path_rows["path"] == fallback].set_index(["fold", "row"])["predicted_latency_us"]
+            keys = pd.MultiIndex.from_frame(mine.loc[uncovered, ["fold", "row"]])
+            if not keys.isin(fb.index).all():
+                raise ValueError(f"{experiment}: the path rows hold no prediction of the fallback {fallback!r}")
+            mine.loc[uncovered, "predicted_latency_us"] = fb.reindex(keys).to_numpy()
+            mine.loc[uncovered, "prediction_path"] = fallback
+        parts.append(mine.assign(role="seen_losgo")[ROWS_COLUMNS])
+    unseen = protocol_rows[protocol_rows["split"].astype(str) == "unseen"]
     if len(unseen):
-        mlp = TrainedModel.load(str(Path(model_dir) / choice["mlp_dir"])) if choice.get("mlp_dir") else None
-        pred = predict_with_choice(choice, model_dir, unseen, registry, mlp)
-        parts.append(_frame(unseen, pred, exp_name, "unseen"))
-        log.info("%s: %d unseen rows predicted with path %s", exp_name, len(unseen), path)
-
-    train = table[split == "train"].reset_index(drop=True)
-    gpus = sorted(train["gpu"].astype(str).unique())
-    overrides = recipe_overrides(recipe)
-    overrides.pop("recipe", None)
-    cfg = TrainConfig.from_dict({**training, **overrides, "seed": seed, "threads": threads})
-    for gpu in gpus if len(gpus) > 1 else []:
-        held = train["gpu"].astype(str).to_numpy() == gpu
-        try:
-            fitted = fit_paths(train[~held], meta, registry, cfg, paths=[path])
-        except ValueError as e:  # too few rows on the other GPUs for an MLP validation split
-            log.info("%s: leave out %s skipped (%s)", exp_name, gpu, e)
-            continue
-        va = train[held].reset_index(drop=True)
-        parts.append(_frame(va, predict_path(fitted, path, va, registry), exp_name, "seen_losgo"))
-        log.info("%s: leave out %s: %d rows predicted with path %s", exp_name, gpu, len(va), path)
-    rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=ROWS_COLUMNS)
-    write_parquet(rows[ROWS_COLUMNS], out)
+        parts.append(unseen.assign(role="unseen", prediction_path=path)[ROWS_COLUMNS])
+    if not parts:
+        return pd.DataFrame(columns=ROWS_COLUMNS)
+    out = pd.concat(parts, ignore_index=True)
+    out["experiment"] = experiment
+    return out.astype({"latency_us": "float64", "predicted_latency_us": "float64",
+                       "theoretical_time_us": "float64"}).replace([np.inf, -np.inf], np.nan)

@@ -11,12 +11,35 @@ import pandas as pd
 from synperf.data.io import write_csv
 
 
-def fewshot_summary(row_files: list[str], out_table: str, out_choice: str, out_figure: str,
+def fewshot_stage(experiments: list[str], path_rows: list[str], protocol_rows: list[str], model_dirs: list[str],
+                  out_table: str, out_choice: str, out_figure: str,
+                  figure_experiments: list[str] | None = None) -> None:
+    """:func:`fewshot_summary` of the rows :func:`synperf.pipeline.fewshot.fewshot_rows` assembles per experiment
+    from its selection path rows (Parquet), protocol rows (Parquet) and model folder (``path.json``), in the order
+    of ``experiments``.
+
+    Raises:
+        InputError: a model folder without ``path.json``.
+    """
+    from synperf.data.io import InputError
+    from synperf.evaluation.path_selection import load_choice
+    from synperf.pipeline.fewshot import fewshot_rows
+
+    frames = []
+    for exp, pr, rr, md in zip(experiments, path_rows, protocol_rows, model_dirs, strict=True):
+        choice = load_choice(md)
+        if choice is None:
+            raise InputError(f"{md}: no path.json (run the train rule first)")
+        frames.append(fewshot_rows(pd.read_parquet(pr), pd.read_parquet(rr), choice, exp))
+    fewshot_summary(frames, out_table, out_choice, out_figure, figure_experiments=figure_experiments)
+
+
+def fewshot_summary(row_files: list, out_table: str, out_choice: str, out_figure: str,
                     ks=None, seeds=None, figure_experiments: list[str] | None = None) -> None:
     """Choose the calibration per k on the ``seen_losgo`` rows of every experiment, score it on the ``unseen`` rows.
 
     Args:
-        row_files: :func:`fewshot_rows` outputs.
+        row_files: row frames of :func:`synperf.pipeline.fewshot.fewshot_rows`, or Parquet files of them.
         out_table: CSV, one row per (experiment, unseen GPU, k) (:func:`synperf.evaluation.fewshot.evaluate_unseen`
             plus ``kernel``).
         out_choice: CSV, the choice table (:func:`synperf.evaluation.fewshot.choose_calibrations`).
@@ -27,7 +50,8 @@ def fewshot_summary(row_files: list[str], out_table: str, out_choice: str, out_f
 
     ks = tuple(ks or KS)
     seeds = tuple(seeds or SEEDS)
-    rows = pd.concat([pd.read_parquet(p) for p in row_files], ignore_index=True)
+    rows = pd.concat([p if isinstance(p, pd.DataFrame) else pd.read_parquet(p) for p in row_files],
+                     ignore_index=True)
     role = rows["role"].astype(str).to_numpy()
     chosen, choice_table = choose_calibrations(rows[role == "seen_losgo"], ks, seeds)
     table = evaluate_unseen(rows[role == "unseen"], chosen, ks, seeds)

@@ -11,11 +11,15 @@ from synperf.data.hardware import load_registry
 from synperf.data.io import read_table
 from synperf.model.estimator import TrainConfig, TrainedModel
 
+#: columns of ``evaluate_protocols``'s ``out_rows``: one row per configured test row predicted by ``synperf``
+ROW_COLUMNS = ["experiment", "kernel", "gpu", "split", "row", "latency_us", "predicted_latency_us",
+               "theoretical_time_us"]
+
 
 def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: dict, registry_path: str, seed: int,
                        training: dict, protocols: list[str], methods: list[str] | None, threads: int,
                        out_table: str, out_cdf: str | None = None, model_dir: str | None = None, *,
-                       measured_dir: str | None = None, recipe: str | None = None) -> None:
+                       measured_dir: str | None = None, recipe: str | None = None, out_rows: str | None = None) -> None:
     """All methods (our MLP and every baseline) under the evaluation protocols, for one experiment.
 
     ``features``/``features_meta``: the experiment's feature table of the primary feature set
@@ -34,7 +38,9 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
     Writes ``out_table``: one row per (protocol, fold, method, gpu, split, scope) with MAPE, median and p90 APE
     and coverage; ``scope`` is ``all`` (every row the method covers) or ``nearest_covered`` (only the rows
     nearest-GPU transfer covers, a paired comparison; present when ``nearest_gpu_roofline`` is evaluated).
-    ``out_cdf``: :func:`synperf.evaluation.protocols.error_cdf` of the same predictions.
+    ``out_cdf``: :func:`synperf.evaluation.protocols.error_cdf` of the same predictions. ``out_rows``: Parquet of
+    the configured fold's per-row ``synperf`` predictions (:data:`ROW_COLUMNS`; the rows the few-shot calibration
+    simulation calibrates), empty when that method did not run.
     """
     import json
     import logging
@@ -67,7 +73,7 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
         choice = load_choice(Path(model_dir).parent)
         chosen_paths = ({"configured": (choice["path"], choice.get("fallback") or choice["base"])}
                         if choice else None)
-    summaries, cdfs, done = [], [], {}
+    summaries, cdfs, done, configured_preds = [], [], {}, None
     for protocol in protocols:
         folds = make_folds(protocol, table, registry, gpus=gpus, heldout_frac=exp.get("heldout_frac", 0.2), seed=seed,
                            heldout_source_files=exp.get("heldout_source_files"))
@@ -88,13 +94,22 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
             log.info("%s: no fold", protocol)
             continue
         preds = pd.concat(parts, ignore_index=True)
+        if protocol == "configured":
+            configured_preds = preds
         summaries.append(summarize_predictions(preds).assign(scope="all"))
         if "nearest_gpu_roofline" in set(preds["method"]):
             summaries.append(summarize_predictions(preds, on_rows_covered_by="nearest_gpu_roofline")
                              .assign(scope="nearest_covered"))
         cdfs.append(error_cdf(preds))
-    from synperf.data.io import write_csv
+    from synperf.data.io import write_csv, write_parquet
 
     write_csv(pd.concat(summaries, ignore_index=True).assign(experiment=exp_name, kernel=exp["kernel"]), out_table)
+    if out_rows:
+        rows = pd.DataFrame(columns=ROW_COLUMNS)
+        if configured_preds is not None:
+            p = configured_preds[configured_preds["method"] == SYNPERF]
+            tt = table["theoretical_time_us"].to_numpy(dtype="float64")[p["row"].to_numpy(dtype="int64")]
+            rows = p.assign(experiment=exp_name, theoretical_time_us=tt)[ROW_COLUMNS].reset_index(drop=True)
+        write_parquet(rows, out_rows)
     if out_cdf:
         write_csv(pd.concat(cdfs, ignore_index=True).assign(experiment=exp_name, kernel=exp["kernel"]), out_cdf)

@@ -16,7 +16,7 @@ def score_selection(candidates: list[tuple[str, str, str]], exp_name: str, regis
                     training: dict, threads: int, *, measured_dir: str | None = None,
                     recipes: dict | None = None, recipe_features: tuple[str, str] | None = None,
                     out_recipes: str | None = None, out_recipe: str | None = None,
-                    out_paths: str | None = None) -> None:
+                    out_paths: str | None = None, out_path_rows: str | None = None) -> None:
     """Leave-one-seen-GPU-out score of each candidate feature set of one experiment
     (:func:`synperf.evaluation.selection.score_feature_set`) on its configured training rows; one row per fold
     (an empty table for a single seen GPU). Then, with ``recipes``, the training recipes on the primary feature
@@ -33,6 +33,8 @@ def score_selection(candidates: list[tuple[str, str, str]], exp_name: str, regis
             :func:`synperf.evaluation.selection.choose_recipe`).
         out_paths: CSV of the path scores (:data:`synperf.evaluation.path_selection.PATH_SCORE_COLUMNS`), read
             by the ``train`` stage to record the chosen path beside the primary model.
+        out_path_rows: Parquet of the same folds' per-row predictions of every path
+            (:data:`synperf.evaluation.path_selection.PATH_ROW_COLUMNS`), read by the few-shot calibration choice.
     """
     import logging
 
@@ -72,12 +74,17 @@ def score_selection(candidates: list[tuple[str, str, str]], exp_name: str, regis
         write_json(choice, out_recipe)
         chosen_cfg = TrainConfig.from_dict({**training, **choice["overrides"], "seed": seed, "threads": threads})
     if out_paths:
-        from synperf.evaluation.path_selection import score_paths
+        from synperf.data.io import write_parquet
+        from synperf.evaluation.path_selection import PATH_ROW_COLUMNS, score_paths
 
         table, meta = read_table(primary[0]), json.loads(Path(primary[1]).read_text())
+        path_rows = []
         paths = score_paths(table, meta, exp_name, registry, chosen_cfg, log=log.info,
-                            fold_mlps=fold_models.get((primary[0], repr(chosen_cfg))))
+                            fold_mlps=fold_models.get((primary[0], repr(chosen_cfg))), rows_out=path_rows)
         write_csv(paths, out_paths)
+        if out_path_rows:
+            rows = pd.concat(path_rows, ignore_index=True) if path_rows else pd.DataFrame(columns=PATH_ROW_COLUMNS)
+            write_parquet(rows, out_path_rows)
 
 
 def choose_feature_set(score_tables: list[str], configured: str, training: dict, out_table: str,
