@@ -4,6 +4,7 @@
 #   snakemake --cores all profile_local         every kernel family on this machine's GPU (id detected)
 #   snakemake --workflow-profile workflow/profiles/slurm profile_all --config 'profiling={gpus: [h100_sxm]}'
 #                                               one job per (listed GPU type, kernel) on a SLURM cluster
+# Its helpers (the targets, local_gpu_id: the subprocess GPU detection) are in rules/common.smk.
 import json
 import os
 import sys
