@@ -21,6 +21,8 @@ rule e2e:
         "results/logs/e2e.log",
     benchmark:
         "results/benchmarks/e2e.tsv"
+    conda:
+        "../environment.yml"
     params:
         data_dir=config["public_data_dir"],
         feature_set=FEATURE_SET,

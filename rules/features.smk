@@ -13,6 +13,8 @@ rule features:
         "results/logs/features/{experiment}.log",
     benchmark:
         "results/benchmarks/features/{experiment}.tsv"
+    conda:
+        "../environment.yml"
     params:
         exp=lambda wc: config["experiments"][wc.experiment],
         feature_sets=FEATURE_SETS_BUILT,
@@ -37,6 +39,8 @@ rule check_leaks:
         "results/logs/check_leaks/{experiment}.log",
     benchmark:
         "results/benchmarks/check_leaks/{experiment}.tsv"
+    conda:
+        "../environment.yml"
     params:
         exp=lambda wc: config["experiments"][wc.experiment],
         training=config["training"],

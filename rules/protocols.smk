@@ -22,6 +22,8 @@ rule evaluate_protocols:
         "results/logs/evaluate_protocols/{experiment}.log",
     benchmark:
         "results/benchmarks/evaluate_protocols/{experiment}.tsv"
+    conda:
+        "../environment.yml"
     threads: 1
     params:
         exp=lambda wc: config["experiments"][wc.experiment],

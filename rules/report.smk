@@ -77,6 +77,8 @@ rule report:
         ),
     log:
         "results/logs/report.log",
+    conda:
+        "../environment.yml"
     params:
         experiments=config["experiments"],
         protocol_experiments=[e for e in PROTOCOLS.get("experiments", EXPERIMENTS)],

@@ -20,6 +20,8 @@ rule score_selection:
         "results/logs/selection/{experiment}.log",
     benchmark:
         "results/benchmarks/score_selection/{experiment}.tsv"
+    conda:
+        "../environment.yml"
     threads: 1
     params:
         training={**config["training"], **SELECTION.get("training", {})},
@@ -45,6 +47,8 @@ rule choose_feature_set:
         "results/logs/selection/choose.log",
     benchmark:
         "results/benchmarks/choose_feature_set.tsv"
+    conda:
+        "../environment.yml"
     params:
         configured=FEATURE_SET,
         training={**config["training"], **SELECTION.get("training", {})},

@@ -21,6 +21,8 @@ rule train:
         "results/logs/train/{experiment}.log",
     benchmark:
         "results/benchmarks/train/{experiment}.tsv"
+    conda:
+        "../environment.yml"
     threads: 1
     params:
         exp=lambda wc: config["experiments"][wc.experiment],
@@ -44,6 +46,8 @@ rule train_ablation:
         "results/logs/train/{experiment}_ablation.log",
     benchmark:
         "results/benchmarks/train_ablation/{experiment}.tsv"
+    conda:
+        "../environment.yml"
     threads: 1
     params:
         exp=lambda wc: config["experiments"][wc.experiment],
