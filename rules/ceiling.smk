@@ -23,6 +23,8 @@ rule ceiling:
     benchmark:
         "results/benchmarks/ceiling.tsv"
     priority: stage_priority("ceiling")
+    conda:
+        "../environment.yml"
     threads: 1
     params:
         experiments=config["experiments"],
@@ -30,7 +32,8 @@ rule ceiling:
         ceiling=CEILING,
         seed=config["seed"],
         feature_set=FEATURE_SET,
-        data_dir=config["public_data_dir"],
+        # the public-data folder the MoE part reads from (beyond the comparison files above)
+        data_dir=lambda wc: config["public_data_dir"],
         gpu_map=config["ingest"]["pipeweave"]["moe_gpu_map"],
         measured_dir=MEASURED_DIR,
     script:

@@ -5,28 +5,10 @@
 # values over the datasheet ones of config/gpus.yaml.
 #   snakemake --cores all characterize_local        this machine's GPU (id detected as for profile_local)
 #   snakemake --cores all data/hardware/h100_sxm.json   the same, checking the visible GPU is that one
-# Included after rules/profile.smk: local_gpu_id() (the subprocess GPU detection) is defined there.
+# Its helpers (characterize_local_target, and local_gpu_id, the subprocess GPU detection) are in rules/common.smk.
 import json
 import os
 import sys
-
-from snakemake.exceptions import WorkflowError
-
-from synperf.gpu.characterize.run import no_gpu_message
-
-CHARACTERIZE = config.get("characterize") or {}
-
-
-def characterize_local_target(wildcards):
-    """<hardware_measurements_dir>/<local gpu id>.json, or a clear error without a (known) GPU."""
-    try:
-        gpu = local_gpu_id()
-    except WorkflowError as exc:
-        msg = str(exc)
-        if "no NVIDIA GPU visible" in msg:
-            msg = no_gpu_message(msg)
-        raise WorkflowError(f"characterize_local: {msg}") from None
-    return f"{HARDWARE_DIR}/{gpu}.json"
 
 
 rule characterize_local:
@@ -38,11 +20,13 @@ rule characterize_gpu:
     # No `input:` on purpose (as profile_kernel): a committed data/hardware/<gpu>.json must never make a
     # GPU-less run re-measure it. To measure again: --forcerun characterize_gpu.
     output:
-        HARDWARE_DIR + "/{gpu}.json",
+        f"{HARDWARE_DIR}/{{gpu}}.json",
     log:
         "results/logs/characterize_{gpu}.log",
     wildcard_constraints:
         gpu="|".join(sorted(REGISTRY.ids)),
+    conda:
+        "../environment.yml"
     resources:
         gpu=1,
     params:

@@ -1,13 +1,21 @@
-# Names and path helpers shared by the rule files (included by the Snakefile before them): what each stage
+# Names and path helpers shared by the rule files, which the Snakefile includes after this one; what each stage
 # reads and writes, derived from the config once.
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
+from snakemake.exceptions import WorkflowError
+
 from synperf.data.hardware import measured_files
+from synperf.gpu.characterize.run import no_gpu_message
+from synperf.gpu.profiling import PROFILED_KERNELS, parse_capability, supports_kernel
 
 
 def code_inputs(script):
-    """The synperf modules a rule script imports, transitively (read with ast, synperf/imports.py): the rule's
-    code inputs, so editing e.g. a feature set reruns what depends on it and editing the report reruns only
+    """The synperf modules a rule script imports, transitively (read with ast, synperf/imports.py), are the
+    rule's code inputs, so editing e.g. a feature set reruns what depends on it and editing the report reruns only
     the report (the profiler's and the characterization's code are imported by no pipeline rule)."""
     return code_closure(Path(workflow.basedir, script))
 
@@ -170,3 +178,72 @@ def stage_priority(stage):
         return 100 * STAGE_RANK[stage] + len(protocol_names(exp)) * n_gpus
 
     return priority
+
+
+# ---- profile (rules/profile.smk)
+PROFILING = config.get("profiling") or {}
+PROFILE_KERNELS = list(PROFILING.get("kernels") or PROFILED_KERNELS)
+SWEEPS_DIR = PROFILING.get("sweeps_dir", "config/sweeps")
+_LOCAL_GPU = {}
+
+
+def local_gpu_id():
+    """Registry id of this machine's GPU (torch device 0 -> UUID -> NVML name -> config/gpus.yaml), found
+    in a subprocess so this Snakemake process never holds a CUDA context; fails with the reason."""
+    if "gpu" not in _LOCAL_GPU:
+        path = os.pathsep.join(p for p in (workflow.basedir, os.environ.get("PYTHONPATH")) if p)
+        proc = subprocess.run(
+            [sys.executable, "-m", "synperf.gpu.profiling.nvml", "--registry", config["gpu_registry"]],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": path},
+        )
+        if proc.returncode != 0:
+            raise WorkflowError(proc.stderr.strip() or f"GPU detection failed (exit {proc.returncode})")
+        _LOCAL_GPU["gpu"] = json.loads(proc.stdout)["gpu"]
+    return _LOCAL_GPU["gpu"]
+
+
+def kernels_for(gpu):
+    """The configured kernels this GPU can run (no FP8 GEMM below compute capability 8.9)."""
+    cap = parse_capability(REGISTRY[gpu].compute_capability)
+    return [k for k in PROFILE_KERNELS if supports_kernel(k, cap)[0]]
+
+
+def profile_targets(gpus):
+    return [f"{config['measurements_dir']}/{gpu}/{kernel}.parquet" for gpu in gpus for kernel in kernels_for(gpu)]
+
+
+def profile_local_targets(wildcards):
+    return profile_targets([local_gpu_id()])
+
+
+def profile_all_targets(wildcards):
+    gpus = PROFILING.get("gpus") or []
+    if not gpus:
+        raise WorkflowError(
+            "profile_all: config key profiling.gpus is empty; list the registry ids of the GPU types to profile, "
+            "e.g. --config 'profiling={gpus: [h100_sxm, a100_sxm4_80gb]}', and submit with "
+            "--workflow-profile workflow/profiles/slurm (docs/profiling.md). On one GPU machine use profile_local."
+        )
+    for gpu in gpus:
+        REGISTRY[gpu]  # unknown id: InputError naming it
+    if workflow.local_exec and not workflow.dryrun:
+        local_gpu_id()  # running the jobs here: stop now, with the reason, if there is no GPU
+    return profile_targets(gpus)
+
+
+# ---- characterize (rules/characterize.smk)
+CHARACTERIZE = config.get("characterize") or {}
+
+
+def characterize_local_target(wildcards):
+    """<hardware_measurements_dir>/<local gpu id>.json, or a clear error without a (known) GPU."""
+    try:
+        gpu = local_gpu_id()
+    except WorkflowError as exc:
+        msg = str(exc)
+        if "no NVIDIA GPU visible" in msg:
+            msg = no_gpu_message(msg)
+        raise WorkflowError(f"characterize_local: {msg}") from None
+    return f"{HARDWARE_DIR}/{gpu}.json"

@@ -13,6 +13,8 @@ rule download_public_file:
     wildcard_constraints:
         relpath="|".join(re.escape(p) for p in MANIFEST),
     retries: 2
+    conda:
+        "../environment.yml"
     params:
         url=lambda wc: MANIFEST[wc.relpath]["url"],
         sha256=lambda wc: MANIFEST[wc.relpath]["sha256"],

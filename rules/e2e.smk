@@ -22,6 +22,8 @@ rule e2e:
     benchmark:
         "results/benchmarks/e2e.tsv"
     priority: stage_priority("e2e")
+    conda:
+        "../environment.yml"
     params:
         data_dir=config["public_data_dir"],
         feature_set=FEATURE_SET,

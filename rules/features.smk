@@ -14,6 +14,8 @@ rule features:
     benchmark:
         "results/benchmarks/features/{experiment}.tsv"
     priority: stage_priority("features")
+    conda:
+        "../environment.yml"
     params:
         exp=lambda wc: config["experiments"][wc.experiment],
         feature_sets=FEATURE_SETS_BUILT,
@@ -39,6 +41,8 @@ rule check_leaks:
     benchmark:
         "results/benchmarks/check_leaks/{experiment}.tsv"
     priority: stage_priority("check_leaks")
+    conda:
+        "../environment.yml"
     params:
         exp=lambda wc: config["experiments"][wc.experiment],
         training=config["training"],

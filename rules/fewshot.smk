@@ -21,6 +21,8 @@ rule fewshot:
     params:
         experiments=FEWSHOT_EXPERIMENTS,
         figure_experiments=CORE_EXPERIMENTS,
+    conda:
+        "../environment.yml"
     script:
         "../scripts/fewshot.py"
 
@@ -43,5 +45,7 @@ rule predict_throughput:
         experiments={e: config["experiments"][e] for e in CORE_EXPERIMENTS},
         n_launches=4000,
         measured_dir=MEASURED_DIR,
+    conda:
+        "../environment.yml"
     script:
         "../scripts/predict_throughput.py"

@@ -14,6 +14,8 @@ rule ingest_source:
         "results/logs/ingest/{source}.log",
     benchmark:
         "results/benchmarks/ingest_source/{source}.tsv"
+    conda:
+        "../environment.yml"
     params:
         data_dir=config["public_data_dir"],
         cfg=lambda wc: config["ingest"].get(wc.source, {}),
@@ -36,6 +38,8 @@ rule merge_measurements:
         "results/logs/ingest/merge.log",
     benchmark:
         "results/benchmarks/merge_measurements.tsv"
+    conda:
+        "../environment.yml"
     params:
         measured_dir=MEASURED_DIR,
         quality=config["ingest"].get("quality", {}),

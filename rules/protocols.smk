@@ -25,6 +25,8 @@ rule evaluate_protocols:
     benchmark:
         "results/benchmarks/evaluate_protocols/{experiment}.tsv"
     priority: stage_priority("evaluate_protocols")
+    conda:
+        "../environment.yml"
     threads: 1
     params:
         exp=lambda wc: config["experiments"][wc.experiment],

@@ -82,6 +82,8 @@ rule report:
         goals=report("results/tables/goals.csv", caption="../workflow/report/goals.rst", category="1. Report"),
     log:
         "results/logs/report.log",
+    conda:
+        "../environment.yml"
     params:
         experiments=config["experiments"],
         protocol_experiments=[e for e in PROTOCOLS.get("experiments", EXPERIMENTS)],

@@ -23,6 +23,8 @@ rule score_selection:
     benchmark:
         "results/benchmarks/score_selection/{experiment}.tsv"
     priority: stage_priority("score_selection")
+    conda:
+        "../environment.yml"
     threads: 1
     params:
         training={**config["training"], **SELECTION.get("training", {})},
@@ -48,6 +50,8 @@ rule choose_feature_set:
         "results/logs/selection/choose.log",
     benchmark:
         "results/benchmarks/choose_feature_set.tsv"
+    conda:
+        "../environment.yml"
     params:
         configured=FEATURE_SET,
         training={**config["training"], **SELECTION.get("training", {})},

@@ -23,6 +23,8 @@ rule train:
     benchmark:
         "results/benchmarks/train/{experiment}.tsv"
     priority: stage_priority("train")
+    conda:
+        "../environment.yml"
     threads: 1
     params:
         exp=lambda wc: config["experiments"][wc.experiment],
@@ -47,6 +49,8 @@ rule train_ablation:
     benchmark:
         "results/benchmarks/train_ablation/{experiment}.tsv"
     priority: stage_priority("train_ablation")
+    conda:
+        "../environment.yml"
     threads: 1
     params:
         exp=lambda wc: config["experiments"][wc.experiment],

@@ -1,5 +1,6 @@
-"""Lint: ``ruff check`` on the Python folders and ``snakefmt --check`` on the workflow files (settings in
-pyproject.toml). A tool that is not installed skips its test with a reason, except under CI=true, where its
+"""Lint: ``ruff check`` on the Python folders, ``snakefmt --check`` on the workflow files (settings in
+pyproject.toml) and ``snakemake --lint`` on the workflow with the default and the small CI config, which must
+report nothing. A tool that is not installed skips its test with a reason, except under CI=true, where its
 absence fails it."""
 
 from __future__ import annotations
@@ -26,12 +27,13 @@ def _missing(tool: str) -> None:
     pytest.skip(reason)
 
 
-def _run(cmd: list[str]) -> None:
+def _run(cmd: list[str]) -> subprocess.CompletedProcess:
     """Run ``cmd`` in the repository root and assert exit status 0, showing the tool's output otherwise."""
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 0, (
         f"{' '.join(cmd)} exited with {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
     )
+    return proc
 
 
 def test_ruff_check():
@@ -45,3 +47,18 @@ def test_snakefmt_check():
     if snakefmt is None:
         _missing("snakefmt")
     _run([snakefmt, "--check", "--line-length", "120", *WORKFLOW_FILES])
+
+
+@pytest.mark.parametrize(
+    "args",
+    [[], ["--replace-workflow-config", "--configfile", "config/test/config.yaml"]],
+    ids=["default_config", "test_config"],
+)
+def test_snakemake_lint(args):
+    """``snakemake --lint`` exits 1 on a lint; a lint printed under exit status 0 fails the test too."""
+    snakemake = shutil.which("snakemake")
+    if snakemake is None:
+        _missing("snakemake")
+    proc = _run([snakemake, "--lint", *args])
+    out = proc.stdout + proc.stderr
+    assert "Lints for" not in out, out

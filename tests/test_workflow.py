@@ -64,6 +64,25 @@ def test_default_dag_reaches_the_report(public_data):
         assert rule in out
 
 
+
+def _dag_rules(out: str) -> set[str]:
+    """The rule names of a dry run's "Job stats" table."""
+    lines = out[out.index("Job stats:"):].splitlines()[3:]
+    return {ln.split()[0] for ln in lines[:lines.index(next(ln for ln in lines if ln.startswith("total")))]}
+
+
+def test_small_config_runs_every_rule_of_the_default_target(public_data):
+    """config/test/config.yaml (CI's small run) keeps every rule of the default DAG, with fewer jobs."""
+    full = snakemake("-n", "--forceall", "--config", f"public_data_dir={public_data}")
+    small = snakemake("-n", "--forceall", "--replace-workflow-config", "--configfile", "config/test/config.yaml",
+                      "--config", f"public_data_dir={public_data}")
+    assert full.returncode == 0, full.out[-2000:]
+    assert small.returncode == 0, small.out[-2000:]
+    full_rules, small_rules = _dag_rules(full.out), _dag_rules(small.out)
+    assert {"ingest_source", "features", "check_leaks", "train", "train_ablation", "evaluate_protocols", "e2e",
+            "ceiling", "report"} <= full_rules
+    assert small_rules == full_rules
+
 def test_every_step_on_real_vidur_rows(public_data, tmp_path):
     reg = str(REPO / "config/gpus.yaml")
     cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
