@@ -118,7 +118,7 @@ def benchmark_files():
         "features": EXPERIMENTS,
         "check_leaks": EXPERIMENTS,
         "train": EXPERIMENTS,
-        "train_ablation": ABLATION.get("experiments", []),
+        "train_ablation": ABLATION.get("experiments", []) if ABLATED else [],
         "score_selection": SELECTION_EXPERIMENTS,
         "evaluate_protocols": PROTOCOL_EXPERIMENTS,
     }
