@@ -1,7 +1,8 @@
 # Few-shot calibration (synperf/evaluation/fewshot.py): per experiment with unseen GPUs, the chosen path's
 # leave-one-seen-GPU-out predictions of the seen GPUs (from the selection stage) and its predictions of the unseen
 # rows (from the protocol stage); the calibration per k is chosen on the seen GPUs alone and scored on the unseen
-# GPUs with k rows of a short sweep (rule fewshot). Rule predict_throughput times batch predict on one CPU core for the report's goals table.
+# GPUs with k rows of a short sweep (rule fewshot). Rule predict_throughput times batch predict on one CPU core for
+# the report's goals table.
 
 
 rule fewshot:
@@ -18,11 +19,11 @@ rule fewshot:
         "results/logs/fewshot.log",
     benchmark:
         "results/benchmarks/fewshot.tsv"
+    conda:
+        "../environment.yml"
     params:
         experiments=FEWSHOT_EXPERIMENTS,
         figure_experiments=CORE_EXPERIMENTS,
-    conda:
-        "../environment.yml"
     script:
         "../scripts/fewshot.py"
 
@@ -40,12 +41,12 @@ rule predict_throughput:
         "results/logs/predict_throughput.log",
     benchmark:
         "results/benchmarks/predict_throughput.tsv"
+    conda:
+        "../environment.yml"
     threads: 1
     params:
         experiments={e: config["experiments"][e] for e in CORE_EXPERIMENTS},
         n_launches=4000,
         measured_dir=MEASURED_DIR,
-    conda:
-        "../environment.yml"
     script:
         "../scripts/predict_throughput.py"
