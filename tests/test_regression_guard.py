@@ -298,7 +298,11 @@ def test_present_data_folder_passes(tmp_path):
 def test_ci_run_calls_the_data_check_before_the_main_job():
     text = (REPO / ".ci" / "run").read_text()
     assert text.index("tools/check_data_dir.sh") < text.index("snakemake --cores")
-    assert text.rstrip().endswith("python3 tools/check_regression.py")
+    # the guard is the last command, after the main job (only the stage's closing `end` follows it)
+    main_job = text.index('snakemake --cores all --config public_data_dir="$DATA"')
+    guard = text.rindex("python3 tools/check_regression.py")
+    assert main_job < guard
+    assert text[guard:].split("\n", 1)[1].split() == ["end"]
 
 
 def test_end_to_end_mape_is_guarded_once_expected(tmp_path):
