@@ -94,6 +94,8 @@ SELECTION_EXPERIMENTS = list(SELECTION.get("experiments") or EXPERIMENTS)
 RECIPE_OUTPUTS = {"recipes": "results/selection/{experiment}/recipes.csv", "recipe": RECIPE_CHOICE} if RECIPES else {}
 # prediction paths scored in the same job on the chosen recipe's folds; `train` records the chosen one
 PATH_SCORES = "results/selection/{experiment}/paths.csv"
+# the same folds' per-row predictions of every path (the few-shot choice and the prediction intervals read them)
+PATH_ROWS = "results/selection/{experiment}/path_rows.parquet"
 
 
 # ---- few-shot calibration and goals

@@ -7,7 +7,7 @@
 
 rule fewshot:
     input:
-        path_rows=expand("results/selection/{experiment}/path_rows.parquet", experiment=FEWSHOT_EXPERIMENTS),
+        path_rows=expand(PATH_ROWS, experiment=FEWSHOT_EXPERIMENTS),
         protocol_rows=expand("results/protocols/{experiment}_rows.parquet", experiment=FEWSHOT_EXPERIMENTS),
         path_choices=expand("models/{experiment}/path.json", experiment=FEWSHOT_EXPERIMENTS),
         code=code_inputs("scripts/fewshot.py"),

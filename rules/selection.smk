@@ -17,7 +17,7 @@ rule score_selection:
         **RECIPE_OUTPUTS,
         tables=expand("results/selection/{{experiment}}/{fs}.csv", fs=SELECTION["candidates"]),
         paths=PATH_SCORES,
-        path_rows="results/selection/{experiment}/path_rows.parquet",
+        path_rows=PATH_ROWS,
     log:
         "results/logs/selection/{experiment}.log",
     benchmark:

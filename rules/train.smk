@@ -14,10 +14,12 @@ rule train:
         registry=config["gpu_registry"],
         hardware=MEASURED_FILES,
         path_scores=PATH_SCORES,
+        path_rows=PATH_ROWS,
         code=code_inputs("scripts/train.py"),
     output:
         **model_outputs(TRAINED),
         path_choice="models/{experiment}/path.json",
+        intervals="models/{experiment}/intervals.json",
     log:
         "results/logs/train/{experiment}.log",
     benchmark:

@@ -25,7 +25,7 @@ def main():
                  evaluation={"leak_checks": list(sm.input.leak_checks), "selection_table": sm.input.selection_table,
                              "selection_choice": sm.input.selection_choice,
                          "recipe_choices": list(sm.input.recipe_choices),
-                         "path_choices": list(sm.input.path_choices)},
+                         "path_choices": list(sm.input.path_choices), "intervals": list(sm.input.intervals)},
                  registry_path=sm.input.registry, measured_dir=sm.params.measured_dir,
                  e2e={"summary": sm.input.e2e_summary, "configs": sm.input.e2e_configs,
                       "breakdown": sm.input.e2e_breakdown, "overhead": sm.input.e2e_overhead,

@@ -12,7 +12,7 @@ exp = sm.wildcards.experiment
 models = [{**m, "table": m["table"].format(experiment=exp), "meta": m["meta"].format(experiment=exp),
            "model_dir": str(Path(model).parent), "predictions": pred, "mape": mape}
           for m, model, pred, mape in zip(sm.params.models, sm.output.models, sm.output.predictions, sm.output.mape)]
-path_choice = ({"scores": sm.input.path_scores, "registry": sm.input.registry, "measured_dir": sm.params.measured_dir}
-               if "path_choice" in sm.output.keys() else None)
+path_choice = ({"scores": sm.input.path_scores, "rows": sm.input.path_rows, "registry": sm.input.registry,
+                "measured_dir": sm.params.measured_dir} if "path_choice" in sm.output.keys() else None)
 run(sm, lambda: train_models(exp, dict(sm.params.exp), models, int(sm.params.seed), sm.threads,
                              recipe=sm.input.get("recipe"), path_choice=path_choice))

@@ -26,6 +26,7 @@ from synperf.data.schema import KERNEL_PARAMS, LAUNCH_COLUMNS, conform
 from synperf.evaluation.path_selection import CHOICE_FILE, load_choice, predict_with_choice
 from synperf.model.estimator import TrainedModel
 from synperf.model.features import build_features
+from synperf.model.uncertainty import INTERVAL_QUANTILES, INTERVALS_FILE, interval_bounds, load_intervals
 
 DEFAULT_IMPLEMENTATION = {
     "gemm": "cublas", "gemm_fp8": "torch_scaled_mm", "attention_prefill": "vllm_flash_attn",
@@ -136,10 +137,14 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
         ``feature_set`` is not given, that path predicts: ``prediction_path`` is ``physical``, ``mlp`` or
         ``<transfer|shift>+<base>`` where a seen GPU's training row measured the launch (``source_gpu`` names that
         GPU; <NA> elsewhere), and ``attrs["path_choice"]`` names the record. Otherwise every row is
-        ``mlp:<model folder>`` with ``source_gpu`` <NA>.
+        ``mlp:<model folder>`` with ``source_gpu`` <NA>. ``predicted_latency_low_us`` and
+        ``predicted_latency_high_us`` bound an 80% interval per row (:mod:`synperf.model.uncertainty`: the
+        measured/predicted spread of the row's path on GPUs left out of its training), when the folder records
+        intervals beside the path (``intervals.json``); NaN otherwise.
 
     Raises:
-        InputError: unknown kernel or GPU, a missing parameter, or no trained model.
+        InputError: unknown kernel or GPU, a missing parameter, no trained model, or intervals recorded for
+            another path than ``path.json``'s.
     """
     defaults = default_paths()
     registry = registry or load_registry(defaults["registry"], defaults["measured_dir"])
@@ -160,6 +165,8 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
     out["prediction_path"] = f"mlp:{model_dir}"
     out["unknown_category"] = model.encoder.unknown.to_numpy()
     out["source_gpu"] = pd.Series([pd.NA] * len(out), dtype="string")
+    out["predicted_latency_low_us"] = np.nan
+    out["predicted_latency_high_us"] = np.nan
     out.attrs["model_dir"] = str(model_dir)
     choice = load_choice(exp_dir) if feature_set is None else None
     if choice is not None:
@@ -170,4 +177,14 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
         out["prediction_path"] = chosen["prediction_path"].to_numpy()
         out["source_gpu"] = chosen["source_gpu"].astype("string").to_numpy()
         out.attrs["path_choice"] = str(exp_dir / CHOICE_FILE)
+        intervals = load_intervals(exp_dir)
+        if intervals is not None:
+            if intervals["path"] != choice["path"]:
+                raise InputError(f"{exp_dir / INTERVALS_FILE}: intervals of path {intervals['path']!r}, but "
+                                 f"{CHOICE_FILE} records {choice['path']!r}; rerun the train stage")
+            lo, hi = interval_bounds(out["predicted_latency_us"].to_numpy(), out["prediction_path"].to_numpy(),
+                                     intervals["intervals"])
+            out["predicted_latency_low_us"], out["predicted_latency_high_us"] = lo, hi
+            out.attrs["interval"] = (f"{INTERVAL_QUANTILES[1] - INTERVAL_QUANTILES[0]:.0%} interval from the "
+                                     f"leave-one-seen-GPU-out errors of each path ({exp_dir / INTERVALS_FILE})")
     return out

@@ -134,3 +134,26 @@ def test_feature_set_names_come_from_one_list():
             check_feature_set_names(cfg)
     snakefile = (Path(__file__).resolve().parent.parent / "Snakefile").read_text()
     assert 'feature_set="|".join(FEATURE_SETS)' in snakefile
+
+
+def test_gpu_columns_match_each_rows_own_registry_entry(registry):
+    from synperf.model.features.v1 import gpu_columns
+
+    # mixed GPUs, dtypes and pipes in an interleaved order, on a non-default index
+    gpus = ["h100_sxm", "a40", "h100_sxm", "b200", "a40", "h100_sxm"]
+    dtypes = ["bfloat16", "float16", "fp8", "bfloat16", "bfloat16", "bfloat16"]
+    kernels = ["gemm", "gemm", "gemm_fp8", "rmsnorm", "silu_mul", "attention_decode"]
+    idx = pd.Index([50, 3, 17, 9, 4, 1])
+    hw = gpu_columns(pd.Series(gpus, index=idx, dtype="string"), pd.Series(dtypes, index=idx),
+                     pd.Series(kernels, index=idx), registry)
+    assert list(hw.index) == list(idx)
+    for (g, d, k), (_, row) in zip(zip(gpus, dtypes, kernels), hw.iterrows()):
+        spec = registry[g]
+        peak = spec.fp32_tflops if k in ("rmsnorm", "silu_mul") else spec.peak_tflops(d)
+        assert row["peak_flops_per_s"] == peak * 1e12
+        assert row["dram_bytes_per_s"] == spec.dram_bw_gbps * 1e9
+        assert row["sm_count"] == spec.sm_count
+        assert row["l2_bytes"] == spec.l2_cache_mb * 2**20
+        assert row["xu_ops_per_s"] == spec.sfu_per_sm * spec.sm_count * spec.clock_hz
+    assert gpu_columns(pd.Series([], dtype="string"), pd.Series([], dtype="string"), pd.Series([], dtype="string"),
+                       registry).shape == (0, 7)

@@ -95,6 +95,21 @@ def test_prediction_path_sources_are_training_rows_of_seen_gpus(experiment):
     assert len(src) == int((t.split == "train").sum())
 
 
+@pytest.mark.parametrize("experiment", sorted(CONFIG["experiments"]))
+def test_prediction_intervals_belong_to_the_recorded_path_and_come_from_seen_gpus(experiment):
+    """The intervals `predict` gives must be those of the path it uses, fitted on leave-one-seen-GPU-out rows."""
+    exp = CONFIG["experiments"][experiment]
+    choice = json.loads(_need(REPO / "models" / experiment / "path.json").read_text())
+    rec = json.loads(_need(REPO / "models" / experiment / "intervals.json").read_text())
+    assert rec["path"] == choice["path"]
+    cov = rec["cross_fold_coverage"]
+    assert {r["gpu"] for r in cov} <= set(exp["seen"])
+    if len(exp["seen"]) > 1:
+        assert rec["intervals"] and len(cov) == len(exp["seen"])
+        for q in rec["intervals"].values():
+            assert 0 < q["low_ratio"] <= q["high_ratio"]
+
+
 @pytest.mark.parametrize("experiment", sorted(e for e, x in CONFIG["experiments"].items() if x.get("unseen")))
 def test_fewshot_rows_keep_seen_and_unseen_apart_and_match_the_chosen_path(experiment):
     import pandas as pd

@@ -86,7 +86,9 @@ def train_models(exp_name: str, exp: dict, models: list[dict], seed: int, thread
     prediction path, chosen from its leave-one-seen-GPU-out path scores, in its experiment folder
     (:func:`synperf.evaluation.path_selection.record_choice`, read by :func:`synperf.api.predict`); a dict with
     ``scores`` (the CSV of :func:`synperf.evaluation.path_selection.score_paths`, written by the selection stage),
-    ``registry`` and ``measured_dir`` (the GPU registry).
+    ``registry`` and ``measured_dir`` (the GPU registry), and optionally ``rows`` (the same folds' per-row
+    predictions, Parquet): the chosen path's prediction intervals are then written beside it
+    (:func:`synperf.model.uncertainty.save_intervals`).
 
     ``recipe``: the experiment's chosen training recipe (JSON of :func:`synperf.evaluation.selection.choose_recipe`);
     its overrides apply over every model's ``training`` (the budget keys stay the model's).
@@ -120,3 +122,11 @@ def train_models(exp_name: str, exp: dict, models: list[dict], seed: int, thread
             chosen, _ = record_choice(table, meta, exp_name, registry, pd.read_csv(path_choice["scores"]),
                                       Path(m["model_dir"]).parent, mlp_dir=Path(m["model_dir"]).name)
             log.info("%s: prediction path %s", exp_name, chosen)
+            if path_choice.get("rows"):
+                from synperf.evaluation.path_selection import load_choice
+                from synperf.model.uncertainty import save_intervals
+
+                exp_dir = Path(m["model_dir"]).parent
+                rec = save_intervals(exp_dir, chosen, pd.read_parquet(path_choice["rows"]),
+                                     fallback=load_choice(exp_dir).get("fallback"))
+                log.info("%s: prediction intervals %s", exp_name, json.dumps(rec["intervals"]))

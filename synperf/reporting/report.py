@@ -134,7 +134,8 @@ def figure(mape: pd.DataFrame, path: str) -> None:
 
 
 def evaluation_section(leaks: list[dict], selection_table: str | None, selection_choice: str | None,
-                       recipe_choices: list[str] | None = None, path_choices: list[str] | None = None) -> list[str]:
+                       recipe_choices: list[str] | None = None, path_choices: list[str] | None = None,
+                       intervals: list[str] | None = None) -> list[str]:
     """Markdown lines of the evaluation contract: the split rules, the leak checks (one row per experiment,
     each unseen GPU's twin share) and the leave-one-seen-GPU-out selection of the primary feature set and of each
     experiment's training recipe (``recipe_choices``: the JSONs of
@@ -213,6 +214,8 @@ def evaluation_section(leaks: list[dict], selection_table: str | None, selection
                "where no seen GPU measured the launch). Chosen by leave one seen GPU out on the training rows; "
                "validation MAPE (%), mean over folds. An experiment with one seen GPU keeps the MLP.", "",
                md_table(pd.DataFrame(rows).fillna("–")), ""]
+    if intervals:
+        md += intervals_section(intervals)
     if recipe_choices:
         rows = []
         for p in recipe_choices:
@@ -226,6 +229,34 @@ def evaluation_section(leaks: list[dict], selection_table: str | None, selection
                "winner. An experiment without folds keeps the first recipe. Validation MAPE (%), mean over folds.", "",
                md_table(pd.DataFrame(rows)), ""]
     return md
+
+
+def intervals_section(intervals: list[str]) -> list[str]:
+    """Markdown lines of the prediction intervals (:mod:`synperf.model.uncertainty`): per experiment the chosen
+    path's ``measured / predicted`` range per prediction label and the cross-fold coverage per validation GPU, from
+    the ``intervals.json`` files in ``intervals``."""
+    rows, quantiles = [], set()
+    for p in intervals:
+        rec = json.loads(Path(p).read_text())
+        quantiles.add(tuple(rec["quantiles"]))
+        cov = pd.DataFrame(rec.get("cross_fold_coverage") or [])
+        ranges = "; ".join(f"{label} {q['low_ratio']:.2f}–{q['high_ratio']:.2f} ({q['n_rows']:,} rows)"
+                           for label, q in rec["intervals"].items() if label != "*")
+        rows.append({"experiment": Path(p).parent.name, "path": rec["path"], "measured / predicted": ranges or "–",
+                     "cross-fold coverage per GPU": ", ".join(f"{r.gpu} {r.coverage:.0%}" for r in cov.itertuples())
+                     or "–"})
+    if len(quantiles) != 1:
+        raise ValueError(f"intervals: the records use different quantiles {sorted(quantiles)}, expected one pair")
+    lo, hi = quantiles.pop()
+    return ["### How sure a prediction is", "",
+            f"`synperf.api.predict` bounds each prediction with a {hi - lo:.0%} interval "
+            "(`predicted_latency_low_us`, `predicted_latency_high_us`): the prediction times the range of "
+            "measured / predicted that the chosen path reached on the seen GPUs left out in turn (the selection "
+            f"stage's leave-one-seen-GPU-out rows, {lo:.0%} to {hi:.0%} quantiles, the widest over validation GPUs), "
+            "per prediction label. Cross-fold coverage: the share of each validation GPU's rows inside the interval "
+            f"fitted on the other validation GPUs (nominal {hi - lo:.0%}); it is low where the GPUs' errors differ "
+            "by a bias of their own, which an interval from two or three GPUs cannot anticipate.", "",
+            md_table(pd.DataFrame(rows)), ""]
 
 
 def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[str], feature_metas: list[str],
@@ -328,7 +359,8 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
         md += goals_section(gt)
     if evaluation:
         md += evaluation_section(leaks, evaluation.get("selection_table"), evaluation.get("selection_choice"),
-                                 evaluation.get("recipe_choices"), evaluation.get("path_choices"))
+                                 evaluation.get("recipe_choices"), evaluation.get("path_choices"),
+                                 evaluation.get("intervals"))
     if protocols:
         from synperf.reporting.methods_report import load_tables, methods_section
 

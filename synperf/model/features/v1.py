@@ -49,23 +49,32 @@ ANALYTIC = ["flops", "dram_bytes", "xu_ops", "compute_cycles", "xu_cycles", "dra
 
 def gpu_columns(gpus: pd.Series, dtypes: pd.Series, kernels: pd.Series, registry) -> pd.DataFrame:
     """Per-row hardware rates: peak FLOP/s for the row's pipe, XU ops/s, DRAM and L2 B/s, SMs, L2 bytes."""
-    out = pd.DataFrame(index=gpus.index)
-    pairs = pd.DataFrame({"gpu": gpus.astype(str), "dtype": dtypes.astype(str),
-                          "cuda": kernels.astype(str).isin(CUDA_CORE_KERNELS)})
-    peak = {}
-    for (g, d, cuda) in pairs.drop_duplicates().itertuples(index=False):
-        spec = registry[g]
-        peak[(g, d, cuda)] = (spec.fp32_tflops if cuda else spec.peak_tflops(d)) * 1e12
-    out["peak_flops_per_s"] = [peak[t] for t in pairs.itertuples(index=False, name=None)]
-    specs = {g: registry[g] for g in pairs["gpu"].unique()}
-    g = pairs["gpu"]
-    out["xu_ops_per_s"] = g.map({k: s.sfu_per_sm * s.sm_count * s.clock_hz for k, s in specs.items()})
-    out["dram_bytes_per_s"] = g.map({k: s.dram_bw_gbps * 1e9 for k, s in specs.items()})
-    out["l2_bytes_per_s"] = g.map({k: s.l2_bw_gbps * 1e9 for k, s in specs.items()})
-    out["sm_count"] = g.map({k: float(s.sm_count) for k, s in specs.items()})
-    out["l2_bytes"] = g.map({k: s.l2_cache_mb * 2**20 for k, s in specs.items()})
-    out["clock_hz"] = g.map({k: s.clock_hz for k, s in specs.items()})
-    return out
+    gpu = gpus.astype(str).to_numpy(dtype=object)
+    dtype = dtypes.astype(str).to_numpy(dtype=object)
+    cuda = kernels.astype(str).isin(CUDA_CORE_KERNELS).to_numpy()
+    # one registry look-up per distinct GPU and per distinct (GPU, dtype, pipe), then positional gathers
+    g_codes, g_ids = pd.factorize(gpu)
+    specs = [registry[g] for g in g_ids]
+    d_codes, d_ids = pd.factorize(dtype)
+    nd = max(len(d_ids), 1)
+    triples, t_codes = np.unique((g_codes * nd + d_codes) * 2 + cuda, return_inverse=True)
+
+    def peak(t: int) -> float:  # t = (GPU code * nd + dtype code) * 2 + CUDA-core pipe
+        spec, d = specs[t // 2 // nd], d_ids[t // 2 % nd]
+        return (spec.fp32_tflops if t % 2 else spec.peak_tflops(d)) * 1e12
+
+    def per_gpu(f) -> np.ndarray:
+        return np.array([float(f(s)) for s in specs], dtype="float64")[g_codes]
+
+    return pd.DataFrame({
+        "peak_flops_per_s": np.array([peak(t) for t in triples.tolist()], dtype="float64")[t_codes],
+        "xu_ops_per_s": per_gpu(lambda s: s.sfu_per_sm * s.sm_count * s.clock_hz),
+        "dram_bytes_per_s": per_gpu(lambda s: s.dram_bw_gbps * 1e9),
+        "l2_bytes_per_s": per_gpu(lambda s: s.l2_bw_gbps * 1e9),
+        "sm_count": per_gpu(lambda s: s.sm_count),
+        "l2_bytes": per_gpu(lambda s: s.l2_cache_mb * 2**20),
+        "clock_hz": per_gpu(lambda s: s.clock_hz),
+    }, index=gpus.index)
 
 
 def build(df: pd.DataFrame, registry):
