@@ -135,7 +135,9 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
         folder records a chosen path (``path.json``, :func:`synperf.evaluation.path_selection.save_choice`) and
         ``feature_set`` is not given, that path predicts: ``prediction_path`` is ``physical``, ``mlp`` or
         ``<transfer|shift>+<base>`` where a seen GPU's training row measured the launch (``source_gpu`` names that
-        GPU; <NA> elsewhere), and ``attrs["path_choice"]`` names the record. Otherwise every row is
+        GPU; <NA> elsewhere), except on the experiment's training GPUs, where the recorded seen path (``mlp`` or
+        ``physical``, chosen on held-out training problems) predicts, and ``attrs["path_choice"]`` names the
+        record. Otherwise every row is
         ``mlp:<model folder>`` with ``source_gpu`` <NA>.
 
     Raises:
