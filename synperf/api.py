@@ -136,11 +136,13 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
         folder records a chosen path (``path.json``, :func:`synperf.evaluation.path_selection.save_choice`) and
         ``feature_set`` is not given, that path predicts: ``prediction_path`` is ``physical``, ``mlp`` or
         ``<transfer|shift>+<base>`` where a seen GPU's training row measured the launch (``source_gpu`` names that
-        GPU; <NA> elsewhere), and ``attrs["path_choice"]`` names the record. Otherwise every row is
-        ``mlp:<model folder>`` with ``source_gpu`` <NA>. ``predicted_latency_low_us`` and
-        ``predicted_latency_high_us`` bound an 80% interval per row (:mod:`synperf.model.uncertainty`: the
-        measured/predicted spread of the row's path on GPUs left out of its training), when the folder records
-        intervals beside the path (``intervals.json``); NaN otherwise.
+        GPU; <NA> elsewhere), except on the experiment's training GPUs, where the recorded seen path (``mlp`` or
+        ``physical``, chosen on held-out training problems) predicts, and ``attrs["path_choice"]`` names the
+        record. Otherwise every row is ``mlp:<model folder>`` with ``source_gpu`` <NA>.
+        ``predicted_latency_low_us`` and ``predicted_latency_high_us`` bound an 80% interval per row
+        (:mod:`synperf.model.uncertainty`: the measured/predicted spread of the row's path on the rows it was
+        checked on without training on them), when the folder records intervals beside the path
+        (``intervals.json``); NaN otherwise.
 
     Raises:
         InputError: unknown kernel or GPU, a missing parameter, no trained model, or intervals recorded for
@@ -179,11 +181,15 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
         out.attrs["path_choice"] = str(exp_dir / CHOICE_FILE)
         intervals = load_intervals(exp_dir)
         if intervals is not None:
-            if intervals["path"] != choice["path"]:
-                raise InputError(f"{exp_dir / INTERVALS_FILE}: intervals of path {intervals['path']!r}, but "
-                                 f"{CHOICE_FILE} records {choice['path']!r}; rerun the train stage")
-            lo, hi = interval_bounds(out["predicted_latency_us"].to_numpy(), out["prediction_path"].to_numpy(),
-                                     intervals["intervals"])
+            for key in ("path", "seen_path"):
+                if intervals.get(key) != choice.get(key):
+                    raise InputError(f"{exp_dir / INTERVALS_FILE}: intervals of {key} {intervals.get(key)!r}, but "
+                                     f"{CHOICE_FILE} records {choice.get(key)!r}; rerun the train stage")
+            pred, labels = out["predicted_latency_us"].to_numpy(), out["prediction_path"].to_numpy()
+            lo, hi = interval_bounds(pred, labels, intervals["intervals"])
+            if choice.get("seen_path") and intervals.get("seen_intervals"):  # rows on a training GPU
+                on = out["gpu"].astype(str).isin(choice.get("training_gpus", [])).to_numpy()
+                lo[on], hi[on] = interval_bounds(pred[on], labels[on], intervals["seen_intervals"])
             out["predicted_latency_low_us"], out["predicted_latency_high_us"] = lo, hi
             out.attrs["interval"] = (f"{INTERVAL_QUANTILES[1] - INTERVAL_QUANTILES[0]:.0%} interval from the "
                                      f"leave-one-seen-GPU-out errors of each path ({exp_dir / INTERVALS_FILE})")

@@ -46,6 +46,6 @@ def test_the_intervals_section_lists_each_paths_range_and_coverage(tmp_path):
 
     md = "\n".join(intervals_section([record("gemm")]))
     assert "80% interval" in md
-    assert "| gemm | transfer+mlp | transfer+mlp 0.80–1.30 (200 rows); mlp 0.50–2.00 (100 rows) | a100 62% |" in md
+    assert "| gemm | transfer+mlp | transfer+mlp 0.80–1.30 (200 rows); mlp 0.50–2.00 (100 rows) | – | a100 62% |" in md
     with pytest.raises(ValueError, match="different quantiles"):
         intervals_section([record("a"), record("b", (0.05, 0.95))])

@@ -77,17 +77,26 @@ def test_api_predict_gives_an_interval_around_each_prediction_and_refuses_a_stal
     mlp = S.fit_mlp(tr, meta, TrainConfig(hidden_sizes=[16], max_epochs=2, batch_size=256))
     mlp.meta["feature_set"] = "v2"
     mlp.save(exp_dir / "v2-all")
-    S.save_choice(exp_dir, "mlp", tr, registry, mlp_dir="v2-all", feature_set="v2")
+    S.save_choice(exp_dir, "mlp", tr, registry, mlp_dir="v2-all", feature_set="v2", seen_path="mlp")
     U.save_intervals(exp_dir, "mlp", pd.concat([rows("mlp", "x", np.linspace(0.8, 1.5, 101)),
-                                                rows("mlp", "y", np.linspace(0.9, 1.2, 101))]))
+                                                rows("mlp", "y", np.linspace(0.9, 1.2, 101))]),
+                     seen_path="mlp", seen_rows=rows("mlp", "a100_sxm4_80gb", np.linspace(0.95, 1.05, 101)))
     params = table[table.gpu == "a40"].head(5)[["implementation", "dtype", "m", "n", "k", "batch"]]
     out = predict("gemm", params, "a40", experiment="gemm_fp16_vidur", models_dir=tmp_path, registry=registry)
     p = out["predicted_latency_us"].to_numpy()
     np.testing.assert_allclose(out["predicted_latency_low_us"], p * 0.87, rtol=1e-9)
     np.testing.assert_allclose(out["predicted_latency_high_us"], p * 1.43, rtol=1e-9)
     assert "80% interval" in out.attrs["interval"]
+    # a training GPU's rows take the seen path's interval, from the held-out training problems
+    seen = predict("gemm", params, "a100_sxm4_80gb", experiment="gemm_fp16_vidur", models_dir=tmp_path,
+                   registry=registry)
+    p = seen["predicted_latency_us"].to_numpy()
+    np.testing.assert_allclose(seen["predicted_latency_low_us"], p * 0.96, rtol=1e-9)
+    np.testing.assert_allclose(seen["predicted_latency_high_us"], p * 1.04, rtol=1e-9)
     rec = json.loads((exp_dir / U.INTERVALS_FILE).read_text())
-    rec["path"] = "physical"
-    (exp_dir / U.INTERVALS_FILE).write_text(json.dumps(rec))
+    (exp_dir / U.INTERVALS_FILE).write_text(json.dumps({**rec, "path": "physical"}))
     with pytest.raises(InputError, match="intervals.json: intervals of path 'physical'"):
+        predict("gemm", params, "a40", experiment="gemm_fp16_vidur", models_dir=tmp_path, registry=registry)
+    (exp_dir / U.INTERVALS_FILE).write_text(json.dumps({**rec, "seen_path": None}))
+    with pytest.raises(InputError, match="intervals of seen_path None, but path.json records 'mlp'"):
         predict("gemm", params, "a40", experiment="gemm_fp16_vidur", models_dir=tmp_path, registry=registry)

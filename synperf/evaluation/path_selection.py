@@ -14,6 +14,11 @@ training rows' GPUs) are those of :func:`synperf.evaluation.selection.losgo_fold
 
 :func:`fit_chosen` then fits the chosen path on every training row and :func:`predict_chosen` predicts new rows,
 reporting per row the path used (``transfer`` rows without a sibling fall back to their base) and the source GPU.
+
+The LOSGO choice answers "which path predicts a GPU that was not trained on"; rows on a training GPU (held-out
+problems of a seen GPU) get their own *seen path* instead, a zero-shot path (:data:`ZERO_SHOT`) chosen by held-out
+problems inside the training rows (:func:`score_seen_paths`, :func:`choose_seen_path`): the MLP's own
+early-stopping validation rows, reproduced from its meta, so no further MLP is trained.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import pandas as pd
 from sklearn.model_selection import LeaveOneGroupOut
 
 from synperf.evaluation.metrics import ape
-from synperf.model.estimator import TrainConfig, TrainedModel, train
+from synperf.model.estimator import TrainConfig, TrainedModel, groups_sha256, train, training_rows
 from synperf.model.features import FeatureFrame
 from synperf.model.paths import (
     BASE,
@@ -244,6 +249,141 @@ def choose_fallback(scores: pd.DataFrame, experiment: str, min_gain: float = MIN
     return chosen.get(experiment, "mlp")
 
 
+def seen_validation_rows(rows: pd.DataFrame, mlp: TrainedModel) -> tuple[np.ndarray, np.ndarray]:
+    """The fitted and early-stopping validation rows of ``mlp`` among ``rows``, the rows it was trained on.
+
+    :func:`synperf.model.estimator.training_rows` with ``rows["problem_key"]`` (the groups every caller of
+    :func:`synperf.model.estimator.train` here passes) and the model's recorded ``train_config`` reproduces
+    :func:`synperf.model.estimator.train`'s split; the result is checked against the model's meta
+    (``n_train_rows``, ``n_val_rows`` and, when recorded, ``validation_groups_sha256``).
+
+    Args:
+        rows: exactly the rows ``mlp`` was trained on, in the same order (needs ``problem_key``).
+
+    Returns:
+        ``(fit, validation)``: sorted int arrays of positions in ``rows``.
+
+    Raises:
+        ValueError: ``rows`` lack ``problem_key``, or the reproduced split differs from the model's (``rows`` are
+            not its training rows).
+    """
+    if "problem_key" not in rows.columns:
+        raise ValueError("seen path: the training rows have no 'problem_key' column")
+    fit, val = training_rows(rows["problem_key"], TrainConfig.from_dict(mlp.meta["train_config"]))
+    got = {"n_train_rows": len(fit), "n_val_rows": len(val)}
+    if "validation_groups_sha256" in mlp.meta:
+        got["validation_groups_sha256"] = groups_sha256(rows["problem_key"].to_numpy()[val])
+    differ = {k: (v, mlp.meta[k]) for k, v in got.items() if k in mlp.meta and mlp.meta[k] != v}
+    if differ:
+        raise ValueError("seen path: the rows are not the MLP's training rows (reproduced vs recorded: "
+                         + ", ".join(f"{k} {a} vs {b}" for k, (a, b) in differ.items()) + ")")
+    return fit, val
+
+
+def score_seen_paths(rows: pd.DataFrame, meta: dict, registry, mlp: TrainedModel, experiment: str = "",
+                     log=print, rows_out: list | None = None) -> pd.DataFrame:
+    """Held-out-problem score of the zero-shot paths (:data:`ZERO_SHOT`) on the training GPUs, the analog inside
+    the training rows of the seen-GPU held-out test (``test_seen``).
+
+    The scored rows are ``mlp``'s early-stopping validation rows (:func:`seen_validation_rows`): whole problems
+    ``mlp`` was not fitted on. ``mlp`` predicts them as trained; the physical model is fitted on every row of
+    ``rows`` whose problem is not a validation problem (the rows the row cap left out included) and predicts them.
+    Nothing else is trained. Each path's score is, per training GPU, the MAPE (percent) over that GPU's
+    validation rows; :func:`choose_seen_path` averages over GPUs, so every training GPU weighs the same, as in
+    the LOSGO folds.
+
+    Known optimism: ``mlp``'s best epoch was picked on these same rows (early stopping), so its score is mildly
+    optimistic, a bias toward ``mlp``; the physical model has no such advantage.
+
+    Args:
+        rows: exactly the rows ``mlp`` was trained on, in the same order: training rows only (feature table rows
+            with ``gpu``, ``problem_key`` and ``latency_us`` in microseconds); no other row is read.
+        meta: the feature table's sidecar (``numeric``, ``linear``, ``categorical``).
+        mlp: the efficiency MLP trained on ``rows`` (:func:`synperf.model.estimator.train` with groups
+            ``problem_key``).
+        rows_out: a list that receives, per path, its per-row predictions of the validation rows (a frame of
+            :data:`PATH_ROW_COLUMNS`, ``fold`` ``seen:<gpu>``, ``row`` the position in ``rows``).
+
+    Returns:
+        :data:`PATH_SCORE_COLUMNS`, one row per (path, training GPU with validation rows): ``fold``
+        ``seen:<gpu>``, ``n_train`` the rows that fitted the path, ``n_rows`` the GPU's validation rows. No
+        ``physical`` rows when the physical model cannot be fitted (logged).
+
+    Raises:
+        ValueError: as :func:`seen_validation_rows`.
+    """
+    rows = rows.reset_index(drop=True)
+    fit, val = seen_validation_rows(rows, mlp)
+    key = rows["problem_key"].to_numpy()
+    held = np.isin(key, key[val])
+    va = with_spec_columns(rows.iloc[val].reset_index(drop=True), registry)
+    y = va["latency_us"].to_numpy(dtype="float64")
+    preds = {"mlp": (len(fit), mlp.predict_latency_us(_frame(va, meta)))}
+    try:
+        physical = PhysicalModel.fit(rows[~held], registry)
+        preds["physical"] = (int((~held).sum()), physical.predict(va, registry))
+    except ValueError as e:
+        log(f"{experiment} seen path: physical model skipped ({e})")
+    gpu = va["gpu"].astype(str).to_numpy()
+    out = []
+    for p, (n_train, pred) in preds.items():
+        err = ape(pred, y)
+        if rows_out is not None:
+            tt = va["theoretical_time_us"] if "theoretical_time_us" in va.columns else np.nan
+            rows_out.append(pd.DataFrame({
+                "experiment": experiment, "kernel": va["kernel"].astype(str).to_numpy(), "gpu": gpu,
+                "fold": np.char.add("seen:", gpu.astype(str)), "row": val, "path": p, "latency_us": y,
+                "predicted_latency_us": np.asarray(pred, dtype="float64"), "prediction_path": p,
+                "theoretical_time_us": np.asarray(tt, dtype="float64") * np.ones(len(va))})[PATH_ROW_COLUMNS])
+        for g in np.unique(gpu):
+            on = gpu == g
+            out.append({"experiment": experiment, "path": p, "fold": f"seen:{g}", "validation_gpu": g,
+                        "n_train": n_train, "n_rows": int(on.sum()), "mape_pct": float(np.mean(err[on]))})
+    return pd.DataFrame(out, columns=PATH_SCORE_COLUMNS)
+
+
+def choose_seen_path(scores: pd.DataFrame, experiment: str, min_gain: float = MIN_RELATIVE_GAIN) -> str:
+    """The seen path of ``experiment`` from :func:`score_seen_paths`'s ``scores``: :func:`choose_paths` over
+    :data:`ZERO_SHOT` with default ``mlp`` (mean over training GPUs of the per-GPU MAPE; ``physical`` only when
+    ``min_gain`` lower; ``mlp`` without scores)."""
+    sub = scores[scores["path"].isin(ZERO_SHOT)] if len(scores) else scores
+    chosen, _ = choose_paths(sub, ZERO_SHOT, default="mlp", min_gain=min_gain)
+    return chosen.get(experiment, "mlp")
+
+
+def predict_rows(fitted: FittedPaths, path: str, rows: pd.DataFrame, registry, *, fallback: str | None = None,
+                 seen_path: str | None = None, seen_gpus=()) -> pd.DataFrame:
+    """Predict ``rows`` with ``path`` (:func:`predict_path`), except those on ``seen_gpus`` with ``seen_path``.
+
+    Args:
+        rows: feature table rows, any GPUs.
+        fallback: as :func:`predict_path`, for the rows not on ``seen_gpus``.
+        seen_path: a :data:`ZERO_SHOT` path for the rows whose ``gpu`` is in ``seen_gpus`` (the GPUs the models
+            were trained on); None predicts every row with ``path``.
+
+    Returns:
+        As :func:`predict_path`, one row per input row (positional); a row on a seen GPU has ``prediction_path``
+        ``seen_path`` and ``source_gpu`` <NA>.
+
+    Raises:
+        ValueError: ``seen_path`` not in :data:`ZERO_SHOT`.
+    """
+    rows = rows.reset_index(drop=True)
+    if seen_path is None:
+        return predict_path(fitted, path, rows, registry, fallback=fallback)
+    if seen_path not in ZERO_SHOT:
+        raise ValueError(f"seen path {seen_path!r}: expected one of {list(ZERO_SHOT)}")
+    seen = rows["gpu"].astype(str).isin({str(g) for g in seen_gpus}).to_numpy()
+    parts = []
+    for mask, p, fb in ((~seen, path, fallback), (seen, seen_path, None)):
+        if mask.any():
+            part = predict_path(fitted, p, rows[mask], registry, fallback=fb)
+            parts.append(part.set_axis(np.flatnonzero(mask)))
+    if not parts:
+        return predict_path(fitted, path, rows, registry, fallback=fallback)
+    return pd.concat(parts).sort_index().reset_index(drop=True)
+
+
 def select_path(table: pd.DataFrame, meta: dict, experiment: str, registry, train_cfg: TrainConfig, paths=PATHS,
                 default: str = "mlp", log=print) -> tuple[str, pd.DataFrame]:
     """The chosen path of one experiment (:func:`score_paths` then :func:`choose_paths`) and its fold scores."""
@@ -257,24 +397,41 @@ def synperf_predict(train_rows: pd.DataFrame, test_rows: pd.DataFrame, meta: dic
                     experiment: str = "", paths=PATHS, log=print) -> tuple[pd.DataFrame, str, pd.DataFrame]:
     """The ``synperf`` method of a protocol fold: choose a path on ``train_rows`` only, fit it there, predict.
 
+    Test rows on a GPU of ``train_rows`` (held-out problems of a seen GPU) take the seen path instead
+    (:func:`score_seen_paths` on the validation rows of the fold's MLP, :func:`choose_seen_path`); the other test
+    rows take the LOSGO-chosen path.
+
     Args:
         train_rows: the fold's training rows (seen GPUs, problems not held out), a feature table's rows.
         test_rows: rows to predict (held-out problems, unseen GPUs); their ``latency_us`` is never read.
         select_cfg: MLP budget of the LOSGO folds of the choice.
         train_cfg: MLP budget of the final fit (default ``select_cfg``); unused when ``mlp`` is given.
-        mlp: an MLP already trained on exactly ``train_rows`` (the fold's ``synperf_mlp``), reused.
+        mlp: an MLP already trained on exactly ``train_rows`` (the fold's ``synperf_mlp``), reused: it scores the
+            seen path on its own validation rows. Without it, the fold's MLP is trained here (``train_cfg``) when
+            the chosen path needs it or a test row is on a training GPU.
 
     Returns:
-        ``(predictions, chosen path, LOSGO scores)``; predictions as :func:`predict_path`.
+        ``(predictions, chosen path, LOSGO scores)``; predictions as :func:`predict_rows`, with
+        ``attrs["seen_path"]`` (None when no test row is on a training GPU) and ``attrs["seen_scores"]``
+        (:func:`score_seen_paths`, empty then).
     """
     rows = train_rows.reset_index(drop=True).assign(split="train")
     chosen, scores = select_path(rows, meta, experiment, registry, select_cfg, paths, log=log)
     fallback = choose_fallback(scores, experiment) if TRANSFER[chosen] else BASE[chosen]
-    need_mlp = "mlp" in (BASE[chosen], fallback)
-    fitted = fit_paths(rows, meta, registry, train_cfg or select_cfg, (chosen, fallback),
-                       mlp=mlp if need_mlp else None)
     test = test_rows.drop(columns=["latency_us"], errors="ignore")
-    return predict_path(fitted, chosen, test, registry, fallback=fallback), chosen, scores
+    gpus = sorted(rows["gpu"].astype(str).unique())
+    seen_path, seen_scores = None, pd.DataFrame(columns=PATH_SCORE_COLUMNS)
+    if test["gpu"].astype(str).isin(gpus).any():
+        if mlp is None:
+            mlp = fit_mlp(rows, meta, train_cfg or select_cfg)
+        seen_scores = score_seen_paths(rows, meta, registry, mlp, experiment, log)
+        seen_path = choose_seen_path(seen_scores, experiment)
+    need = (chosen, fallback) + ((seen_path,) if seen_path else ())
+    fitted = fit_paths(rows, meta, registry, train_cfg or select_cfg, need,
+                       mlp=mlp if "mlp" in {BASE[p] for p in need} else None)
+    res = predict_rows(fitted, chosen, test, registry, fallback=fallback, seen_path=seen_path, seen_gpus=gpus)
+    res.attrs.update(seen_path=seen_path, seen_scores=seen_scores)
+    return res, chosen, scores
 
 
 # ------------------------------------------------------------------------------------------------
@@ -295,16 +452,24 @@ def _with_features(rows: pd.DataFrame, registry, feature_set: str) -> tuple[pd.D
 
 
 def save_choice(directory, chosen: str, train_rows: pd.DataFrame, registry, scores: pd.DataFrame | None = None,
-                mlp_dir: str | None = None, feature_set: str = "v2", fallback: str | None = None) -> None:
+                mlp_dir: str | None = None, feature_set: str = "v2", fallback: str | None = None,
+                seen_path: str | None = None, seen_scores: pd.DataFrame | None = None) -> None:
     """Record ``chosen`` in ``directory`` (an experiment's model folder) for :func:`load_choice`.
 
-    Writes :data:`CHOICE_FILE` (path, its fallback for rows no sibling measured, MLP folder name, feature set,
-    the physical model fitted on ``train_rows``, the LOSGO scores) and, for a transfer path, :data:`SOURCES_FILE`
-    (the canonical key columns and ``latency_us`` of ``train_rows``: the only rows a sibling may come from).
+    Writes :data:`CHOICE_FILE` (path, its fallback for rows no sibling measured, the seen path for rows on the
+    training GPUs, MLP folder name, feature set, training GPUs, the physical model fitted on ``train_rows``, the
+    LOSGO and seen-path scores) and, for a transfer path, :data:`SOURCES_FILE` (the canonical key columns and
+    ``latency_us`` of ``train_rows``: the only rows a sibling may come from).
 
     Args:
         train_rows: the experiment's training rows (seen GPUs, problems not held out), canonical columns.
         mlp_dir: the MLP folder inside ``directory`` the path uses (e.g. ``v2-all``).
+        seen_path: the :data:`ZERO_SHOT` path of rows on a training GPU (:func:`choose_seen_path`); None records
+            none, and :func:`predict_with_choice` then predicts those rows with ``chosen`` too.
+        seen_scores: :func:`score_seen_paths` behind ``seen_path``.
+
+    Raises:
+        ValueError: ``fallback`` or ``seen_path`` not in :data:`ZERO_SHOT`.
     """
     import json
     from pathlib import Path
@@ -317,11 +482,16 @@ def save_choice(directory, chosen: str, train_rows: pd.DataFrame, registry, scor
     fallback = fallback or BASE[chosen]
     if fallback not in ZERO_SHOT:
         raise ValueError(f"fallback {fallback!r}: expected one of {list(ZERO_SHOT)}")
+    if seen_path is not None and seen_path not in ZERO_SHOT:
+        raise ValueError(f"seen path {seen_path!r}: expected one of {list(ZERO_SHOT)}")
     rec = {"path": chosen, "base": BASE[chosen], "transfer": TRANSFER[chosen], "fallback": fallback,
            "mlp_dir": mlp_dir,
            "feature_set": feature_set, "training_gpus": sorted(train_rows["gpu"].astype(str).unique()),
            "scores": [] if scores is None else scores.to_dict(orient="records")}
-    if "physical" in (BASE[chosen], fallback):
+    if seen_path is not None:
+        rec["seen_path"] = seen_path
+        rec["seen_scores"] = [] if seen_scores is None else seen_scores.to_dict(orient="records")
+    if "physical" in (BASE[chosen], fallback, seen_path):
         rec["physical"] = PhysicalModel.fit(train_rows, registry).to_dict()
     if TRANSFER[chosen]:
         keep = [c for c in KEY_COLUMNS if c in train_rows.columns] + ["latency_us"]
@@ -341,56 +511,71 @@ def load_choice(directory) -> dict | None:
 
 def predict_with_choice(choice: dict, directory, rows: pd.DataFrame, registry, mlp: TrainedModel | None
                         ) -> pd.DataFrame:
-    """Predict canonical ``rows`` with the recorded path of ``choice`` (from :func:`load_choice`).
+    """Predict canonical ``rows`` with the recorded paths of ``choice`` (from :func:`load_choice`).
+
+    A row whose ``gpu`` is one of the record's ``training_gpus`` takes the recorded ``seen_path`` (``prediction_path``
+    ``mlp`` or ``physical``, ``source_gpu`` <NA>); any other row takes the recorded ``path``. A record without
+    ``seen_path`` (written before it existed) predicts every row with ``path``.
 
     Args:
         directory: the folder holding the record (and its sources file).
         rows: canonical launch rows (key columns), any GPUs.
-        mlp: the model of ``choice["mlp_dir"]`` when the path's base is the MLP.
+        mlp: the model of ``choice["mlp_dir"]`` when a path used here has the MLP as base.
 
     Returns:
-        As :func:`predict_path`: ``predicted_latency_us``, ``prediction_path``, ``source_gpu``.
+        As :func:`predict_rows`: ``predicted_latency_us`` (microseconds), ``prediction_path``, ``source_gpu``.
 
     Raises:
-        ValueError: the path needs an MLP and none was given.
+        ValueError: a path needs an MLP and none was given.
     """
     from pathlib import Path
 
     path, fs = choice["path"], choice.get("feature_set", "v2")
     fallback = choice.get("fallback") or BASE[path]
-    if "mlp" in (BASE[path], fallback) and mlp is None:
-        raise ValueError(f"path {path!r} (fallback {fallback!r}) needs the MLP of {choice.get('mlp_dir')!r}")
+    seen_path, seen_gpus = choice.get("seen_path"), [str(g) for g in choice.get("training_gpus", [])]
+    if seen_path is not None and not rows["gpu"].astype(str).isin(seen_gpus).any():
+        seen_path = None  # no row on a training GPU
+    if "mlp" in (BASE[path], fallback, seen_path) and mlp is None:
+        raise ValueError(f"path {path!r} (fallback {fallback!r}, seen path {seen_path!r}) needs the MLP of "
+                         f"{choice.get('mlp_dir')!r}")
     rows, meta = _with_features(rows, registry, fs)
     sources = rows.iloc[:0]
     if TRANSFER[path]:
         sources = with_spec_columns(_with_features(pd.read_parquet(Path(directory) / choice["sources"]), registry,
                                                    fs)[0], registry)
     fitted = FittedPaths(sources, meta, mlp=mlp)
-    if "physical" in (BASE[path], fallback):
+    if "physical" in (BASE[path], fallback, seen_path):
         fitted.physical = PhysicalModel.from_dict(choice["physical"])
     if TRANSFER[path]:
         fitted.base_train[BASE[path]] = fitted.base_predict(BASE[path], fitted.train, registry)
-    return predict_path(fitted, path, rows, registry, fallback=fallback)
+    return predict_rows(fitted, path, rows, registry, fallback=fallback, seen_path=seen_path, seen_gpus=seen_gpus)
 
 
 def record_choice(table: pd.DataFrame, meta: dict, experiment: str, registry, scores: pd.DataFrame, directory,
-                  mlp_dir: str, paths=PATHS) -> tuple[str, pd.DataFrame]:
+                  mlp_dir: str, paths=PATHS, mlp: TrainedModel | None = None, log=print,
+                  seen_rows_out: list | None = None) -> tuple[str, pd.DataFrame]:
     """Record an experiment's path, chosen (:func:`choose_paths`) from its LOSGO ``scores``, and for a transfer path
     its fallback (:func:`choose_fallback`, the same scores), in its model folder ``directory`` (:func:`save_choice`)
-    for :func:`synperf.api.predict`.
+    for :func:`synperf.api.predict`; with ``mlp``, also the seen path of rows on the training GPUs
+    (:func:`score_seen_paths` on ``mlp``'s validation rows, :func:`choose_seen_path`).
 
     Args:
         table, meta: the experiment's feature table (with ``split``) and sidecar (``feature_set`` included); its
-            ``train`` rows are the transfer sources and fit the physical model.
+            ``train`` rows are the transfer sources and fit the physical model, and only they score the seen path.
         scores: :func:`score_paths` of the same ``train`` rows (:data:`PATH_SCORE_COLUMNS`); empty for an
             experiment with one seen GPU (the MLP then).
         mlp_dir: the experiment's primary MLP folder inside ``directory`` (e.g. ``v2-all``).
+        mlp: that MLP, trained on exactly the table's ``train`` rows in table order (groups ``problem_key``); None
+            records no seen path.
+        seen_rows_out: a list that receives the seen-path scoring's per-row predictions (``rows_out`` of
+            :func:`score_seen_paths`).
 
     Returns:
         ``(chosen path, scores)``.
 
     Raises:
-        ValueError: ``scores`` hold another experiment.
+        ValueError: ``scores`` hold another experiment; ``mlp`` was not trained on the table's ``train`` rows
+            (:func:`seen_validation_rows`).
     """
     other = sorted(set(scores["experiment"].astype(str)) - {experiment}) if len(scores) else []
     if other:
@@ -399,6 +584,10 @@ def record_choice(table: pd.DataFrame, meta: dict, experiment: str, registry, sc
     path = chosen.get(experiment, "mlp")
     fallback = choose_fallback(scores, experiment) if TRANSFER[path] else BASE[path]
     rows = table[table["split"].astype(str).to_numpy() == "train"].reset_index(drop=True)
+    seen_path, seen_scores = None, None
+    if mlp is not None:
+        seen_scores = score_seen_paths(rows, meta, registry, mlp, experiment, log, rows_out=seen_rows_out)
+        seen_path = choose_seen_path(seen_scores, experiment)
     save_choice(directory, path, rows, registry, scores, mlp_dir=mlp_dir, feature_set=meta.get("feature_set", "v2"),
-                fallback=fallback)
+                fallback=fallback, seen_path=seen_path, seen_scores=seen_scores)
     return path, scores

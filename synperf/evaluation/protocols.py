@@ -29,7 +29,9 @@ selects rows.
 
 The method ``synperf`` chooses, per fold, a prediction path (MLP, physical time model, sibling transfer;
 :mod:`synperf.evaluation.path_selection`) by leave-one-seen-GPU-out inside the fold's training rows, reusing the
-fold's ``synperf_mlp``; the chosen path leads its ``budget`` text.
+fold's ``synperf_mlp``, for the unseen GPUs' rows, and a seen path (MLP or physical time model, chosen on the
+``synperf_mlp``'s own validation problems) for the held-out rows of the training GPUs; the chosen path leads its
+``budget`` text.
 """
 
 from __future__ import annotations
@@ -340,23 +342,28 @@ def _iter_fold_predictions(table, folds, methods, registry, train_cfg, features,
             t0 = time.time()
             budget = method_budget(method, fold_cfg.max_train_rows, fold_cfg, fold_bcfg)
             if method == SYNPERF and fold.name in (chosen_paths or {}):
-                from synperf.evaluation.path_selection import BASE, fit_paths, predict_path
+                from synperf.evaluation.path_selection import BASE, fit_paths, predict_rows
 
-                chosen, fallback = chosen_paths[fold.name]
+                chosen, fallback, *seen = chosen_paths[fold.name]
+                seen_path = seen[0] if seen else None
+                need = (chosen, fallback) + ((seen_path,) if seen_path else ())
                 rows = tr.reset_index(drop=True)
-                fitted = fit_paths(rows, meta, registry, cfg, (chosen, fallback),
-                                   mlp=fold_mlp if "mlp" in (BASE[chosen], fallback) else None)
-                pred = predict_path(fitted, chosen, te.drop(columns=["latency_us"], errors="ignore"), registry,
-                                    fallback=fallback)["predicted_latency_us"]
+                fitted = fit_paths(rows, meta, registry, cfg, need,
+                                   mlp=fold_mlp if "mlp" in {BASE[p] for p in need} else None)
+                pred = predict_rows(fitted, chosen, te.drop(columns=["latency_us"], errors="ignore"), registry,
+                                    fallback=fallback, seen_path=seen_path,
+                                    seen_gpus=rows["gpu"].astype(str).unique())["predicted_latency_us"]
                 pred = pred.to_numpy()
-                budget = f"{chosen} (fallback {fallback}, chosen before); {budget}"
+                seen_text = f"; seen GPUs {seen_path}" if seen_path else ""
+                budget = f"{chosen} (fallback {fallback}, chosen before){seen_text}; {budget}"
             elif method == SYNPERF:
                 from synperf.evaluation.path_selection import SELECTION_TRAINING, synperf_predict
 
                 res, chosen, _ = synperf_predict(tr, te, meta, registry, replace(cfg, **SELECTION_TRAINING), cfg,
                                                  mlp=fold_mlp, experiment=fold.name, log=lambda *_: None)
                 pred = res["predicted_latency_us"].to_numpy()
-                budget = f"{chosen}; {budget}"
+                seen_text = f"; seen GPUs {res.attrs['seen_path']}" if res.attrs.get("seen_path") else ""
+                budget = f"{chosen}{seen_text}; {budget}"
             elif method == MLP and fold.name in (pretrained or {}):
                 model = fold_mlp = pretrained[fold.name]
                 pred = model.predict_latency_us(FeatureFrame(te, meta["numeric"], meta["linear"], meta["categorical"]))
@@ -390,10 +397,12 @@ def predict_protocol(table: pd.DataFrame, folds: list[Fold], methods, registry, 
     Arguments as :func:`run_protocol`; ``pretrained`` maps a fold name (e.g. ``configured``) to a
     :class:`synperf.model.estimator.TrainedModel` used as ``synperf_mlp`` on that fold instead of training one (the
     pipeline passes the experiment's primary model, trained on exactly the configured fold's training rows).
-    ``chosen_paths`` maps a fold name to ``(path, fallback)``, the prediction path the ``synperf`` method uses
-    there and the zero-shot path of its rows no sibling measured, already chosen on that fold's training rows alone
-    (the pipeline passes those recorded with the primary model); on other folds
-    ``synperf`` chooses its path itself (:func:`synperf.evaluation.path_selection.synperf_predict`).
+    ``chosen_paths`` maps a fold name to ``(path, fallback)`` or ``(path, fallback, seen_path)``, the prediction path
+    the ``synperf`` method uses there, the zero-shot path of its rows no sibling measured and the zero-shot path of
+    its test rows on the fold's training GPUs (None or absent: ``path`` there too), already chosen on that fold's
+    training rows alone (the pipeline passes those recorded with the primary model); on other folds ``synperf``
+    chooses its paths itself (:func:`synperf.evaluation.path_selection.synperf_predict`), the seen path from the
+    fold's ``synperf_mlp`` validation rows.
     ``models_out`` (a dict) receives the ``synperf_mlp`` trained on each fold, by fold name.
 
     Returns:

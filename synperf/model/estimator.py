@@ -277,6 +277,13 @@ class TrainedModel:
         return cls(net, enc, meta)
 
 
+def groups_sha256(groups) -> str:
+    """sha256 (hex) of the distinct values of ``groups`` (1-D, any dtype; compared as strings, sorted): identifies
+    a set of problems whatever the row order."""
+    values = sorted(set(pd.Series(np.asarray(groups)).astype(str)))
+    return hashlib.sha256("\n".join(values).encode()).hexdigest()
+
+
 def training_rows(groups: pd.Series, cfg: TrainConfig, rng: np.random.Generator | None = None
                   ) -> tuple[np.ndarray, np.ndarray]:
     """Positions of the fitted and of the early-stopping validation rows among ``len(groups)`` training rows.
@@ -389,7 +396,9 @@ def train(ff: FeatureFrame, latency_us: pd.Series, groups: pd.Series, cfg: Train
         extra_meta: stored in ``meta.json`` (e.g. training GPUs, data hash).
 
     Returns:
-        The model with the best validation loss.
+        The model with the best validation loss; its meta records ``n_train_rows``, ``n_val_rows`` and
+        ``validation_groups_sha256`` (:func:`groups_sha256` of the validation rows' ``groups``), so that a caller
+        reproducing the split with :func:`training_rows` can check it got the same validation problems.
     """
     torch.manual_seed(cfg.seed)
     torch.set_num_threads(max(1, cfg.threads))
@@ -415,6 +424,7 @@ def train(ff: FeatureFrame, latency_us: pd.Series, groups: pd.Series, cfg: Train
         "train_config": asdict(cfg),
         "n_train_rows": int(len(tr)),
         "n_val_rows": int(len(va)),
+        "validation_groups_sha256": groups_sha256(np.asarray(groups)[va]),
         "n_target_clipped": n_clipped,
         "best_val_loss": best,
         "epochs_run": len(curve),

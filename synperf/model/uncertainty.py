@@ -8,6 +8,10 @@ the interval: ``[predicted * q_low, predicted * q_high]`` with ``q_low``/``q_hig
 :data:`INTERVAL_QUANTILES`. It says how far a prediction on a GPU the models never saw tends to be off, measured on
 GPUs the models never saw, without reading a held-out problem or an unseen GPU.
 
+Rows on the GPUs the models were trained on take the seen path
+(:func:`synperf.evaluation.path_selection.choose_seen_path`); their interval comes the same way from the rows that
+chose it, the problems the MLP held out of its fit (``seen_intervals``).
+
 :func:`cross_fold_coverage` checks the claim on the same rows: the interval fitted on all but one validation GPU
 covers what share of the remaining GPU's rows (nominal: ``INTERVAL_QUANTILES[1] - INTERVAL_QUANTILES[0]``).
 """
@@ -125,17 +129,24 @@ def cross_fold_coverage(path_rows: pd.DataFrame, path: str, fallback: str | None
     return pd.DataFrame(out, columns=["gpu", "n_rows", "coverage", "nominal"])
 
 
-def save_intervals(directory, path: str, path_rows: pd.DataFrame, fallback: str | None = None) -> dict:
+def save_intervals(directory, path: str, path_rows: pd.DataFrame, fallback: str | None = None,
+                   seen_path: str | None = None, seen_rows: pd.DataFrame | None = None) -> dict:
     """Write :data:`INTERVALS_FILE` in ``directory`` (an experiment's model folder) and return its record.
 
-    The record: ``path``, ``quantiles``, ``intervals`` (:func:`fit_intervals`) and ``cross_fold_coverage``
-    (:func:`cross_fold_coverage`, records).
+    The record: ``path``, ``fallback``, ``quantiles``, ``intervals`` (:func:`fit_intervals` of ``path`` on the
+    leave-one-seen-GPU-out ``path_rows``), ``cross_fold_coverage`` (:func:`cross_fold_coverage`, records), and for
+    the rows on the training GPUs ``seen_path`` with ``seen_intervals``: :func:`fit_intervals` of ``seen_path`` on
+    ``seen_rows`` (the held-out training problems that chose it,
+    :func:`synperf.evaluation.path_selection.score_seen_paths`'s ``rows_out``); empty without them.
     """
     from synperf.data.io import write_text
 
+    seen = (fit_intervals(seen_rows, seen_path) if seen_path is not None and seen_rows is not None
+            and len(seen_rows) else {})
     rec = {"path": path, "fallback": fallback, "quantiles": list(INTERVAL_QUANTILES),
            "intervals": fit_intervals(path_rows, path, fallback),
-           "cross_fold_coverage": cross_fold_coverage(path_rows, path, fallback).to_dict(orient="records")}
+           "cross_fold_coverage": cross_fold_coverage(path_rows, path, fallback).to_dict(orient="records"),
+           "seen_path": seen_path, "seen_intervals": seen}
     write_text(json.dumps(rec, indent=1), Path(directory) / INTERVALS_FILE)
     return rec
 

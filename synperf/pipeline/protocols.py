@@ -71,7 +71,8 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
         from synperf.evaluation.path_selection import load_choice
 
         choice = load_choice(Path(model_dir).parent)
-        chosen_paths = ({"configured": (choice["path"], choice.get("fallback") or choice["base"])}
+        chosen_paths = ({"configured": (choice["path"], choice.get("fallback") or choice["base"],
+                                        choice.get("seen_path"))}
                         if choice else None)
     summaries, cdfs, done, configured_preds = [], [], {}, None
     for protocol in protocols:

@@ -83,7 +83,8 @@ def train_models(exp_name: str, exp: dict, models: list[dict], seed: int, thread
     """Train and score every model of one experiment, one after the other, each feature table read once.
 
     ``path_choice`` (optional): after the first model (the primary one) is trained, record the experiment's
-    prediction path, chosen from its leave-one-seen-GPU-out path scores, in its experiment folder
+    prediction path, chosen from its leave-one-seen-GPU-out path scores, and the seen path of rows on its training
+    GPUs, chosen on that model's own validation rows, in its experiment folder
     (:func:`synperf.evaluation.path_selection.record_choice`, read by :func:`synperf.api.predict`); a dict with
     ``scores`` (the CSV of :func:`synperf.evaluation.path_selection.score_paths`, written by the selection stage),
     ``registry`` and ``measured_dir`` (the GPU registry), and optionally ``rows`` (the same folds' per-row
@@ -119,14 +120,20 @@ def train_models(exp_name: str, exp: dict, models: list[dict], seed: int, thread
 
             registry = load_registry(path_choice["registry"], path_choice.get("measured_dir"))
             meta = json.loads(Path(m["meta"]).read_text())
+            seen_rows: list = []
             chosen, _ = record_choice(table, meta, exp_name, registry, pd.read_csv(path_choice["scores"]),
-                                      Path(m["model_dir"]).parent, mlp_dir=Path(m["model_dir"]).name)
+                                      Path(m["model_dir"]).parent, mlp_dir=Path(m["model_dir"]).name, mlp=model,
+                                      log=log.info, seen_rows_out=seen_rows)
             log.info("%s: prediction path %s", exp_name, chosen)
             if path_choice.get("rows"):
                 from synperf.evaluation.path_selection import load_choice
                 from synperf.model.uncertainty import save_intervals
 
                 exp_dir = Path(m["model_dir"]).parent
+                choice = load_choice(exp_dir)
                 rec = save_intervals(exp_dir, chosen, pd.read_parquet(path_choice["rows"]),
-                                     fallback=load_choice(exp_dir).get("fallback"))
-                log.info("%s: prediction intervals %s", exp_name, json.dumps(rec["intervals"]))
+                                     fallback=choice.get("fallback") if choice.get("transfer") else None,
+                                     seen_path=choice.get("seen_path"),
+                                     seen_rows=pd.concat(seen_rows, ignore_index=True) if seen_rows else None)
+                log.info("%s: prediction intervals %s; on the training GPUs %s", exp_name,
+                         json.dumps(rec["intervals"]), json.dumps(rec["seen_intervals"]))

@@ -242,7 +242,10 @@ def intervals_section(intervals: list[str]) -> list[str]:
         cov = pd.DataFrame(rec.get("cross_fold_coverage") or [])
         ranges = "; ".join(f"{label} {q['low_ratio']:.2f}–{q['high_ratio']:.2f} ({q['n_rows']:,} rows)"
                            for label, q in rec["intervals"].items() if label != "*")
+        seen = "; ".join(f"{label} {q['low_ratio']:.2f}–{q['high_ratio']:.2f} ({q['n_rows']:,} rows)"
+                         for label, q in (rec.get("seen_intervals") or {}).items() if label != "*")
         rows.append({"experiment": Path(p).parent.name, "path": rec["path"], "measured / predicted": ranges or "–",
+                     "on the training GPUs (held-out training problems)": seen or "–",
                      "cross-fold coverage per GPU": ", ".join(f"{r.gpu} {r.coverage:.0%}" for r in cov.itertuples())
                      or "–"})
     if len(quantiles) != 1:
@@ -253,7 +256,9 @@ def intervals_section(intervals: list[str]) -> list[str]:
             "(`predicted_latency_low_us`, `predicted_latency_high_us`): the prediction times the range of "
             "measured / predicted that the chosen path reached on the seen GPUs left out in turn (the selection "
             f"stage's leave-one-seen-GPU-out rows, {lo:.0%} to {hi:.0%} quantiles, the widest over validation GPUs), "
-            "per prediction label. Cross-fold coverage: the share of each validation GPU's rows inside the interval "
+            "per prediction label; on the GPUs the models were trained on, the seen path's range on the problems "
+            "the MLP held out of its fit (its early-stopping rows, so mildly optimistic). Cross-fold coverage: "
+            "the share of each validation GPU's rows inside the interval "
             f"fitted on the other validation GPUs (nominal {hi - lo:.0%}); it is low where the GPUs' errors differ "
             "by a bias of their own, which an interval from two or three GPUs cannot anticipate.", "",
             md_table(pd.DataFrame(rows)), ""]

@@ -1,0 +1,261 @@
+"""The seen path: the zero-shot path (MLP or physical model) of rows on the GPUs the models were trained on, chosen
+on the MLP's own early-stopping validation problems inside the training rows."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from synperf.evaluation import path_selection as S
+from synperf.model.estimator import TrainConfig
+from synperf.model.paths import PhysicalModel, physical_design, with_spec_columns
+
+TRAIN = TrainConfig(hidden_sizes=[32, 16], max_epochs=4, early_stopping_patience=3, batch_size=256)
+SEEN = ["a100_sxm4_80gb", "h100_sxm"]
+
+
+@pytest.fixture(scope="module")
+def fitted(vidur_gemm):
+    """The training rows of the Vidur GEMM table and an MLP trained on them under a row cap (so the cap's
+    subsample is part of the split to reproduce)."""
+    table, meta = vidur_gemm
+    tr = table[table.split == "train"].reset_index(drop=True)
+    cfg = replace(TRAIN, max_train_rows=int(len(tr) * 0.8))
+    return tr, S.fit_mlp(tr, meta, cfg)
+
+
+def count_train(monkeypatch) -> list:
+    """Count every call of :func:`synperf.model.estimator.train` made through path selection or the protocols."""
+    import synperf.evaluation.protocols as P
+
+    calls = []
+
+    def wrap(real):
+        def counted(*a, **k):
+            calls.append(1)
+            return real(*a, **k)
+        return counted
+
+    monkeypatch.setattr(S, "train", wrap(S.train))
+    monkeypatch.setattr(P, "train", wrap(P.train))
+    return calls
+
+
+def test_the_seen_scores_reproduce_the_mlps_validation_rows_and_refuse_other_rows(vidur_gemm, fitted, registry):
+    table, meta = vidur_gemm
+    tr, mlp = fitted
+    fit, val = S.seen_validation_rows(tr, mlp)
+    assert len(fit) + len(val) < len(tr)  # the row cap left rows out
+    assert (len(fit), len(val)) == (mlp.meta["n_train_rows"], mlp.meta["n_val_rows"])
+    assert not set(tr.problem_key.iloc[fit]) & set(tr.problem_key.iloc[val])
+    scores = S.score_seen_paths(tr, meta, registry, mlp, "gemm_fp16_vidur", log=lambda *_: None)
+    assert sorted(set(scores.path)) == ["mlp", "physical"]
+    assert sorted(set(scores.validation_gpu)) == SEEN
+    assert scores[scores.path == "mlp"]["n_rows"].sum() == len(val)
+    # the physical model is fitted on every row outside the validation problems, the capped-out ones included
+    held = tr.problem_key.isin(set(tr.problem_key.iloc[val]))
+    assert scores[scores.path == "physical"]["n_train"].iloc[0] == int((~held).sum()) > len(fit)
+    # its score is the physical model of those rows on the validation rows, per GPU
+    phys = PhysicalModel.fit(tr[~held.to_numpy()], registry)
+    va = tr.iloc[val]
+    a100 = va[va.gpu == SEEN[0]]
+    want = np.mean(np.abs(phys.predict(a100, registry) / a100.latency_us.to_numpy() - 1.0)) * 100.0
+    got = scores.set_index(["path", "validation_gpu"]).loc[("physical", SEEN[0]), "mape_pct"]
+    assert got == pytest.approx(want, rel=1e-9)
+    # rows the MLP was not trained on (another order draws other validation problems) are refused
+    with pytest.raises(ValueError, match="not the MLP's training rows"):
+        S.seen_validation_rows(tr.iloc[::-1].reset_index(drop=True), mlp)
+
+
+def test_the_seen_path_reads_only_training_rows(vidur_gemm, fitted, registry, tmp_path):
+    table, meta = vidur_gemm
+    _, mlp = fitted
+    poisoned = table.copy()
+    bad = poisoned["split"].isin(["test_seen", "unseen"]).to_numpy()
+    rng = np.random.default_rng(3)
+    poisoned.loc[bad, "latency_us"] = poisoned.loc[bad, "latency_us"] * rng.uniform(0.01, 100, bad.sum())
+    recs = []
+    for name, t in (("clean", table), ("dirty", poisoned)):
+        S.record_choice(t, meta, "gemm_fp16_vidur", registry, pd.DataFrame(columns=S.PATH_SCORE_COLUMNS),
+                        tmp_path / name, mlp_dir="v2-all", mlp=mlp, log=lambda *_: None)
+        recs.append(S.load_choice(tmp_path / name))
+    clean, dirty = (pd.DataFrame(r["seen_scores"]) for r in recs)
+    assert recs[0]["seen_path"] == recs[1]["seen_path"] in S.ZERO_SHOT
+    assert len(clean) == 4  # mlp and physical on two training GPUs
+    np.testing.assert_allclose(clean["mape_pct"], dirty["mape_pct"])
+    # the validation rows among the training rows do move the scores
+    tr = table.split.eq("train").to_numpy()
+    moved = table.copy()
+    moved.loc[tr, "latency_us"] = moved.loc[tr, "latency_us"] * 2.0
+    S.record_choice(moved, meta, "gemm_fp16_vidur", registry, pd.DataFrame(columns=S.PATH_SCORE_COLUMNS),
+                    tmp_path / "moved", mlp_dir="v2-all", mlp=mlp, log=lambda *_: None)
+    m = pd.DataFrame(S.load_choice(tmp_path / "moved")["seen_scores"])
+    assert not np.allclose(m.loc[m.path == "mlp", "mape_pct"], clean.loc[clean.path == "mlp", "mape_pct"])
+
+
+def test_physical_wins_the_seen_path_only_with_a_clear_lead(vidur_gemm, registry, monkeypatch):
+    table, meta = vidur_gemm
+    tr = table[table.split == "train"].reset_index(drop=True)
+    # latencies the physical model reproduces exactly: it must win
+    coef = np.array([2.0, 1.5, 1.2, 1.0, 0.3])
+    exact = tr.assign(latency_us=physical_design(with_spec_columns(tr, registry), registry) @ coef)
+    mlp = S.fit_mlp(exact, meta, TRAIN)
+    calls = count_train(monkeypatch)
+    scores = S.score_seen_paths(exact, meta, registry, mlp, "e", log=lambda *_: None)
+    assert calls == []  # scoring trains nothing
+    per = scores.groupby("path")["mape_pct"].mean()
+    assert per["physical"] < 1e-6 < per["mlp"]
+    assert S.choose_seen_path(scores, "e") == "physical"
+
+    # otherwise the MLP: physical 3% lower is within noise, 6% lower is a lead; no scores at all -> MLP
+    def frame(mlp_mape, phys_mape):
+        return pd.DataFrame([{"experiment": "e", "path": p, "fold": f"seen:{g}", "validation_gpu": g, "n_train": 1,
+                              "n_rows": 1, "mape_pct": v} for p, v in (("mlp", mlp_mape), ("physical", phys_mape))
+                             for g in SEEN])
+    assert S.choose_seen_path(frame(10.0, 9.7), "e") == "mlp"
+    assert S.choose_seen_path(frame(10.0, 9.4), "e") == "physical"
+    assert S.choose_seen_path(frame(5.8, 18.8), "e") == "mlp"
+    assert S.choose_seen_path(frame(1.0, 1.0).iloc[:0], "e") == "mlp"
+    # the mean over GPUs weighs each GPU the same, whatever its row count
+    uneven = frame(10.0, 10.0)
+    uneven.loc[(uneven.path == "physical") & (uneven.validation_gpu == SEEN[0]), ["mape_pct", "n_rows"]] = [2.0, 1]
+    uneven.loc[uneven.validation_gpu == SEEN[1], "n_rows"] = 1000
+    assert S.choose_seen_path(uneven, "e") == "physical"  # 6.0 vs 10.0
+
+
+def test_recorded_choice_predicts_training_gpus_with_the_seen_path(vidur_gemm, fitted, registry, tmp_path):
+    from synperf.api import predict
+
+    table, meta = vidur_gemm
+    tr, mlp = fitted
+    mlp.meta["feature_set"] = "v2"
+    phys = PhysicalModel.fit(tr, registry)
+    cols = ["implementation", "dtype", "m", "n", "k", "batch"]
+    a100 = table[table.gpu == SEEN[0]].head(40).reset_index(drop=True)
+    a40 = table[table.gpu == "a40"].head(40).reset_index(drop=True)
+    out = {}
+    for seen_path in ("mlp", "physical", None):
+        exp_dir = tmp_path / str(seen_path) / "gemm_fp16_vidur"
+        mlp.save(exp_dir / "v2-all")
+        S.save_choice(exp_dir, "shift+physical", tr, registry, mlp_dir="v2-all", feature_set="v2",
+                      seen_path=seen_path)
+        out[seen_path] = {g: predict("gemm", r[cols], g, experiment="gemm_fp16_vidur", models_dir=exp_dir.parent,
+                                     registry=registry) for g, r in ((SEEN[0], a100), ("a40", a40))}
+    mlp_only = predict("gemm", a100[cols], SEEN[0], experiment="gemm_fp16_vidur",
+                       models_dir=tmp_path / "mlp", registry=registry, feature_set="v2")
+    # a training GPU takes the seen path, no source
+    seen = out["mlp"][SEEN[0]]
+    assert set(seen["prediction_path"]) == {"mlp"} and seen["source_gpu"].isna().all()
+    np.testing.assert_allclose(seen["predicted_latency_us"], mlp_only["predicted_latency_us"], rtol=1e-9)
+    seen = out["physical"][SEEN[0]]
+    assert set(seen["prediction_path"]) == {"physical"} and seen["source_gpu"].isna().all()
+    np.testing.assert_allclose(seen["predicted_latency_us"], phys.predict(a100, registry), rtol=1e-9)
+    # another GPU keeps the recorded path, whatever the seen path
+    for seen_path in ("mlp", "physical", None):
+        other = out[seen_path]["a40"]
+        assert set(other["prediction_path"]) == {"shift+physical", "physical"}
+        np.testing.assert_allclose(other["predicted_latency_us"], out[None]["a40"]["predicted_latency_us"])
+    # a record without a seen path predicts a training GPU with the recorded path (the H100 measured the launches)
+    old = out[None][SEEN[0]]
+    assert (old["prediction_path"] == "shift+physical").any() and set(old["source_gpu"].dropna()) == {"h100_sxm"}
+    with pytest.raises(ValueError, match="seen path"):
+        S.save_choice(tmp_path / "bad", "physical", tr, registry, seen_path="shift+mlp")
+
+
+def test_the_configured_synperf_method_applies_the_recorded_seen_path(vidur_gemm, registry, monkeypatch):
+    from synperf.evaluation.protocols import MLP, SYNPERF, configured, predict_protocol
+
+    table, meta = vidur_gemm
+    folds = configured(table)
+    tr = table[folds[0].train_mask].reset_index(drop=True)
+    mlp = S.fit_mlp(tr, meta, TRAIN)
+    te = table[folds[0].test_mask].reset_index(drop=True)
+    fitted = S.fit_paths(tr, meta, registry, TRAIN, ("transfer+physical",))
+    transfer = S.predict_path(fitted, "transfer+physical", te.drop(columns=["latency_us"]), registry)
+    calls = count_train(monkeypatch)
+    for seen_path in ("mlp", "physical"):
+        p = predict_protocol(table, folds, [MLP, SYNPERF], registry, TRAIN, meta, log=lambda *_: None,
+                             pretrained={"configured": mlp},
+                             chosen_paths={"configured": ("transfer+physical", "physical", seen_path)})
+        syn = p[p.method == SYNPERF].reset_index(drop=True)
+        assert set(syn["budget"].str.split("; ").str[:2].str.join("; ")) == {
+            f"transfer+physical (fallback physical, chosen before); seen GPUs {seen_path}"}
+        held = (syn.split == "test_seen").to_numpy()
+        assert held.any() and (~held).any() and set(syn.gpu[held]) <= set(SEEN) and set(syn.gpu[~held]) == {"a40"}
+        want = (p[p.method == MLP]["predicted_latency_us"].to_numpy() if seen_path == "mlp"
+                else PhysicalModel.fit(tr, registry).predict(te, registry))
+        np.testing.assert_allclose(syn["predicted_latency_us"][held], want[held], rtol=1e-6)
+        np.testing.assert_allclose(syn["predicted_latency_us"][~held], transfer["predicted_latency_us"][~held],
+                                   rtol=1e-9)
+    assert calls == []  # the pretrained MLP serves both methods and the seen path
+
+
+def test_a_leave_one_out_fold_chooses_its_seen_path_from_its_mlp_without_training_another(
+        vidur_gemm, fitted, registry, monkeypatch):
+    table, meta = vidur_gemm
+    tr, mlp = fitted
+    te = table[table.split.isin(["test_seen", "unseen"])].reset_index(drop=True)
+    calls = count_train(monkeypatch)
+    res, chosen, _ = S.synperf_predict(tr, te, meta, registry, TRAIN, mlp=mlp, paths=("physical", "transfer+physical"),
+                                       log=lambda *_: None)
+    assert calls == []  # physical paths train no LOSGO MLP; the seen path reuses the fold's MLP
+    seen_path = res.attrs["seen_path"]
+    assert seen_path in S.ZERO_SHOT and len(res.attrs["seen_scores"]) == 4
+    assert seen_path == S.choose_seen_path(S.score_seen_paths(tr, meta, registry, mlp, log=lambda *_: None), "")
+    on = te.gpu.isin(SEEN).to_numpy()
+    assert set(res["prediction_path"][on]) == {seen_path} and res["source_gpu"][on].isna().all()
+    assert set(res["prediction_path"][~on]) <= {chosen, "physical"}
+    want = (mlp.predict_latency_us(S._frame(te[on], meta)) if seen_path == "mlp"
+            else PhysicalModel.fit(tr, registry).predict(te[on], registry))
+    np.testing.assert_allclose(res["predicted_latency_us"][on], want, rtol=1e-6)
+    # whichever zero-shot path wins (the MLP here, forced), the training GPUs' rows take it and only they
+    monkeypatch.setattr(S, "choose_seen_path", lambda scores, experiment: "mlp")
+    forced, chosen2, _ = S.synperf_predict(tr, te, meta, registry, TRAIN, mlp=mlp,
+                                           paths=("physical", "transfer+physical"), log=lambda *_: None)
+    assert forced.attrs["seen_path"] == "mlp" and chosen2 == chosen and calls == []
+    assert set(forced["prediction_path"][on]) == {"mlp"} and forced["source_gpu"][on].isna().all()
+    np.testing.assert_allclose(forced["predicted_latency_us"][on], mlp.predict_latency_us(S._frame(te[on], meta)),
+                               rtol=1e-6)
+    np.testing.assert_allclose(forced["predicted_latency_us"][~on], res["predicted_latency_us"][~on], rtol=1e-12)
+    # without a test row on a training GPU no seen path is chosen, and nothing is trained for it
+    res, _, _ = S.synperf_predict(tr, te[~on], meta, registry, TRAIN, paths=("physical",), log=lambda *_: None)
+    assert res.attrs["seen_path"] is None and calls == [] and set(res["prediction_path"]) == {"physical"}
+
+
+def test_the_training_stage_records_the_seen_path_of_its_primary_model(vidur_gemm, registry, tmp_path, monkeypatch):
+    """The pipeline's training stage records the seen path from the primary model it just trained, reproducing
+    that model's validation rows from the feature table (no other MLP trained)."""
+    import json
+    from dataclasses import asdict
+
+    from synperf.data.hardware import load_registry
+    from synperf.data.io import write_parquet
+    from synperf.model.estimator import TrainedModel
+    from synperf.pipeline.train import train_models
+
+    table, meta = vidur_gemm
+    write_parquet(table, tmp_path / "f.parquet")
+    (tmp_path / "f.json").write_text(json.dumps(meta))
+    pd.DataFrame(columns=S.PATH_SCORE_COLUMNS).to_csv(tmp_path / "scores.csv", index=False)
+    exp = {"kernel": "gemm", "sources": ["vidur"], "seen": SEEN, "unseen": ["a40"], "heldout_frac": 0.2}
+    mdir = tmp_path / "models" / "gemm_fp16_vidur" / "v2-all"
+    training = {k: v for k, v in asdict(TRAIN).items() if k not in ("seed", "threads")}
+    calls = count_train(monkeypatch)
+    train_models("gemm_fp16_vidur", exp, [{"feature_set": "v2", "group": "all", "training": training,
+                                           "table": str(tmp_path / "f.parquet"), "meta": str(tmp_path / "f.json"),
+                                           "model_dir": str(mdir), "predictions": str(tmp_path / "p.parquet"),
+                                           "mape": str(tmp_path / "mape.csv")}], 0, 1,
+                 path_choice={"scores": str(tmp_path / "scores.csv"), "registry": str(registry.path)})
+    assert calls == []  # the stage's own MLP is trained by train_experiment, not through path selection
+    rec = S.load_choice(mdir.parent)
+    assert rec["path"] == "mlp" and rec["seen_path"] in S.ZERO_SHOT
+    model = TrainedModel.load(mdir)
+    assert len(model.meta["validation_groups_sha256"]) == 64
+    tr = table[table.split == "train"].reset_index(drop=True)
+    want = S.score_seen_paths(tr, meta, load_registry(registry.path), model, "gemm_fp16_vidur", log=lambda *_: None)
+    got = pd.DataFrame(rec["seen_scores"])
+    np.testing.assert_allclose(got["mape_pct"], want["mape_pct"], rtol=1e-6)
+    assert got["n_rows"].groupby(got["path"]).sum().tolist() == [model.meta["n_val_rows"]] * 2
