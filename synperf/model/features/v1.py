@@ -49,23 +49,29 @@ ANALYTIC = ["flops", "dram_bytes", "xu_ops", "compute_cycles", "xu_cycles", "dra
 
 def gpu_columns(gpus: pd.Series, dtypes: pd.Series, kernels: pd.Series, registry) -> pd.DataFrame:
     """Per-row hardware rates: peak FLOP/s for the row's pipe, XU ops/s, DRAM and L2 B/s, SMs, L2 bytes."""
-    out = pd.DataFrame(index=gpus.index)
-    pairs = pd.DataFrame({"gpu": gpus.astype(str), "dtype": dtypes.astype(str),
-                          "cuda": kernels.astype(str).isin(CUDA_CORE_KERNELS)})
+    g = gpus.astype(str).to_numpy(dtype=object)
+    d = dtypes.astype(str).to_numpy(dtype=object)
+    cuda = kernels.astype(str).isin(CUDA_CORE_KERNELS).to_numpy()
+    keys = list(zip(g.tolist(), d.tolist(), cuda.tolist()))
     peak = {}
-    for (g, d, cuda) in pairs.drop_duplicates().itertuples(index=False):
-        spec = registry[g]
-        peak[(g, d, cuda)] = (spec.fp32_tflops if cuda else spec.peak_tflops(d)) * 1e12
-    out["peak_flops_per_s"] = [peak[t] for t in pairs.itertuples(index=False, name=None)]
-    specs = {g: registry[g] for g in pairs["gpu"].unique()}
-    g = pairs["gpu"]
-    out["xu_ops_per_s"] = g.map({k: s.sfu_per_sm * s.sm_count * s.clock_hz for k, s in specs.items()})
-    out["dram_bytes_per_s"] = g.map({k: s.dram_bw_gbps * 1e9 for k, s in specs.items()})
-    out["l2_bytes_per_s"] = g.map({k: s.l2_bw_gbps * 1e9 for k, s in specs.items()})
-    out["sm_count"] = g.map({k: float(s.sm_count) for k, s in specs.items()})
-    out["l2_bytes"] = g.map({k: s.l2_cache_mb * 2**20 for k, s in specs.items()})
-    out["clock_hz"] = g.map({k: s.clock_hz for k, s in specs.items()})
-    return out
+    for k in dict.fromkeys(keys):  # distinct (gpu, dtype, pipe) in row order
+        spec = registry[k[0]]
+        peak[k] = (spec.fp32_tflops if k[2] else spec.peak_tflops(k[1])) * 1e12
+    ids, inv = np.unique(g, return_inverse=True)
+    specs = [registry[i] for i in ids]
+
+    def per_gpu(value) -> np.ndarray:
+        return np.array([value(s) for s in specs], dtype="float64")[inv]
+
+    return pd.DataFrame({
+        "peak_flops_per_s": np.array([peak[k] for k in keys], dtype="float64"),
+        "xu_ops_per_s": per_gpu(lambda s: s.sfu_per_sm * s.sm_count * s.clock_hz),
+        "dram_bytes_per_s": per_gpu(lambda s: s.dram_bw_gbps * 1e9),
+        "l2_bytes_per_s": per_gpu(lambda s: s.l2_bw_gbps * 1e9),
+        "sm_count": per_gpu(lambda s: float(s.sm_count)),
+        "l2_bytes": per_gpu(lambda s: s.l2_cache_mb * 2**20),
+        "clock_hz": per_gpu(lambda s: s.clock_hz),
+    }, index=gpus.index)
 
 
 def build(df: pd.DataFrame, registry):
