@@ -381,7 +381,9 @@ def predict_with_choice(choice: dict, directory, rows: pd.DataFrame, registry, m
     physical = PhysicalModel.from_dict(choice["physical"]) if "physical" in (BASE[path], fallback) else None
     base_train, sources = {}, None
     if TRANSFER[path]:
-        cached = _cached_sources(Path(directory) / choice["sources"], registry, fs)
+        # only the MLP reads the sources' features; the physical model and the sibling lookup read the launch
+        # and spec columns
+        cached = _cached_sources(Path(directory) / choice["sources"], registry, fs if BASE[path] == "mlp" else None)
         train = cached.rows
         model = mlp if BASE[path] == "mlp" else physical
         base_train[BASE[path]] = cached.base_prediction(BASE[path], model, meta, registry)
@@ -433,9 +435,10 @@ _SOURCE_CACHE: dict = {}
 _SOURCE_CACHE_SIZE = 16
 
 
-def _cached_sources(file, registry, feature_set: str) -> _SourceCache:
-    """The rows of a :data:`SOURCES_FILE` with ``feature_set``'s features and the ``bl_*`` spec columns, built once
-    per file version (path, modification time, size), feature set and registry values (:func:`registry_key`).
+def _cached_sources(file, registry, feature_set: str | None) -> _SourceCache:
+    """The rows of a :data:`SOURCES_FILE` with ``feature_set``'s features (none when None) and the ``bl_*`` spec
+    columns, built once per file version (path, modification time, size), feature set and registry values
+    (:func:`registry_key`).
 
     Raises:
         FileNotFoundError: ``file`` does not exist.
@@ -447,7 +450,10 @@ def _cached_sources(file, registry, feature_set: str) -> _SourceCache:
     key = (str(file), st.st_mtime_ns, st.st_size, feature_set, registry_key(registry))
     hit = _SOURCE_CACHE.pop(key, None)
     if hit is None:
-        rows = with_spec_columns(_with_features(pd.read_parquet(file), registry, feature_set)[0], registry)
+        rows = pd.read_parquet(file)
+        if feature_set is not None:
+            rows = _with_features(rows, registry, feature_set)[0]
+        rows = with_spec_columns(rows.reset_index(drop=True), registry)
         keys = source_keys(rows)
         keys.setflags(write=False)
         hit = _SourceCache(rows, keys)
