@@ -432,7 +432,7 @@ class _SourceCache:
 #: source file, its mtime and size, feature set, registry key -> :class:`_SourceCache`; the newest
 #: :data:`_SOURCE_CACHE_SIZE` entries are kept
 _SOURCE_CACHE: dict = {}
-_SOURCE_CACHE_SIZE = 16
+_SOURCE_CACHE_SIZE = 8
 
 
 def _cached_sources(file, registry, feature_set: str | None) -> _SourceCache:
