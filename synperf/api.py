@@ -55,7 +55,19 @@ def default_paths() -> dict[str, Path]:
 
 
 def _primary_feature_set(config_path: Path) -> str | None:
-    """The ``feature_set`` of ``config_path`` (None when absent or unreadable)."""
+    """The ``feature_set`` of ``config_path`` (None when absent or unreadable); parsed once per file version
+    (modification time and size)."""
+    try:
+        st = Path(config_path).stat()
+    except OSError:
+        return None
+    return _feature_set_of(str(config_path), st.st_mtime_ns, st.st_size)
+
+
+@lru_cache(maxsize=8)
+def _feature_set_of(config_path: str, mtime_ns: int, size: int) -> str | None:
+    """``feature_set`` of the YAML file ``config_path`` (None when absent or unreadable); ``mtime_ns`` and ``size``
+    only key the cache."""
     import yaml
 
     try:
@@ -173,7 +185,11 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
     choice = load_choice(exp_dir) if feature_set is None else None
     if choice is not None:
         mlp = _load(str(exp_dir / choice["mlp_dir"])) if choice.get("mlp_dir") else model
-        chosen = predict_with_choice(choice, exp_dir, table, registry, mlp)
+        # the features and MLP predictions above serve the path when it uses the same feature set and MLP
+        same_fs = choice.get("feature_set", "v2") == model.meta.get("feature_set", "v1")
+        chosen = predict_with_choice(choice, exp_dir, table, registry, mlp, features=ff if same_fs else None,
+                                     mlp_pred=out["predicted_latency_us"].to_numpy() if same_fs and mlp is model
+                                     else None)
         out["predicted_latency_us"] = chosen["predicted_latency_us"].to_numpy()
         out["predicted_efficiency"] = out["theoretical_time_us"] / out["predicted_latency_us"]
         out["prediction_path"] = chosen["prediction_path"].to_numpy()

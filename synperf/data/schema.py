@@ -199,7 +199,7 @@ def conform(df: pd.DataFrame, where: str = "table") -> pd.DataFrame:
         InputError: a value cannot be converted to its column's type; names ``where`` (e.g. the file), the first
             offending row (0-based position), the column, the value and the expected type.
     """
-    out = pd.DataFrame(index=df.index)
+    out = {}
     for col, typ in COLUMNS.items():
         if col in df.columns:
             values = df[col]
@@ -227,7 +227,9 @@ def conform(df: pd.DataFrame, where: str = "table") -> pd.DataFrame:
                 raise InputError(f"{where}: row {bad[0]}, column {col!r}: {shown} is not "
                                  f"{'an integer' if typ == 'Int64' else 'a number'}") from exc
             raise InputError(f"{where}: column {col!r}: cannot convert to {typ} ({exc})") from exc
-    return out.reset_index(drop=True)
+    # one frame from the converted columns' arrays (positional: no index alignment, dtypes kept)
+    return pd.DataFrame({c: (v.array if isinstance(v.dtype, pd.api.extensions.ExtensionDtype) else v.to_numpy())
+                         for c, v in out.items()}, index=pd.RangeIndex(len(df)))
 
 
 def validate(df: pd.DataFrame, where: str, gpu_ids: set[str] | None = None) -> pd.DataFrame:

@@ -427,18 +427,27 @@ def neusight(train: pd.DataFrame, test: pd.DataFrame, registry, *, seed: int = 0
 # nearest-GPU transfer
 
 
-def _shape_hash(df: pd.DataFrame) -> np.ndarray:
+def shape_hash(df: pd.DataFrame) -> np.ndarray:
+    """The shape key (:func:`synperf.evaluation.split.shape_key`, seed 0) of each row, uint64, shape ``(len(df),)``.
+
+    Raises:
+        ValueError: ``df`` lacks a canonical key column.
+    """
     missing = [c for c in SHAPE_COLUMNS if c not in df.columns]
     if missing:
         raise ValueError(f"nearest-GPU baselines need the canonical key columns; missing {missing}")
     return shape_key(df[SHAPE_COLUMNS], 0).to_numpy()
 
 
-def nearest_sources(train: pd.DataFrame, test: pd.DataFrame, registry) -> pd.DataFrame:
+def nearest_sources(train: pd.DataFrame, test: pd.DataFrame, registry, train_keys: np.ndarray | None = None
+                    ) -> pd.DataFrame:
     """For each ``test`` row, the ``train`` row with the same shape on the most similar GPU.
 
     Similarity: same registry ``architecture`` as the test row's GPU first, then the smallest Euclidean
     distance of ``(ln peak FLOP/s of the row's dtype and pipe, ln DRAM B/s)``, then GPU id (alphabetical).
+
+    ``train_keys``: the shape hash of each ``train`` row (:func:`shape_hash`, shape ``(len(train),)``), computed
+    here when None; a caller matching many test sets against the same rows passes it once.
 
     Returns:
         DataFrame with one row per ``test`` row (positional, index ``0..len(test)-1``): ``src_pos``
@@ -446,7 +455,7 @@ def nearest_sources(train: pd.DataFrame, test: pd.DataFrame, registry) -> pd.Dat
         ``same_architecture`` (bool) and ``distance`` (NaN where uncovered).
 
     Raises:
-        ValueError: a frame lacks a canonical key column.
+        ValueError: a frame lacks a canonical key column, or ``train_keys`` is not one key per ``train`` row.
     """
     out = pd.DataFrame({"src_pos": np.full(len(test), -1, dtype="int64"),
                         "src_gpu": pd.Series([pd.NA] * len(test), dtype="string"),
@@ -454,10 +463,17 @@ def nearest_sources(train: pd.DataFrame, test: pd.DataFrame, registry) -> pd.Dat
                         "distance": np.full(len(test), np.nan)})
     if len(test) == 0 or len(train) == 0:
         return out
-    tr = pd.DataFrame({"key": _shape_hash(train), "src_gpu": train["gpu"].astype(str).to_numpy(),
-                       "src_pos": np.arange(len(train))})
+    if train_keys is None:
+        train_keys = shape_hash(train)
+    elif len(train_keys) != len(train):
+        raise ValueError(f"train_keys: {len(train_keys)} keys for {len(train)} train rows")
+    test_keys = shape_hash(test)
+    # only train rows whose shape some test row has can pair (order kept, so "first" below is unchanged)
+    cand = np.flatnonzero(np.isin(np.asarray(train_keys), test_keys))
+    tr = pd.DataFrame({"key": np.asarray(train_keys)[cand], "src_gpu": train["gpu"].iloc[cand].astype(str).to_numpy(),
+                       "src_pos": cand})
     tr = tr.drop_duplicates(["key", "src_gpu"], keep="first")
-    te = pd.DataFrame({"key": _shape_hash(test), "gpu": test["gpu"].astype(str).to_numpy(),
+    te = pd.DataFrame({"key": test_keys, "gpu": test["gpu"].astype(str).to_numpy(),
                        "dtype": test["dtype"].astype(str).to_numpy(), "kernel": test["kernel"].astype(str).to_numpy(),
                        "pos": np.arange(len(test))})
     pairs = te.merge(tr, on="key", how="inner")

@@ -37,6 +37,7 @@ from synperf.model.paths import (
     PATHS,
     TRANSFER,
     PhysicalModel,
+    source_keys,
     transfer_predict,
     transfer_sources,
     with_spec_columns,
@@ -125,11 +126,13 @@ def predict_path(fitted: FittedPaths, path: str, rows: pd.DataFrame, registry, *
         or the fallback for a transfer row without a sibling) and ``source_gpu`` (the sibling GPU, <NA>
         otherwise).
     """
-    rows = with_spec_columns(rows.reset_index(drop=True), registry)
     base = BASE[path]
+    fallback = fallback or base
+    rows = rows.reset_index(drop=True)
+    if "physical" in (base, fallback):  # once for both models (the MLP reads none of these columns)
+        rows = with_spec_columns(rows, registry)
     pred = fitted.base_predict(base, rows, registry) if base_pred is None else np.asarray(base_pred, dtype="float64")
     src = pd.Series([pd.NA] * len(rows), dtype="string")
-    fallback = fallback or base
     if TRANSFER[path]:
         pred, src = transfer_predict(fitted.train, rows, registry, fitted.base_train[base], pred, TRANSFER[path],
                                      sources=sources)
@@ -352,7 +355,8 @@ def choose_seen_path(scores: pd.DataFrame, experiment: str, min_gain: float = MI
 
 
 def predict_rows(fitted: FittedPaths, path: str, rows: pd.DataFrame, registry, *, fallback: str | None = None,
-                 seen_path: str | None = None, seen_gpus=()) -> pd.DataFrame:
+                 seen_path: str | None = None, seen_gpus=(), mlp_pred: np.ndarray | None = None,
+                 sources: pd.DataFrame | None = None) -> pd.DataFrame:
     """Predict ``rows`` with ``path`` (:func:`predict_path`), except those on ``seen_gpus`` with ``seen_path``.
 
     Args:
@@ -360,6 +364,9 @@ def predict_rows(fitted: FittedPaths, path: str, rows: pd.DataFrame, registry, *
         fallback: as :func:`predict_path`, for the rows not on ``seen_gpus``.
         seen_path: a :data:`ZERO_SHOT` path for the rows whose ``gpu`` is in ``seen_gpus`` (the GPUs the models
             were trained on); None predicts every row with ``path``.
+        mlp_pred: the MLP's latency on ``rows`` (microseconds, positional), passed on as ``base_pred`` of the
+            paths whose base is the MLP; computed by :func:`predict_path` when None.
+        sources: :func:`synperf.model.paths.transfer_sources` of ``rows`` (positional), passed on to ``path``.
 
     Returns:
         As :func:`predict_path`, one row per input row (positional); a row on a seen GPU has ``prediction_path``
@@ -369,18 +376,24 @@ def predict_rows(fitted: FittedPaths, path: str, rows: pd.DataFrame, registry, *
         ValueError: ``seen_path`` not in :data:`ZERO_SHOT`.
     """
     rows = rows.reset_index(drop=True)
+
+    def part(p: str, fb: str | None, mask: np.ndarray | None) -> pd.DataFrame:
+        sub = rows if mask is None else rows[mask].reset_index(drop=True)
+        base = None if mlp_pred is None or BASE[p] != "mlp" else np.asarray(mlp_pred)[
+            slice(None) if mask is None else mask]
+        src = None if sources is None or not TRANSFER[p] else (
+            sources if mask is None else sources.iloc[np.flatnonzero(mask)].reset_index(drop=True))
+        return predict_path(fitted, p, sub, registry, base_pred=base, sources=src, fallback=fb)
+
     if seen_path is None:
-        return predict_path(fitted, path, rows, registry, fallback=fallback)
+        return part(path, fallback, None)
     if seen_path not in ZERO_SHOT:
         raise ValueError(f"seen path {seen_path!r}: expected one of {list(ZERO_SHOT)}")
     seen = rows["gpu"].astype(str).isin({str(g) for g in seen_gpus}).to_numpy()
-    parts = []
-    for mask, p, fb in ((~seen, path, fallback), (seen, seen_path, None)):
-        if mask.any():
-            part = predict_path(fitted, p, rows[mask], registry, fallback=fb)
-            parts.append(part.set_axis(np.flatnonzero(mask)))
+    parts = [part(p, fb, mask).set_axis(np.flatnonzero(mask))
+             for mask, p, fb in ((~seen, path, fallback), (seen, seen_path, None)) if mask.any()]
     if not parts:
-        return predict_path(fitted, path, rows, registry, fallback=fallback)
+        return part(path, fallback, None)
     return pd.concat(parts).sort_index().reset_index(drop=True)
 
 
@@ -442,10 +455,16 @@ CHOICE_FILE = "path.json"
 SOURCES_FILE = "path_sources.parquet"
 
 
-def _with_features(rows: pd.DataFrame, registry, feature_set: str) -> tuple[pd.DataFrame, dict]:
+def _with_features(rows: pd.DataFrame, registry, feature_set: str, ff: FeatureFrame | None = None
+                   ) -> tuple[pd.DataFrame, dict]:
+    """``rows`` (index reset) with the feature columns of ``feature_set`` they lack, and the feature names
+    (``numeric``, ``linear``, ``categorical``). ``ff``: :func:`synperf.model.features.build_features` of these
+    rows and feature set, built here when None."""
     from synperf.model.features import build_features
 
-    ff = build_features(rows, registry, feature_set)
+    ff = build_features(rows, registry, feature_set) if ff is None else ff
+    if len(ff.frame) != len(rows):
+        raise ValueError(f"features: {len(ff.frame)} rows for {len(rows)} rows")
     feats = ff.frame.drop(columns=[c for c in ff.frame.columns if c in rows.columns])
     out = pd.concat([rows.reset_index(drop=True), feats.reset_index(drop=True)], axis=1)
     return out, {"numeric": ff.numeric, "linear": ff.linear, "categorical": ff.categorical}
@@ -509,18 +528,25 @@ def load_choice(directory) -> dict | None:
     return json.loads(f.read_text()) if f.exists() else None
 
 
-def predict_with_choice(choice: dict, directory, rows: pd.DataFrame, registry, mlp: TrainedModel | None
-                        ) -> pd.DataFrame:
+def predict_with_choice(choice: dict, directory, rows: pd.DataFrame, registry, mlp: TrainedModel | None,
+                        features: FeatureFrame | None = None, mlp_pred: np.ndarray | None = None) -> pd.DataFrame:
     """Predict canonical ``rows`` with the recorded paths of ``choice`` (from :func:`load_choice`).
 
     A row whose ``gpu`` is one of the record's ``training_gpus`` takes the recorded ``seen_path`` (``prediction_path``
     ``mlp`` or ``physical``, ``source_gpu`` <NA>); any other row takes the recorded ``path``. A record without
     ``seen_path`` (written before it existed) predicts every row with ``path``.
 
+    The transfer sources (their features, spec columns, shape keys and base predictions) are built once per
+    sources file version, feature set and registry values, and reused by later calls (:func:`_cached_sources`).
+
     Args:
         directory: the folder holding the record (and its sources file).
         rows: canonical launch rows (key columns), any GPUs.
         mlp: the model of ``choice["mlp_dir"]`` when a path used here has the MLP as base.
+        features: :func:`synperf.model.features.build_features` of ``rows`` with the choice's feature set
+            (built here when None).
+        mlp_pred: ``mlp``'s predicted latency on ``rows`` with those features, microseconds, shape
+            ``(len(rows),)`` (computed here when None and a path used here has the MLP as base).
 
     Returns:
         As :func:`predict_rows`: ``predicted_latency_us`` (microseconds), ``prediction_path``, ``source_gpu``.
@@ -538,17 +564,92 @@ def predict_with_choice(choice: dict, directory, rows: pd.DataFrame, registry, m
     if "mlp" in (BASE[path], fallback, seen_path) and mlp is None:
         raise ValueError(f"path {path!r} (fallback {fallback!r}, seen path {seen_path!r}) needs the MLP of "
                          f"{choice.get('mlp_dir')!r}")
-    rows, meta = _with_features(rows, registry, fs)
-    sources = rows.iloc[:0]
+    rows, meta = _with_features(rows, registry, fs, features)
+    train = rows.iloc[:0]
+    physical = (PhysicalModel.from_dict(choice["physical"]) if "physical" in (BASE[path], fallback, seen_path)
+                else None)
+    base_train, sources = {}, None
     if TRANSFER[path]:
-        sources = with_spec_columns(_with_features(pd.read_parquet(Path(directory) / choice["sources"]), registry,
-                                                   fs)[0], registry)
-    fitted = FittedPaths(sources, meta, mlp=mlp)
-    if "physical" in (BASE[path], fallback, seen_path):
-        fitted.physical = PhysicalModel.from_dict(choice["physical"])
-    if TRANSFER[path]:
-        fitted.base_train[BASE[path]] = fitted.base_predict(BASE[path], fitted.train, registry)
-    return predict_rows(fitted, path, rows, registry, fallback=fallback, seen_path=seen_path, seen_gpus=seen_gpus)
+        # only the MLP reads the sources' features; the physical model and the sibling lookup read the launch
+        # and spec columns
+        cached = _cached_sources(Path(directory) / choice["sources"], registry, fs if BASE[path] == "mlp" else None)
+        train = cached.rows
+        model = mlp if BASE[path] == "mlp" else physical
+        base_train[BASE[path]] = cached.base_prediction(BASE[path], model, meta, registry)
+        sources = transfer_sources(train, rows, registry, train_keys=cached.keys)
+    fitted = FittedPaths(train, meta, mlp=mlp, physical=physical, base_train=base_train)
+    if mlp_pred is not None and len(mlp_pred) != len(rows):
+        raise ValueError(f"mlp_pred: {len(mlp_pred)} predictions for {len(rows)} rows")
+    return predict_rows(fitted, path, rows, registry, fallback=fallback, seen_path=seen_path, seen_gpus=seen_gpus,
+                        mlp_pred=mlp_pred, sources=sources)
+
+
+def registry_key(registry) -> tuple:
+    """A hashable value equal for two registries whose GPUs hold the same values (spec fields, the raw registry
+    entry and the datasheet values), for caches of what the registry's numbers determine."""
+    return tuple((gid, spec, repr(spec.raw), repr(sorted(spec.datasheet_values.items())))
+                 for gid, spec in sorted(registry.gpus.items()))
+
+
+@dataclass
+class _SourceCache:
+    """The transfer sources of one model folder with their features and spec columns (:attr:`rows`, never
+    modified), their :func:`synperf.model.paths.source_keys` (:attr:`keys`), and the base models' predictions on
+    them, one per (base, model) pair (:meth:`base_prediction`)."""
+
+    rows: pd.DataFrame
+    keys: np.ndarray
+    base: dict = field(default_factory=dict)
+
+    def base_prediction(self, base: str, model, meta: dict, registry) -> np.ndarray:
+        """Latency of ``model`` (a :class:`TrainedModel` for base ``mlp``, a :class:`PhysicalModel` for
+        ``physical``) on :attr:`rows`, microseconds, shape ``(len(rows),)``; computed once per model (the MLP by
+        identity, the physical model by its coefficients) and feature columns of ``meta``. The array is shared and
+        read-only."""
+        cols = tuple(tuple(meta[k]) for k in ("numeric", "linear", "categorical"))
+        key = (base, cols, id(model) if base == "mlp" else tuple(np.asarray(model.coef, dtype="float64")))
+        hit = self.base.get(key)
+        if hit is None or (base == "mlp" and hit[0] is not model):
+            fitted = FittedPaths(self.rows, meta, mlp=model if base == "mlp" else None,
+                                 physical=model if base == "physical" else None)
+            pred = np.asarray(fitted.base_predict(base, self.rows, registry), dtype="float64")
+            pred.setflags(write=False)
+            hit = self.base[key] = (model, pred)
+        return hit[1]
+
+
+#: source file, its mtime and size, feature set, registry key -> :class:`_SourceCache`; the newest
+#: :data:`_SOURCE_CACHE_SIZE` entries are kept
+_SOURCE_CACHE: dict = {}
+_SOURCE_CACHE_SIZE = 8
+
+
+def _cached_sources(file, registry, feature_set: str | None) -> _SourceCache:
+    """The rows of a :data:`SOURCES_FILE` with ``feature_set``'s features (none when None) and the ``bl_*`` spec
+    columns, built once per file version (path, modification time, size), feature set and registry values
+    (:func:`registry_key`).
+
+    Raises:
+        FileNotFoundError: ``file`` does not exist.
+    """
+    from pathlib import Path
+
+    file = Path(file).resolve()
+    st = file.stat()
+    key = (str(file), st.st_mtime_ns, st.st_size, feature_set, registry_key(registry))
+    hit = _SOURCE_CACHE.pop(key, None)
+    if hit is None:
+        rows = pd.read_parquet(file)
+        if feature_set is not None:
+            rows = _with_features(rows, registry, feature_set)[0]
+        rows = with_spec_columns(rows.reset_index(drop=True), registry)
+        keys = source_keys(rows)
+        keys.setflags(write=False)
+        hit = _SourceCache(rows, keys)
+    _SOURCE_CACHE[key] = hit  # most recent last
+    while len(_SOURCE_CACHE) > _SOURCE_CACHE_SIZE:
+        _SOURCE_CACHE.pop(next(iter(_SOURCE_CACHE)))
+    return hit
 
 
 def record_choice(table: pd.DataFrame, meta: dict, experiment: str, registry, scores: pd.DataFrame, directory,

@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import lsq_linear
 
-from synperf.evaluation.baselines import BASELINE_COLUMNS, add_baseline_columns, nearest_sources
+from synperf.evaluation.baselines import BASELINE_COLUMNS, add_baseline_columns, nearest_sources, shape_hash
 
 #: per-pipeline time columns of the physical model, microseconds (see :func:`physical_design`)
 PHYSICAL_TERMS = ("bl_memory_us", "bl_compute_us", "bl_xu_us", "work_per_sm_cycle_us")
@@ -140,24 +140,48 @@ def _family_columns(rows: pd.DataFrame) -> pd.DataFrame:
     matches the measured rows of the same launch."""
     from synperf.data.schema import KERNEL_PARAMS
 
-    rows = rows.copy()
     foreign = {c for ps in KERNEL_PARAMS.values() for c in ps}
     kernel = rows["kernel"].astype(str).to_numpy()
+    blank = {}  # column -> rows to blank
     for k in np.unique(kernel):
         for c in sorted(foreign - set(KERNEL_PARAMS.get(k, ()))):
             if c in rows.columns:
-                if not isinstance(rows[c].dtype, (pd.StringDtype, pd.Int64Dtype)):
-                    rows[c] = rows[c].astype("object")
-                rows.loc[kernel == k, c] = pd.NA
-    return rows
+                blank[c] = blank.get(c, np.zeros(len(rows), dtype=bool)) | (kernel == k)
+    new = {}
+    for c, mask in blank.items():
+        col = rows[c]
+        if isinstance(col.dtype, (pd.StringDtype, pd.Int64Dtype)):
+            new[c] = col.mask(mask, pd.NA)
+        else:
+            values = col.to_numpy(dtype=object, copy=True)
+            values[mask] = pd.NA
+            new[c] = pd.Series(values, index=rows.index, dtype=object, name=c)
+    return rows.assign(**new) if new else rows.copy()
 
 
-def transfer_sources(train: pd.DataFrame, test: pd.DataFrame, registry) -> pd.DataFrame:
+def source_keys(train: pd.DataFrame) -> np.ndarray:
+    """The shape hash :func:`transfer_sources` matches ``train`` rows on (parameters of other kernel families
+    blanked), uint64, shape ``(len(train),)``.
+
+    Raises:
+        ValueError: ``train`` lacks a canonical key column.
+    """
+    return shape_hash(_family_columns(train))
+
+
+def transfer_sources(train: pd.DataFrame, test: pd.DataFrame, registry, train_keys: np.ndarray | None = None
+                     ) -> pd.DataFrame:
     """The sibling measurement of each ``test`` row among ``train`` rows on other GPUs.
 
     :func:`synperf.evaluation.baselines.nearest_sources` per target GPU, over the ``train`` rows of every other
     GPU: a GPU is never its own source. The launch matches on every key column but the GPU, after blanking the
     parameters that belong to other kernel families (:data:`synperf.data.schema.KERNEL_PARAMS`).
+
+    ``train_keys``: :func:`source_keys` of ``train`` (computed here when None); a caller matching many test sets
+    against the same ``train`` passes it once.
+
+    Raises:
+        ValueError: a frame lacks a canonical key column, or ``train_keys`` is not one key per ``train`` row.
 
     Returns:
         One row per ``test`` row (positional): ``src_pos`` (position in ``train``, -1 where no other GPU measured
@@ -167,7 +191,13 @@ def transfer_sources(train: pd.DataFrame, test: pd.DataFrame, registry) -> pd.Da
                         "src_gpu": pd.Series([pd.NA] * len(test), dtype="string")})
     if len(test) == 0 or len(train) == 0:
         return out
-    train, test = _family_columns(train), _family_columns(test)
+    if train_keys is None:
+        train_keys = source_keys(train)
+    elif len(train_keys) != len(train):
+        raise ValueError(f"train_keys: {len(train_keys)} keys for {len(train)} train rows")
+    train_keys = np.asarray(train_keys)
+    test = _family_columns(test)
+    tr_gpu_col = train[["gpu"]]  # all nearest_sources reads of train rows once their keys are known
     tr_gpu = train["gpu"].astype(str).to_numpy()
     te_gpu = test["gpu"].astype(str).to_numpy()
     for g in np.unique(te_gpu):
@@ -175,7 +205,7 @@ def transfer_sources(train: pd.DataFrame, test: pd.DataFrame, registry) -> pd.Da
         rows = np.flatnonzero(te_gpu == g)
         if len(others) == 0:
             continue
-        src = nearest_sources(train.iloc[others], test.iloc[rows], registry)
+        src = nearest_sources(tr_gpu_col.iloc[others], test.iloc[rows], registry, train_keys=train_keys[others])
         ok = src["src_pos"].to_numpy() >= 0
         out.loc[rows[ok], "src_pos"] = others[src["src_pos"].to_numpy()[ok]]
         out.loc[rows[ok], "src_gpu"] = src["src_gpu"].to_numpy()[ok]

@@ -132,8 +132,8 @@ def busiest_sm(counts, costs, num_sms: int, slots_per_sm: int = 1, policy: str =
         :data:`SIMULATE_MAX_TASKS` tasks: the list-scheduling bound, i.e. every class spread
         evenly (``n_c / num_sms``) plus one task of the costliest class.
     """
-    counts = tuple(int(n) for n in counts)
-    costs = tuple(float(x) for x in costs)
+    counts = tuple(np.asarray(counts).astype("int64").tolist())  # int(n) of each, in one numpy call
+    costs = tuple(np.asarray(costs, dtype="float64").tolist())
     if policy not in ("hardware", "persistent"):
         raise ValueError(f"unknown scheduling policy {policy!r}")
     total = sum(counts)

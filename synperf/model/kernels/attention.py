@@ -227,8 +227,11 @@ def check_supported(df: pd.DataFrame, kernel: str, registry, where: str = "param
     """
     cols = ["gpu", "implementation", "head_dim"] + (["seq_len", "num_heads", "num_kv_heads"]
                                                    if kernel == "attention_prefill" else [])
-    for i in np.flatnonzero(~df[cols].astype(str).duplicated().to_numpy()):
-        r = df.iloc[i]
+    sub = df[cols]
+    first = np.flatnonzero(~sub.astype(str).duplicated().to_numpy())
+    values = {c: sub[c].iloc[first].tolist() for c in cols}
+    for j, i in enumerate(first):
+        r = {c: values[c][j] for c in cols}
         spec = registry[str(r["gpu"])]
         try:
             path = attention_path(str(r["implementation"]), spec, kernel)
@@ -240,6 +243,13 @@ def check_supported(df: pd.DataFrame, kernel: str, registry, where: str = "param
                 _slots(path, spec, tq, tkv, hd, warps)
         except InputError as exc:
             raise InputError(f"{where} row {i}: {exc}") from None
+
+
+def _map_distinct(values: pd.Series, fn) -> pd.Series:
+    """``fn`` of each value of ``values`` as a string, called once per distinct value (in order of first
+    appearance, so the first failing row's value raises first); same index as ``values``."""
+    text = values.astype(str)
+    return text.map({v: fn(v) for v in text.unique()})
 
 
 def _kv_elem_bytes(dtype: str) -> float:
@@ -365,22 +375,25 @@ def decompose_prefill(df: pd.DataFrame, registry) -> pd.DataFrame:
     for gpu, g in df.groupby("gpu", sort=False):
         spec = registry[gpu]
         L = _prefill_kv_len(g)
-        recs = []
+        recs, path_of, geometry = [], {}, {}  # per distinct label and per distinct (path, S, H, Hkv, D)
         for r, Lr in zip(g[["batch_size", "seq_len", "num_heads", "num_kv_heads", "head_dim", "window_size",
                             "implementation"]].itertuples(index=False), L.to_numpy()):
             B, S, H, Hkv, D, w, impl = (int(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]),
                                         int(r[5] if r[5] == r[5] else 0), str(r[6]))
             P = max(0, int(Lr) - S)
-            path = attention_path(impl, spec)
-            tq, tkv, qpt, rows_total, ups, warps, hd = _prefill_geometry(path, S, H, Hkv, D, spec)
-            slots = _slots(path, spec, tq, tkv, hd, warps)
+            path = path_of.get(impl) or path_of.setdefault(impl, attention_path(impl, spec))
+            gkey = (path, S, H, Hkv, D)
+            if gkey not in geometry:
+                geo = _prefill_geometry(path, S, H, Hkv, D, spec)
+                geometry[gkey] = (geo, _slots(path, spec, geo[0], geo[1], geo[6], geo[5]))
+            (tq, tkv, qpt, rows_total, ups, warps, hd), slots = geometry[gkey]
             sig = _prefill_signature(B * ups, rows_total, tq, tkv, qpt, S, w, spec.sm_count, slots, path == "fa3",
                                      P)
             recs.append((B * ups, tq, tkv, slots, float(path == "fa3")) + sig)
         a = pd.DataFrame(recs, index=g.index, columns=["units", "tq", "tkv", "slots", "persistent", "n_q", "kvt",
                                                       "vkvt", "mkvt", "b_n", "b_kvt", "b_vkvt", "b_mkvt"])
         D = g["head_dim"].astype("float64")
-        kvb = g["kv_cache_dtype"].astype(str).map(_kv_elem_bytes)
+        kvb = _map_distinct(g["kv_cache_dtype"], _kv_elem_bytes)
         B, S, H, Hkv = (g[c].astype("float64") for c in ("batch_size", "seq_len", "num_heads", "num_kv_heads"))
         s = pd.DataFrame(index=g.index)
         s["num_tasks"] = a["units"] * a["n_q"]
@@ -436,8 +449,8 @@ def decompose_decode(df: pd.DataFrame, registry) -> pd.DataFrame:
         L = g["kv_len"].astype("float64").clip(lower=1.0)
         w = g["window_size"].astype("float64").fillna(0.0)
         L = L.where(~((w > 0) & (w < L)), w)
-        kvb = g["kv_cache_dtype"].astype(str).map(_kv_elem_bytes)
-        paths = g["implementation"].astype(str).map(lambda x: attention_path(x, spec, "attention_decode"))
+        kvb = _map_distinct(g["kv_cache_dtype"], _kv_elem_bytes)
+        paths = _map_distinct(g["implementation"], lambda x: attention_path(x, spec, "attention_decode"))
         for path, D_row in sorted(set(zip(paths, g["head_dim"].astype("int64")))):
             _check_head_dim(path, int(D_row), spec)
         # every path packs the query heads of one KV head into one task for decode: FA3 and FlashInfer by

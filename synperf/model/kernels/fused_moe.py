@@ -201,19 +201,141 @@ def summary(row: dict, spec) -> dict:
     return s
 
 
+#: launch columns :func:`decompose` reads
+DECOMPOSE_COLUMNS = ["gpu", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size",
+                     "moe_ep_size", "distribution", "moe_stage", "dtype", "block_size_m", "block_size_n",
+                     "block_size_k", "group_size_m", "num_warps", "num_stages"]
+#: columns :func:`decompose` returns, in the order of :func:`summary`'s keys
+DECOMPOSE_OUTPUT = ["num_tasks", "ctas_per_sm", "persistent", "dram_bytes", "store_bytes", "sm_max_tasks",
+                    "tensor_all_ops", "sm_max_tensor_ops", "fma_all_ops", "sm_max_fma_ops", "xu_all_ops",
+                    "sm_max_xu_ops", "load_all_bytes", "sm_max_load_bytes", "block_m", "block_n"]
+
+
+def _present(v) -> bool:
+    """Whether a row value counts as given (:func:`tasks` ignores None, <NA> and NaN)."""
+    return not (v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)) or v != v)
+
+
+def _config_value(v, default: int) -> int:
+    """A launch's config entry as :func:`tasks` reads it: ``int(v)`` where given and convertible, else
+    ``default``."""
+    if _present(v):
+        try:
+            return int(v)
+        except (TypeError, ValueError):
+            pass
+    return default
+
+
+@lru_cache(maxsize=200_000)
+def _load_stats(num_tokens: int, topk: int, num_experts: int, ep: int, distribution: str, block_m: int
+                ) -> tuple[int, int, int]:
+    """``(M blocks, active local experts, routed pairs)`` of :func:`expert_loads`, as :func:`tasks` counts them."""
+    loads = np.asarray(expert_loads(num_tokens, topk, num_experts, ep, distribution))
+    return int(np.ceil(loads / block_m).sum()), int((loads > 0).sum()), int(loads.sum())
+
+
+def summary_table(rows: pd.DataFrame, registry) -> pd.DataFrame:
+    """:func:`summary` of every row of ``rows``, computed column-wise (numpy over rows; Python only per distinct
+    routing and per distinct launch configuration).
+
+    Args:
+        rows: launches with the :data:`DECOMPOSE_COLUMNS` (config columns may be missing values).
+        registry: the GPU registry (``gpu`` ids).
+
+    Returns:
+        One row per ``rows`` row (same index), the float64 :data:`DECOMPOSE_OUTPUT` columns, equal to
+        :func:`summary` of each row.
+
+    Raises:
+        KeyError: an unknown GPU or dtype.
+        ValueError: a ``moe_stage`` other than ``full``, ``w13`` or ``w2``.
+    """
+    from synperf.model.kernels.dtypes import DTYPE_BYTES
+    from synperf.model.schedule import ctas_per_sm
+
+    def ints(col):
+        return np.array([int(v) for v in rows[col].tolist()], dtype="int64")
+
+    def texts(col, default):
+        return np.array([str(v) if _present(v) and v else default for v in rows[col].tolist()], dtype=object)
+
+    n = len(rows)
+    T, H = ints("num_tokens"), ints("hidden_size")
+    I_l = ints("inter_size") // ints("moe_tp_size")
+    E, ep, topk = ints("num_experts"), ints("moe_ep_size"), ints("topk")
+    dtype = np.array([str(v) for v in rows["dtype"].tolist()], dtype=object)
+    stage = texts("moe_stage", "full")
+    dist = texts("distribution", "balanced")
+    bad = sorted(set(stage) - {"full", "w13", "w2"})
+    if bad:
+        raise ValueError(f"fused_moe: unknown moe_stage {bad[0]!r}; expected full, w13 or w2")
+    local = np.maximum(1, E // np.maximum(1, ep))
+    block = dtype == "fp8_block"
+    small = ~block & (T <= local)
+    cfg = {"block_size_m": np.where(block, 64, np.where(small, 16, 64)),
+           "block_size_n": np.where(block, 128, np.where(small, 32, 64)),
+           "block_size_k": np.where(block, 128, np.where(small, 64, 32)),
+           "group_size_m": np.where(block, 32, np.where(small, 1, 8)),
+           "num_warps": np.full(n, 4), "num_stages": np.full(n, 3)}
+    for k, default in cfg.items():
+        given = rows[k].tolist() if k in rows.columns else [None] * n
+        cfg[k] = np.array([_config_value(v, int(d)) for v, d in zip(given, default)], dtype="int64")
+    BM, BN, BK = cfg["block_size_m"], cfg["block_size_n"], cfg["block_size_k"]
+    stats = np.array([_load_stats(*k) for k in zip(T.tolist(), topk.tolist(), E.tolist(), ep.tolist(), dist.tolist(),
+                                                   BM.tolist())], dtype="int64").reshape(n, 3)
+    blocks, active, pairs = stats[:, 0], stats[:, 1], stats[:, 2]
+    wb = np.array([DTYPE_BYTES[d] for d in dtype], dtype="float64")
+    ab = np.where((dtype == "fp8") | (dtype == "fp8_block"), 1.0, 2.0)
+    has13, full, has2 = (stage == "full") | (stage == "w13"), stage == "full", (stage == "full") | (stage == "w2")
+    zero = np.zeros(n)
+    # the three task classes in launch order (w13 GEMM, SiLU&Mul, w2 GEMM), count 0 where the stage lacks one
+    counts = np.column_stack([np.where(has13, blocks * np.ceil(2 * I_l / BN).astype("int64"), 0),
+                              np.where(full, pairs, 0),
+                              np.where(has2, blocks * np.ceil(H / BN).astype("int64"), 0)])
+    tensor = np.column_stack([2.0 * BM * BN * H, zero, 2.0 * BM * BN * I_l])
+    fma = np.column_stack([zero, 3.0 * I_l, zero])
+    xu = np.column_stack([zero, 2.0 * I_l, zero])
+    load = np.column_stack([BM * H * ab + BN * H * wb, 2 * I_l * 2.0, BM * I_l * 2.0 + BN * I_l * wb])
+    dram = np.where(has13, 0.0 + (active * 2 * I_l * H * wb + T * H * ab), 0.0)
+    dram = np.where(has2, dram + (active * H * I_l * wb + np.where(stage == "w2", pairs * I_l * 2.0, 0.0)), dram)
+    store = np.where(has13, 0.0 + pairs * 2 * I_l * 2.0, 0.0)
+    store = np.where(full, store + pairs * I_l * 2.0, store)
+    store = np.where(has2, store + pairs * H * 2.0, store)
+    smem = cfg["num_stages"] * (BM * BK + BN * BK) * wb
+    gpus = rows["gpu"].astype(str).tolist()
+    slots, seen = np.empty(n, dtype="float64"), {}
+    for i, k in enumerate(zip(gpus, cfg["num_warps"].tolist(), smem.tolist())):
+        if k not in seen:
+            try:
+                seen[k] = ctas_per_sm(registry[k[0]], k[1] * 32, k[2])
+            except ValueError:
+                seen[k] = 1
+        slots[i] = seen[k]
+    sms = {g: registry[g].sm_count for g in set(gpus)}
+    sm_count = np.array([sms[g] for g in gpus], dtype="int64")
+    per_sm = np.ceil(counts / sm_count[:, None])
+    out = {"num_tasks": counts.sum(axis=1).astype("float64"), "ctas_per_sm": slots, "persistent": zero.copy(),
+           "dram_bytes": dram, "store_bytes": store, "sm_max_tasks": per_sm.sum(axis=1)}
+    for name, v in (("tensor", tensor), ("fma", fma), ("xu", xu)):
+        out[f"{name}_all_ops"] = (v * counts).sum(axis=1)
+        out[f"sm_max_{name}_ops"] = (v * per_sm).sum(axis=1)
+    out["load_all_bytes"] = (load * counts).sum(axis=1)
+    out["sm_max_load_bytes"] = (load * per_sm).sum(axis=1)
+    out["block_m"], out["block_n"] = BM.astype("float64"), BN.astype("float64")
+    return pd.DataFrame(out, index=rows.index)[DECOMPOSE_OUTPUT]
+
+
 def decompose(df: pd.DataFrame, registry) -> pd.DataFrame:
-    """Decomposition + scheduling summary for many fused-MoE rows (cached per distinct launch)."""
-    cols = ["gpu", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size",
-            "distribution", "moe_stage", "dtype", "block_size_m", "block_size_n", "block_size_k", "group_size_m",
-            "num_warps", "num_stages"]
+    """Decomposition + scheduling summary for many fused-MoE rows (:func:`summary_table` of each distinct launch).
+
+    Returns:
+        One row per ``df`` row (same index), the float64 :data:`DECOMPOSE_OUTPUT` columns.
+    """
+    cols = DECOMPOSE_COLUMNS
     key = df[cols].astype("string").fillna("")
     uniq = key.drop_duplicates()
-    recs = []
-    for r in df.loc[uniq.index, cols].itertuples(index=False):
-        d = dict(zip(cols, r))
-        d = {k: (None if (v is pd.NA or (isinstance(v, float) and np.isnan(v))) else v) for k, v in d.items()}
-        recs.append(summary(d, registry[d["gpu"]]))
-    table = pd.DataFrame(recs, index=uniq.index)
+    table = summary_table(df.loc[uniq.index, cols], registry)
     table = pd.concat([uniq, table], axis=1)
     merged = key.reset_index().merge(table, on=cols, how="left").set_index("index")
     return merged.loc[df.index, list(table.columns[len(cols):])].astype("float64")
