@@ -1,9 +1,15 @@
 """Shared fixtures. Tests that need the public data look in $SYNPERF_PUBLIC_DATA or ../shared/public-data
-and skip with a reason when it is absent, except under CI=true, where its absence fails them."""
+and skip with a reason when it is absent, except under CI=true, where its absence fails them.
+
+The tests run in parallel (pytest-xdist, settings in pyproject.toml), and every worker builds its own session and
+module fixtures: the tests that share an expensive one carry the same ``xdist_group``, so that one worker runs them
+all and builds it once."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -70,6 +76,23 @@ def e2e_config() -> dict:
     import yaml
 
     return yaml.safe_load((REPO / "config" / "config.yaml").read_text())["e2e"]
+
+
+@pytest.fixture(scope="session")
+def aiconfigurator_ingest(public_data, registry):
+    """The aiconfigurator adapter's result on the public data (tests only read it)."""
+    from synperf.data.ingest import aiconfigurator
+
+    return aiconfigurator.ingest(public_data, registry)
+
+
+@pytest.fixture(scope="session")
+def default_dry_run(public_data) -> subprocess.CompletedProcess:
+    """``snakemake -n --forceall`` of the default target and config on the public data, run once for the tests that
+    read its plan; Snakemake prints its errors on stdout, so stderr is merged into ``.stdout``."""
+    return subprocess.run([sys.executable, "-m", "snakemake", "-n", "--forceall", "--config",
+                           f"public_data_dir={public_data}"], cwd=REPO, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=300)
 
 
 @pytest.fixture(scope="session")

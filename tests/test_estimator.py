@@ -24,6 +24,7 @@ def fit(df, registry, **kw):
     return ff, train(ff, df["latency_us"], shape_key(df), cfg, log=lambda *_: None)
 
 
+@pytest.mark.xdist_group("gemm_slice")
 def test_mlp_beats_a_constant_efficiency(gemm_slice, registry):
     ff, model = fit(gemm_slice, registry)
     pred = model.predict_latency_us(ff)
@@ -34,6 +35,7 @@ def test_mlp_beats_a_constant_efficiency(gemm_slice, registry):
     assert mape < 0.6 * const_mape, (mape, const_mape)
 
 
+@pytest.mark.xdist_group("gemm_slice")
 def test_training_is_seeded_and_saved_models_predict_the_same(gemm_slice, registry, tmp_path):
     ff, m1 = fit(gemm_slice, registry, max_epochs=5)
     _, m2 = fit(gemm_slice, registry, max_epochs=5)

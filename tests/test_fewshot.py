@@ -181,15 +181,9 @@ def test_short_profiling_sweep_draws_k_grid_points_by_the_same_rule():
     assert short_points(points[:10], 32, spec) == points[:10]
 
 
-def test_fewshot_and_goals_are_in_the_default_target(public_data):
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    repo = Path(__file__).resolve().parents[1]
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--forceall", "--config",
-                           f"public_data_dir={public_data}"], cwd=repo, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True)
+@pytest.mark.xdist_group("default_dry_run")
+def test_fewshot_and_goals_are_in_the_default_target(default_dry_run):
+    proc = default_dry_run
     assert proc.returncode == 0, proc.stdout[-3000:]
     for rule in ("fewshot", "predict_throughput", "report"):
         assert f"rule {rule}:" in proc.stdout

@@ -11,11 +11,12 @@ from synperf.data.ingest import aiconfigurator, neusight, pipeweave, vidur
 from synperf.data.io import InputError
 
 
-@pytest.fixture(scope="module")
-def aic(public_data, registry):
-    return aiconfigurator.ingest(public_data, registry)
+@pytest.fixture
+def aic(aiconfigurator_ingest):
+    return aiconfigurator_ingest
 
 
+@pytest.mark.xdist_group("aiconfigurator_ingest")
 def test_aiconfigurator_drops_the_known_bad_rows(aic):
     # public-data README: 5,457 L40S flashinfer prefill rows; 37 + 7 + 1 isolated GEMM spikes
     assert aic.dropped["known_bad:l40s_flashinfer_prefill"] == 5457
@@ -25,6 +26,7 @@ def test_aiconfigurator_drops_the_known_bad_rows(aic):
     assert set(l40s_prefill["implementation"]) == {"vllm_flash_attn"}
 
 
+@pytest.mark.xdist_group("aiconfigurator_ingest")
 def test_aiconfigurator_units_are_microseconds(aic):
     t = aic.table
     row = t[(t.gpu == "h100_sxm") & (t.kernel == "gemm") & (t.m == 4096) & (t.n == 4096) & (t.k == 4096)]
@@ -32,6 +34,7 @@ def test_aiconfigurator_units_are_microseconds(aic):
     assert row["latency_us"].median() == pytest.approx(174, rel=0.05)
 
 
+@pytest.mark.xdist_group("aiconfigurator_ingest")
 def test_aiconfigurator_spike_example_is_gone(aic):
     t = aic.table
     sel = (t.gpu == "h200_sxm") & (t.kernel == "gemm") & (t.n == 1024) & (t.k == 8192)

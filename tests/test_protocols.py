@@ -102,6 +102,7 @@ def configured_run(vidur_gemm, registry):
                               baseline_cfg=BASE, log=lambda *_: None)
 
 
+@pytest.mark.xdist_group("configured_run")
 def test_runner_scores_every_method_on_a_real_slice(configured_run, vidur_gemm):
     table, _ = vidur_gemm
     res = P.summarize_predictions(configured_run)
@@ -129,6 +130,7 @@ def test_runner_scores_every_method_on_a_real_slice(configured_run, vidur_gemm):
     assert allrows.loc[("synperf_mlp", "test_seen"), "mape_pct"] < allrows.loc[("roofline", "test_seen"), "mape_pct"]
 
 
+@pytest.mark.xdist_group("configured_run")
 def test_paired_summary_restricts_every_method_to_the_covered_rows(configured_run):
     res = P.summarize_predictions(configured_run, on_rows_covered_by="nearest_gpu_roofline")
     u = res[(res.gpu == "ALL") & (res.split == "unseen")]
@@ -154,6 +156,7 @@ def test_runner_on_logo_folds_from_canonical_rows(synthetic, registry):
         P.run_protocol(synthetic.iloc[:10], folds, ["roofline"], registry, None, "v1")
 
 
+@pytest.mark.xdist_group("configured_run")
 def test_error_cdf_matches_the_row_errors(configured_run):
     cdf = P.error_cdf(configured_run)
     for (method, split), g in cdf.groupby(["method", "split"]):

@@ -91,9 +91,10 @@ def test_unknown_gemm_kernel_source_is_dropped_and_counted(tmp_path, registry):
     assert res.dropped["unsupported_implementation:gemm:vllm_cutlass_scaled_mm"] == 1
 
 
-def test_real_aiconfigurator_labels_are_all_listed(public_data, registry):
+@pytest.mark.xdist_group("aiconfigurator_ingest")
+def test_real_aiconfigurator_labels_are_all_listed(aiconfigurator_ingest):
     """On the shipped tables every attention label is modelled and no table lacks a reader."""
-    res = aiconfigurator.ingest(public_data, registry)
+    res = aiconfigurator_ingest
     assert not [k for k in res.dropped if k.startswith("unsupported_table:")]
     assert not [k for k in res.dropped if k.startswith("unsupported_implementation:attention")]
     # MoE labels other than the Triton kernel stay dropped and counted (public-data README row counts)

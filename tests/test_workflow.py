@@ -31,15 +31,23 @@ def snakemake(*args, cwd=REPO):
 
 
 
-def _vidur_measurements(public_data, tmp_path):
-    """Registry path, config, and the merged measurement table and summary of the Vidur source alone."""
+@pytest.fixture(scope="module")
+def vidur_measurements(public_data, tmp_path_factory):
+    """Registry path, and the merged measurement table and summary of the Vidur source alone (tests only read them)."""
+    d = tmp_path_factory.mktemp("vidur_measurements")
     reg = str(REPO / "config/gpus.yaml")
-    cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
-    src, summ = tmp_path / "vidur.parquet", tmp_path / "vidur.json"
+    cfg = _config()
+    src, summ = d / "vidur.parquet", d / "vidur.json"
     ingest_source("vidur", str(public_data), reg, cfg["ingest"]["vidur"], str(src), str(summ))
-    allp, alls = tmp_path / "all.parquet", tmp_path / "summary.json"
+    allp, alls = d / "all.parquet", d / "summary.json"
     merge_measurements([str(src)], [str(summ)], [], reg, str(allp), str(alls))
-    return reg, cfg, allp, alls
+    return reg, allp, alls
+
+
+def _config() -> dict:
+    """config/config.yaml, read afresh for each caller."""
+    return yaml.safe_load((REPO / "config/config.yaml").read_text())
+
 
 def test_wrong_config_type_is_named():
     proc = snakemake("-n", "--config", "seed=abc")
@@ -56,10 +64,10 @@ def test_unknown_gpu_in_an_experiment_is_named(tmp_path):
     assert "experiments.gemm.unseen" in proc.out and "h999" in proc.out
 
 
-def test_default_dag_reaches_the_report(public_data):
-    proc = snakemake("-n", "--forceall", "--config", f"public_data_dir={public_data}")
-    assert proc.returncode == 0, proc.out[-2000:]
-    out = proc.out
+@pytest.mark.xdist_group("default_dry_run")
+def test_default_dag_reaches_the_report(default_dry_run):
+    assert default_dry_run.returncode == 0, default_dry_run.stdout[-2000:]
+    out = default_dry_run.stdout
     for rule in ("ingest_source", "merge_measurements", "features", "train", "evaluate", "report"):
         assert rule in out
 
@@ -71,26 +79,24 @@ def _dag_rules(out: str) -> set[str]:
     return {ln.split()[0] for ln in lines[:lines.index(next(ln for ln in lines if ln.startswith("total")))]}
 
 
-def test_small_config_runs_every_rule_of_the_default_target(public_data):
+@pytest.mark.xdist_group("default_dry_run")
+def test_small_config_runs_every_rule_of_the_default_target(public_data, default_dry_run):
     """config/test/config.yaml (CI's small run) keeps every rule of the default DAG, with fewer jobs."""
-    full = snakemake("-n", "--forceall", "--config", f"public_data_dir={public_data}")
+    full = default_dry_run
     small = snakemake("-n", "--forceall", "--replace-workflow-config", "--configfile", "config/test/config.yaml",
                       "--config", f"public_data_dir={public_data}")
-    assert full.returncode == 0, full.out[-2000:]
+    assert full.returncode == 0, full.stdout[-2000:]
     assert small.returncode == 0, small.out[-2000:]
-    full_rules, small_rules = _dag_rules(full.out), _dag_rules(small.out)
+    full_rules, small_rules = _dag_rules(full.stdout), _dag_rules(small.out)
     assert {"ingest_source", "features", "check_leaks", "train", "train_ablation", "evaluate_protocols", "e2e",
             "ceiling", "report"} <= full_rules
     assert small_rules == full_rules
 
-def test_every_step_on_real_vidur_rows(public_data, tmp_path):
-    reg = str(REPO / "config/gpus.yaml")
-    cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
+@pytest.mark.xdist_group("vidur_measurements")
+def test_every_step_on_real_vidur_rows(vidur_measurements, tmp_path):
+    reg, allp, alls = vidur_measurements
+    cfg = _config()
     exp = cfg["experiments"]["rmsnorm"]
-    src, summ = tmp_path / "vidur.parquet", tmp_path / "vidur.json"
-    ingest_source("vidur", str(public_data), reg, cfg["ingest"]["vidur"], str(src), str(summ))
-    allp, alls = tmp_path / "all.parquet", tmp_path / "summary.json"
-    merge_measurements([str(src)], [str(summ)], [], reg, str(allp), str(alls))
     merged = json.loads(alls.read_text())
     assert merged["duplicate_rows_merged"] > 0   # Vidur repeats token counts 2048 and 4096 (README)
     feat, fmeta = tmp_path / "f.parquet", tmp_path / "f.json"
@@ -147,12 +153,16 @@ def test_missing_data_folder_is_named():
     assert "public_data_dir" in proc.out and "/nonexistent/data" in proc.out and "is not a folder" in proc.out
 
 
-def test_protocols_are_in_the_default_target_and_run_on_real_rows(public_data, tmp_path):
-    default = snakemake("-n", "--forceall", "--config", f"public_data_dir={public_data}")
-    assert default.returncode == 0, default.out[-2000:]
-    assert "evaluate_protocols" in default.out   # the report reads the protocol tables
+@pytest.mark.xdist_group("default_dry_run")
+def test_protocols_are_in_the_default_target(default_dry_run):
+    assert default_dry_run.returncode == 0, default_dry_run.stdout[-2000:]
+    assert "evaluate_protocols" in default_dry_run.stdout   # the report reads the protocol tables
 
-    reg, cfg, allp, alls = _vidur_measurements(public_data, tmp_path)
+
+@pytest.mark.xdist_group("vidur_measurements")
+def test_protocols_run_on_real_rows(vidur_measurements, tmp_path):
+    reg, allp, alls = vidur_measurements
+    cfg = _config()
     feat, fmeta = tmp_path / "f.parquet", tmp_path / "f.json"
     experiment_features(str(allp), "rmsnorm", cfg["experiments"]["rmsnorm"], reg,
                         {"v2_paper": (str(feat), str(fmeta))}, 0)
@@ -198,8 +208,10 @@ def test_neusight_experiment_keeps_the_upstream_train_and_test_files(public_data
     assert (seen & in_test).sum() > 1000 and (seen & ~in_test).sum() > 50_000
 
 
-def test_a_config_selection_that_yields_nothing_names_its_key(public_data, tmp_path):
-    reg, cfg, allp, alls = _vidur_measurements(public_data, tmp_path)
+@pytest.mark.xdist_group("vidur_measurements")
+def test_a_config_selection_that_yields_nothing_names_its_key(vidur_measurements, tmp_path):
+    reg, allp, alls = vidur_measurements
+    cfg = _config()
     base = cfg["experiments"]["rmsnorm"]
     out = {"v1": (str(tmp_path / "f.parquet"), str(tmp_path / "f.json"))}
     cases = [({**base, "unseen": ["a40", "l40s"]}, r"experiments\.rn\.unseen: l40s has no rmsnorm rows"),
