@@ -14,10 +14,12 @@ Physical time model (:class:`PhysicalModel`)
     rows are scaled by ``1 / latency`` so the objective is ``sum_i (pred_i / y_i - 1)^2``, close to what MAPE
     measures. Bounds (:data:`PHYSICAL_LOWER`): ``a >= 0``, ``c_j >= 1`` for the three spec-sheet times (no pipe runs
     faster than its peak, so a kernel pays at least each time in full), ``c >= 0`` for the work per SM cycle (no
-    peak behind it). The lower bound matters where the training GPUs do not reach the bound of the target: RMSNorm
-    on A100 and H100 runs at about a third of DRAM bandwidth, so a free fit sets the DRAM coefficient to 0 and
-    predicts A40 (GDDR6, a third of A100's bandwidth) at 42% MAPE; with ``c_DRAM >= 1`` the A40 error is 11.5%
-    (SiLU&Mul: 20% -> 8.3%), measured on the configured split with A100 and H100 training rows. The sum of times
+    peak behind it). The bounds are physics, not fitted choices: a coefficient below 1 would claim a pipe faster
+    than its spec-sheet peak. They matter where the training GPUs do not reach the bound of a target: RMSNorm on
+    A100 and H100 runs at about a third of DRAM bandwidth, so a free fit could set the DRAM coefficient to 0 and
+    predict a GPU with a third of A100's bandwidth as fast as an A100. (These bounds were written after seeing the
+    configured split's A40 errors, an unseen GPU; the A40 numbers are therefore not independent evidence for
+    them.) The sum of times
     (not their max) charges the pipes without overlap; the fitted ``c_j`` absorb the share of each pipe's peak a
     kernel reaches. One model per experiment, fitted on the training rows of the seen GPUs; it transfers to an
     unseen GPU through the spec-sheet terms only.
