@@ -207,6 +207,7 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
                 on = out["gpu"].astype(str).isin(choice.get("training_gpus", [])).to_numpy()
                 lo[on], hi[on] = interval_bounds(pred[on], labels[on], intervals["seen_intervals"])
             out["predicted_latency_low_us"], out["predicted_latency_high_us"] = lo, hi
-            out.attrs["interval"] = (f"{INTERVAL_QUANTILES[1] - INTERVAL_QUANTILES[0]:.0%} interval from the "
-                                     f"leave-one-seen-GPU-out errors of each path ({exp_dir / INTERVALS_FILE})")
+            out.attrs["interval"] = (f"{INTERVAL_QUANTILES[1] - INTERVAL_QUANTILES[0]:.0%} interval from each "
+                                     "path's errors on seen GPUs left out in turn (on a training GPU: on problems "
+                                     f"its MLP held out) ({exp_dir / INTERVALS_FILE})")
     return out
