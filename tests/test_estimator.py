@@ -7,7 +7,7 @@ import torch
 from synperf.data.ingest import vidur
 from synperf.data.schema import reduce_duplicates
 from synperf.evaluation.split import shape_key
-from synperf.model.estimator import EfficiencyMLP, TrainConfig, TrainedModel, loss_fn, train
+from synperf.model.estimator import EfficiencyMLP, MaskDropout, TrainConfig, TrainedModel, loss_fn, train
 from synperf.model.features import build_features
 
 
@@ -106,3 +106,22 @@ def test_training_defaults_live_in_one_place():
     defaults = {f.name: getattr(TrainConfig(), f.name) for f in fields(TrainConfig)}
     assert set(training) <= set(defaults)
     assert {k: defaults[k] for k in training} == training
+
+
+def test_mask_dropout_zeroes_p_of_the_inputs_and_keeps_the_expectation():
+    x = torch.ones(4096, 64)
+    drop = MaskDropout(0.1, seed=3).train()
+    y = drop(x)
+    zeroed = float((y == 0).float().mean())
+    assert abs(zeroed - 0.1) < 0.005
+    assert torch.allclose(y[y != 0], torch.full_like(y[y != 0], 1 / (1 - 6554 / 65536)))
+    assert abs(float(y.mean()) - 1.0) < 0.01
+    assert torch.equal(MaskDropout(0.1, seed=3).train()(x), y)  # seeded
+    assert not torch.equal(drop(x), y)  # a new mask per call
+    assert torch.equal(drop.eval()(x), x)  # identity in evaluation mode
+    xg = torch.ones(8, 4, requires_grad=True)
+    out = MaskDropout(0.5, seed=0).train()(xg)
+    out.sum().backward()
+    assert torch.equal(xg.grad, out.detach())  # gradient = mask x scale
+    with pytest.raises(ValueError, match="dropout probability"):
+        MaskDropout(1.0)

@@ -22,7 +22,12 @@ def test_section_shows_leaks_twins_and_the_selection_verdict(tmp_path):
     (tmp_path / "choice.json").write_text(json.dumps(choice))
     md = "\n".join(evaluation_section([leak], str(tmp_path / "sel.csv"), str(tmp_path / "choice.json")))
     assert "| gemm_fp8 | 100 | 20 | 40 | 0 | h100_sxm: h800_sxm (0, 100) | h100_sxm: h800_sxm (0.00) |" in md
-    assert "Chosen: `v2`; the configured primary `feature_set` is this choice" in md
+    assert "Lowest: `v2`; chosen: `v2`; the configured primary `feature_set` is this choice" in md
+    # the configured set kept within the noise margin of a lower one
+    (tmp_path / "choice.json").write_text(json.dumps({**choice, "lowest": "v1", "min_gain": 0.05}))
+    md = "\n".join(evaluation_section([leak], str(tmp_path / "sel.csv"), str(tmp_path / "choice.json")))
+    assert "unless the configured set is within 5% of it" in md
+    assert "Lowest: `v1`; chosen: `v2`; the configured primary `feature_set` is this choice" in md
     (tmp_path / "choice.json").write_text(json.dumps({**choice, "configured": "v1", "agrees": False}))
     md = "\n".join(evaluation_section([leak], str(tmp_path / "sel.csv"), str(tmp_path / "choice.json")))
     assert "**the configured primary `feature_set` is `v1`, not the selected one**" in md

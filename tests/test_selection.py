@@ -53,6 +53,11 @@ def test_choose_takes_the_lowest_mean_over_experiments_that_scored_every_candida
     assert choose(s2)[0] == "y"
     s3 = s2.assign(mape_pct=[5.0, 10.0, 5.0, 10.0, 30.0, 10.0])
     assert choose(s3)[0] == "x"
+    # the configured set stays within 5% of the lowest (x 21.2, y 21.9: y is 3.2% higher), not beyond it
+    assert choose(s, configured="y")[0] == "y"
+    assert choose(s, configured="y", min_gain=0.03)[0] == "x"
+    assert choose(s3, configured="y")[0] == "x"  # x 9.1 (5, 5, 30), y 10.0: y is 10% higher
+    assert choose(s2, configured="x")[0] == "y"  # x is 10x worse on e3: far beyond the margin
     with pytest.raises(ValueError, match="every candidate"):
         choose(s[s.experiment == "e3"].assign(feature_set=["x"]).pipe(
             lambda d: pd.concat([d, d.assign(experiment="e4", feature_set="y")])))

@@ -434,7 +434,7 @@ def summarize_predictions(preds: pd.DataFrame, on_rows_covered_by: str | None = 
     """
     p = preds
     if on_rows_covered_by is not None:
-        if on_rows_covered_by not in set(p["method"]):
+        if not p["method"].eq(on_rows_covered_by).any():
             raise ValueError(f"method {on_rows_covered_by!r} not in the predictions")
         ref = p[p["method"] == on_rows_covered_by]
         ok = ref.loc[np.isfinite(ref["predicted_latency_us"]), ["fold", "row"]]

@@ -79,11 +79,16 @@ def score_feature_set(table: pd.DataFrame, meta: dict, experiment: str, registry
     return out[SCORE_COLUMNS].reset_index(drop=True)
 
 
-def choose(scores: pd.DataFrame) -> tuple[str, pd.DataFrame]:
-    """The candidate with the lowest geometric-mean validation MAPE over experiments, and the selection table.
+def choose(scores: pd.DataFrame, configured: str | None = None,
+           min_gain: float = MIN_RELATIVE_GAIN) -> tuple[str, pd.DataFrame]:
+    """The chosen candidate by geometric-mean validation MAPE over experiments, and the selection table.
 
-    Only experiments scored for every candidate count (a fair mean). The table has one row per experiment
-    (columns: the candidates' fold-mean MAPE, ``best``) and a last row ``geometric mean`` over experiments.
+    The candidate with the lowest geometric mean wins, except that ``configured`` (the primary feature set of the
+    config) stays chosen while its geometric mean is within ``min_gain`` (relative) of the lowest: a smaller lead
+    is retraining noise (:data:`synperf.evaluation.path_selection.MIN_RELATIVE_GAIN`, the rule of the recipe and
+    path choices), so it never displaces the configured set. Only experiments scored for every candidate count
+    (a fair mean). The table has one row per experiment (columns: the candidates' fold-mean MAPE, ``best``) and a
+    last row ``geometric mean`` over experiments (``best`` there: the chosen candidate).
 
     Raises:
         ValueError: no experiment was scored for every candidate.
@@ -94,6 +99,8 @@ def choose(scores: pd.DataFrame) -> tuple[str, pd.DataFrame]:
         raise ValueError("selection: no experiment has a score for every candidate feature set")
     mean = np.exp(np.log(per.clip(lower=1e-9)).mean(axis=0))
     chosen = str(mean.idxmin())
+    if configured in mean.index and mean[configured] * (1.0 - min_gain) <= mean[chosen]:
+        chosen = configured
     table = per.copy()
     table["best"] = per.idxmin(axis=1)
     table.loc["geometric mean"] = list(mean) + [chosen]

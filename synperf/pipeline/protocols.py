@@ -98,7 +98,7 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
         if protocol == "configured":
             configured_preds = preds
         summaries.append(summarize_predictions(preds).assign(scope="all"))
-        if "nearest_gpu_roofline" in set(preds["method"]):
+        if preds["method"].eq("nearest_gpu_roofline").any():
             summaries.append(summarize_predictions(preds, on_rows_covered_by="nearest_gpu_roofline")
                              .assign(scope="nearest_covered"))
         cdfs.append(error_cdf(preds))

@@ -90,15 +90,20 @@ def score_selection(candidates: list[tuple[str, str, str]], exp_name: str, regis
 def choose_feature_set(score_tables: list[str], configured: str, training: dict, out_table: str,
                        out_choice: str) -> None:
     """Pick the primary feature set from the leave-one-seen-GPU-out scores
-    (:func:`synperf.evaluation.selection.choose`); write the selection table (CSV) and the choice (JSON: chosen,
-    configured, agrees, experiments, budget)."""
+    (:func:`synperf.evaluation.selection.choose`: ``configured`` stays within the noise margin of the lowest); write
+    the selection table (CSV) and the choice (JSON: chosen, lowest, min_gain, configured, agrees, experiments,
+    budget)."""
     from synperf.data.io import write_csv
     from synperf.evaluation.selection import choose
 
     scores = pd.concat([pd.read_csv(p) for p in score_tables], ignore_index=True)
-    chosen, table = choose(scores)
+    from synperf.evaluation.path_selection import MIN_RELATIVE_GAIN
+
+    chosen, table = choose(scores, configured, MIN_RELATIVE_GAIN)
+    means = table.set_index("experiment").drop(columns="best").loc["geometric mean"].astype(float)
     write_csv(table, out_table)
-    write_json({"chosen": chosen, "configured": configured, "agrees": chosen == configured,
+    write_json({"chosen": chosen, "lowest": str(means.idxmin()), "min_gain": MIN_RELATIVE_GAIN,
+                "configured": configured, "agrees": chosen == configured,
                 "experiments": sorted(table["experiment"].iloc[:-1]),
                 "candidates": sorted(scores["feature_set"].unique()), "folds": int(len(scores)),
                 "budget": {k: training[k] for k in ("max_epochs", "max_train_rows") if k in training},

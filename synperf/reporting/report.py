@@ -194,7 +194,10 @@ def evaluation_section(leaks: list[dict], selection_table: str | None, selection
                f"By leave one seen GPU out inside each experiment's training rows ({choice['folds']} folds; budget "
                f"{choice['budget']}): each seen GPU in turn is predicted by an MLP trained on the other seen GPUs. "
                "Held-out problems and unseen GPUs never inform the choice. Validation MAPE (%), mean over folds; "
-               f"the last row is the geometric mean over experiments. Chosen: `{choice['chosen']}`; {verdict}. "
+               f"the last row is the geometric mean over experiments. The lowest wins unless the configured set "
+               f"is within {choice.get('min_gain', 0.05):.0%} of it (a smaller lead is retraining noise, the rule "
+               f"of the recipe and path choices). Lowest: `{choice.get('lowest', choice['chosen'])}`; chosen: "
+               f"`{choice['chosen']}`; {verdict}. "
                "The other hyper-parameters and the budgets are fixed in `config/config.yaml`, "
                "not chosen by comparing numbers.", "",
                md_table(table), ""]
