@@ -46,7 +46,7 @@ rule predict_throughput:
     threads: 1
     params:
         experiments={e: config["experiments"][e] for e in CORE_EXPERIMENTS},
-        n_launches=4000,
+        n_launches=20000,
         measured_dir=MEASURED_DIR,
     script:
         "../scripts/predict_throughput.py"

@@ -158,6 +158,12 @@ def test_goals_table_marks_met_and_not_met():
     assert measured[3] == 16.0 and measured[4] == 19.0 and measured[5] == 6.0
     assert measured[6] == pytest.approx(4.5)  # gemm mean 5, rmsnorm 4; "other" is no core family
     assert measured[7] == 50_000.0
+    per = {"gemm": {"launches_per_s": 40_000.0}, "rmsnorm": {"launches_per_s": 60_000.0}}
+    g = goals_table(pd.DataFrame(rows), fewshot, {"launches_per_s": 50_000.0, "per_experiment": per,
+                                                  "cold_launches": 2000, "cold_launches_per_s": 900.0},
+                    families=fams).set_index("goal")
+    assert g["detail"].iloc[7] == ("launches/s per family (a batch after the first call): gemm 40,000, rmsnorm 60,000; "
+                                   "first call of 1,000 launches per family, loading models and sources: 900")
     # the partial-coverage baseline is not the best baseline; the full-coverage one is
     assert g["best_baseline"].iloc[0] == 25.0 and g["best_baseline_method"].iloc[0] == "gbt"
     assert g["best_baseline"].iloc[3] == 45.0 and g["best_baseline_method"].iloc[3] == "roofline"
