@@ -94,12 +94,11 @@ def choose_feature_set(score_tables: list[str], configured: str, training: dict,
     the selection table (CSV) and the choice (JSON: chosen, lowest, min_gain, configured, agrees, experiments,
     budget)."""
     from synperf.data.io import write_csv
+    from synperf.evaluation.path_selection import MIN_RELATIVE_GAIN
     from synperf.evaluation.selection import choose
 
     scores = pd.concat([pd.read_csv(p) for p in score_tables], ignore_index=True)
-    from synperf.evaluation.path_selection import MIN_RELATIVE_GAIN
-
-    chosen, table = choose(scores, configured, MIN_RELATIVE_GAIN)
+    chosen, table = choose(scores, configured)
     means = table.set_index("experiment").drop(columns="best").loc["geometric mean"].astype(float)
     write_csv(table, out_table)
     write_json({"chosen": chosen, "lowest": str(means.idxmin()), "min_gain": MIN_RELATIVE_GAIN,
