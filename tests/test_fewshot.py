@@ -7,7 +7,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from synperf.evaluation.fewshot import CALIBRATIONS, Calibration, calibrate, choose_calibrations, short_sweep, simulate
+from synperf.evaluation.fewshot import (
+    CALIBRATIONS,
+    Calibration,
+    NeighbourCalibration,
+    calibrate,
+    choose_calibrations,
+    short_sweep,
+    simulate,
+)
 from synperf.evaluation.goals import goals_table
 from synperf.pipeline.fewshot_summary import fewshot_summary
 
@@ -69,6 +77,33 @@ def test_loglinear_calibration_recovers_a_size_dependent_error():
     sim = simulate(rows, ks=(128,), seeds=(0,))
     by = sim.set_index("calibration")["mape_pct"]
     assert by["loglinear_k0_8"] < 3.0 < by["median_scale"]
+
+
+def test_neighbour_calibration_corrects_each_regime_by_its_own_factor():
+    # two regimes of one family, told apart by the predicted efficiency: the model is 2x too slow on the
+    # launches it predicts at high efficiency and 1.5x too fast on the others, at every size
+    rng = np.random.default_rng(0)
+    n = 3000
+    t = np.exp(rng.uniform(0.0, 8.0, n))
+    fast = rng.random(n) < 0.5
+    pred = t / np.where(fast, 0.8, 0.1)
+    meas = pred * np.where(fast, 0.5, 1.5)
+    rows = pd.DataFrame({"experiment": "gemm", "kernel": "gemm", "gpu": "x", "latency_us": meas,
+                         "predicted_latency_us": pred, "theoretical_time_us": t})
+    by = simulate(rows, ks=(32,), seeds=(0,)).set_index("calibration")["mape_pct"]
+    assert by["neighbours_8"] < 1.0 < 20.0 < by["median_scale"]
+    # fewer calibration rows than neighbours: the median ratio of all of them
+    cal = NeighbourCalibration("n", neighbours=8).fit([1.0, 2.0, 4.0], [2.0, 2.0, 12.0], [1.0, 1.0, 1.0])
+    assert np.allclose(cal.apply([10.0, 3.0], [1.0, 2.0]), [20.0, 6.0])
+    # no calibration rows: unchanged; a neighbour count below 1 or mismatched arrays are refused
+    assert np.allclose(NeighbourCalibration("n").fit([], [], []).apply([5.0], [1.0]), [5.0])
+    with pytest.raises(ValueError):
+        NeighbourCalibration("n", neighbours=0).fit([1.0], [1.0], [1.0])
+    with pytest.raises(ValueError):
+        NeighbourCalibration("n").fit([1.0, 2.0], [1.0], [1.0, 1.0])
+    # the user-facing entry point takes it by name
+    out = calibrate(rows.iloc[:200], rows.iloc[short_sweep(rows, 64, 0)], "neighbours_8")
+    assert np.allclose(out["predicted_latency_us"], rows["latency_us"].iloc[:200], rtol=1e-9)
 
 
 def test_calibrate_user_measurements_and_errors():

@@ -13,7 +13,9 @@ simulation on public data:
   ``none``; ``median_scale`` (one factor, the median ratio: robust to a few outliers); ``ape_scale`` (one
   factor, the one with the lowest MAPE on the calibration rows: a weighted median ratio); ``loglinear_k0_<n>``
   (ratio linear in ``log(theoretical_time_us)``: a Theil-Sen slope shrunk towards zero by ``k / (k + n)``, then
-  the median intercept, so a small ``k`` falls back to a scale factor).
+  the median intercept, so a small ``k`` falls back to a scale factor); ``neighbours_8`` (a local factor per row:
+  the median ratio of its 8 nearest calibration rows by size and predicted efficiency,
+  :class:`NeighbourCalibration`).
 * :func:`choose_calibrations`, the choice per ``k``: on the SEEN GPUs only, each seen GPU in turn is the
   "new" GPU predicted by a model fitted on the other seen GPUs (leave one seen GPU out), the short sweep is drawn
   from its rows and every candidate is scored on the rest. The candidate with the lowest mean MAPE wins, but a
@@ -26,7 +28,7 @@ Row frames (``rows`` below) have one row per measured launch with ``experiment``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -137,6 +139,76 @@ class Calibration:
         return p * np.exp(self.a + self.b * (np.log(t) - self.x0))
 
 
+@dataclass
+class NeighbourCalibration:
+    """A local correction: each row's predicted latency is multiplied by the median ratio ``measured / predicted``
+    of its ``neighbours`` nearest calibration rows, ``log(corrected) = log(predicted) + median_j r_j``.
+
+    Rows are placed at ``(log theoretical_time_us, log(theoretical_time_us / predicted_latency_us))``: the
+    problem's size and the efficiency the model predicts for it (which separates memory-bound, compute-bound and
+    launch-bound launches of one family), each axis divided by its standard deviation over the calibration rows
+    (an axis with no spread is left as is). Distances are Euclidean (a tie at the last neighbour is broken by
+``numpy.argpartition``, deterministically). With at most
+    ``neighbours`` calibration rows every row gets the median ratio of all of them (``median_scale``).
+
+    Attributes:
+        name: the candidate's name (key of :data:`CALIBRATIONS`).
+        neighbours: calibration rows per corrected row (>= 1).
+        points, log_ratios, scale: the fitted calibration rows' coordinates ``(n, 2)``, their
+            ``log(measured / predicted)`` ``(n,)`` and the axis scales ``(2,)`` (empty before :meth:`fit`).
+    """
+
+    name: str
+    neighbours: int = 8
+    points: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
+    log_ratios: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    scale: np.ndarray = field(default_factory=lambda: np.ones(2))
+
+    @staticmethod
+    def _coordinates(predicted_us: np.ndarray, theoretical_us: np.ndarray) -> np.ndarray:
+        return np.column_stack([np.log(theoretical_us), np.log(theoretical_us / predicted_us)])
+
+    def fit(self, predicted_us, measured_us, theoretical_us) -> NeighbourCalibration:
+        """Fit on the calibration rows (microseconds, positive); returns a fitted copy. No rows: the identity.
+
+        Raises:
+            ValueError: ``neighbours`` below 1, the three arrays differ in length, or a value is not positive.
+        """
+        if self.neighbours < 1:
+            raise ValueError(f"calibration {self.name}: neighbours must be >= 1, got {self.neighbours}")
+        p, m, t = (np.asarray(v, dtype="float64") for v in (predicted_us, measured_us, theoretical_us))
+        if not (len(p) == len(m) == len(t)):
+            raise ValueError(f"calibration {self.name}: {len(p)} predicted, {len(m)} measured, {len(t)} theoretical")
+        if len(p) and (np.any(~(p > 0)) or np.any(~(m > 0)) or np.any(~(t > 0))):
+            raise ValueError(f"calibration {self.name}: latencies and theoretical times must be positive")
+        out = NeighbourCalibration(self.name, self.neighbours)
+        if len(p) == 0:
+            return out
+        out.points = self._coordinates(p, t)
+        out.log_ratios = np.log(m / p)
+        sd = out.points.std(axis=0)
+        out.scale = np.where(sd > 0, sd, 1.0)
+        return out
+
+    def apply(self, predicted_us, theoretical_us, chunk: int = 8192) -> np.ndarray:
+        """Corrected latency (microseconds) of predictions ``predicted_us`` with theoretical times
+        ``theoretical_us`` (microseconds); rows are processed ``chunk`` at a time."""
+        p, t = np.asarray(predicted_us, dtype="float64"), np.asarray(theoretical_us, dtype="float64")
+        n = len(self.log_ratios)
+        if n == 0:
+            return p.copy()
+        if n <= self.neighbours:
+            return p * np.exp(np.median(self.log_ratios))
+        x = self._coordinates(p, t) / self.scale
+        ref = self.points / self.scale
+        shift = np.empty(len(p))
+        for i in range(0, len(p), chunk):
+            d = ((x[i:i + chunk, None, :] - ref[None, :, :]) ** 2).sum(axis=-1)
+            near = np.argpartition(d, self.neighbours - 1, axis=1)[:, :self.neighbours]
+            shift[i:i + chunk] = np.median(self.log_ratios[near], axis=1)
+        return p * np.exp(shift)
+
+
 #: the candidates, simplest first (a later one must beat an earlier one by MIN_RELATIVE_GAIN)
 CALIBRATIONS = {
     "none": Calibration("none", identity=True),
@@ -144,6 +216,7 @@ CALIBRATIONS = {
     "ape_scale": Calibration("ape_scale", ape_weighted=True),
     "loglinear_k0_64": Calibration("loglinear_k0_64", slope_prior_rows=64),
     "loglinear_k0_8": Calibration("loglinear_k0_8", slope_prior_rows=8),
+    "neighbours_8": NeighbourCalibration("neighbours_8", neighbours=8),
 }
 
 
