@@ -147,8 +147,8 @@ class NeighbourCalibration:
     Rows are placed at ``(log theoretical_time_us, log(theoretical_time_us / predicted_latency_us))``: the
     problem's size and the efficiency the model predicts for it (which separates memory-bound, compute-bound and
     launch-bound launches of one family), each axis divided by its standard deviation over the calibration rows
-    (an axis with no spread is left as is). Distances are Euclidean (a tie at the last neighbour is broken by
-``numpy.argpartition``, deterministically). With at most
+    (an axis with no spread is left as is). Distances are Euclidean (``scipy.spatial.cKDTree``; a tie at the last
+neighbour is broken by the tree, deterministically). With at most
     ``neighbours`` calibration rows every row gets the median ratio of all of them (``median_scale``).
 
     Attributes:
@@ -190,23 +190,19 @@ class NeighbourCalibration:
         out.scale = np.where(sd > 0, sd, 1.0)
         return out
 
-    def apply(self, predicted_us, theoretical_us, chunk: int = 8192) -> np.ndarray:
+    def apply(self, predicted_us, theoretical_us) -> np.ndarray:
         """Corrected latency (microseconds) of predictions ``predicted_us`` with theoretical times
-        ``theoretical_us`` (microseconds); rows are processed ``chunk`` at a time."""
+        ``theoretical_us`` (microseconds)."""
+        from scipy.spatial import cKDTree
+
         p, t = np.asarray(predicted_us, dtype="float64"), np.asarray(theoretical_us, dtype="float64")
         n = len(self.log_ratios)
         if n == 0:
             return p.copy()
         if n <= self.neighbours:
             return p * np.exp(np.median(self.log_ratios))
-        x = self._coordinates(p, t) / self.scale
-        ref = self.points / self.scale
-        shift = np.empty(len(p))
-        for i in range(0, len(p), chunk):
-            d = ((x[i:i + chunk, None, :] - ref[None, :, :]) ** 2).sum(axis=-1)
-            near = np.argpartition(d, self.neighbours - 1, axis=1)[:, :self.neighbours]
-            shift[i:i + chunk] = np.median(self.log_ratios[near], axis=1)
-        return p * np.exp(shift)
+        _, near = cKDTree(self.points / self.scale).query(self._coordinates(p, t) / self.scale, k=self.neighbours)
+        return p * np.exp(np.median(self.log_ratios[near], axis=1))
 
 
 #: the candidates, simplest first (a later one must beat an earlier one by MIN_RELATIVE_GAIN)
