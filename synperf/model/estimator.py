@@ -56,7 +56,7 @@ class TrainConfig:
     weight_decay: float = 1e-4
     batch_size: int = 1024
     min_steps_per_epoch: int = 0
-    max_epochs: int = 100
+    max_epochs: int = 300
     early_stopping_patience: int = 15
     lr_patience: int = 8
     lr_factor: float = 0.6

@@ -267,6 +267,15 @@ def intervals_section(intervals: list[str]) -> list[str]:
             md_table(pd.DataFrame(rows)), ""]
 
 
+def _epochs_text(meta: dict) -> str:
+    """``"<best> / <run> / <cap>"`` epochs of a model's ``meta.json``: the 1-based epoch with the lowest validation
+    loss (the weights kept), the epochs run and ``train_config.max_epochs``."""
+    curve = meta.get("curve") or []
+    val = [c[2] for c in curve]
+    best = int(np.nanargmin(val)) + 1 if val and not np.all(np.isnan(val)) else float("nan")
+    return f"{best} / {meta['epochs_run']} / {meta['train_config']['max_epochs']}"
+
+
 def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[str], feature_metas: list[str],
                  out_md: str, out_mape: str, out_summary: str, out_counts: str, out_dropped: str,
                  out_figure: str, experiments: dict | None = None,
@@ -417,13 +426,17 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
                                              "problem_share_pct": "problem share %"})), ""]
     md += ["## Training", "", md_table(pd.DataFrame([{
         "experiment": m["experiment"], "train GPUs": ", ".join(m["train_gpus"]), "train rows": m["n_train_rows"],
-        "validation rows": m["n_val_rows"], "epochs": m["epochs_run"],
-        "best validation MRE": f"{m['best_val_loss']:.4f}", "targets clipped": m["n_target_clipped"],
+        "validation rows": m["n_val_rows"], "epochs: best / run / cap": _epochs_text(m),
+        "loss": m["train_config"]["loss"], "best validation loss": f"{m['best_val_loss']:.4f}",
+        "targets clipped": m["n_target_clipped"],
         "train s": f"{m.get('train_seconds', float('nan')):.0f}",
         "features s": f"{fmetas.get(m['experiment'], {}).get('feature_seconds', float('nan')):.1f}",
     } for m in metas])), "",
-        "*MRE*: mean relative error of the predicted efficiency on the validation rows (20% of the training "
-        "shapes, used for early stopping). *Targets clipped*: rows whose measured efficiency lay outside the "
+        "*Best validation loss*: the training loss (`mre`: mean relative error of the predicted efficiency; "
+        "`log_ratio`: mean |log(predicted / measured)|) on the validation rows (20% of the training shapes, used "
+        "for early stopping). *Epochs*: the epoch whose weights were kept, the epochs run (a run stops "
+        "`training.early_stopping_patience` epochs after its best) and the cap `training.max_epochs`. "
+        "*Targets clipped*: rows whose measured efficiency lay outside the "
         "sigmoid's range and was clipped for training. Training rows are capped at `training.max_train_rows` "
         "(a seeded sample) to keep the job within minutes on 2 CPU cores.", ""]
     if benchmarks:
