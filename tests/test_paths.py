@@ -63,6 +63,21 @@ def test_transfer_scales_the_nearest_sibling_and_never_uses_the_target_gpu(regis
     np.testing.assert_allclose(pred, [6.0 * 1.5, 12.0 * 1.5, 3.0, 10.0 * 1.5, 20.0 * 1.5, 3.0])
     with pytest.raises(ValueError):
         transfer_predict(train, test, registry, base_train[:1], base_test)
+    # sibling mode: the same ratio from a source of the target's architecture only; a40's nearest source is an
+    # A100 (Ampere, a sibling), h200's an H100 (Hopper); with only the Hopper GPUs as sources, a40 has none
+    pred_s, src_s = transfer_predict(train, test, registry, base_train, base_test, "sibling")
+    np.testing.assert_allclose(pred_s, pred)
+    assert src_s.tolist() == src.tolist()
+    hopper = train[train["gpu"] != "a100_sxm4_80gb"].reset_index(drop=True)
+    pred_h, src_h = transfer_predict(hopper, test, registry, np.full(len(hopper), 2.0), base_test, "sibling")
+    assert src_h.tolist() == ["h100_sxm", "h100_sxm", pd.NA, pd.NA, pd.NA, pd.NA]
+    np.testing.assert_allclose(pred_h, [9.0, 18.0, 3.0, 3.0, 3.0, 3.0])
+    # ... while the ratio mode takes the other architecture's source
+    pred_t, src_t = transfer_predict(hopper, test, registry, np.full(len(hopper), 2.0), base_test)
+    assert src_t.tolist()[3:5] == ["h100_sxm", "h100_sxm"]
+    np.testing.assert_allclose(pred_t[3:5], [9.0, 18.0])
+    with pytest.raises(ValueError):
+        transfer_predict(train, test, registry, base_train, base_test, "nope")
 
 
 def test_path_choice_never_reads_heldout_or_unseen_rows(vidur_gemm, registry):
@@ -245,3 +260,62 @@ def test_rows_no_sibling_measured_take_the_fallback_and_say_so(vidur_gemm, regis
     assert S.choose_fallback(scores.assign(mape_pct=[30.0, 20.0, 10.0]), "e") == "physical"
     with pytest.raises(ValueError, match="fallback"):
         S.save_choice(tmp_path, "transfer+physical", tr, registry, fallback="shift+mlp")
+
+
+def test_residual_model_learns_the_correction_and_stays_within_the_training_residuals(registry):
+    from synperf.model.paths import ResidualModel
+
+    rng = np.random.default_rng(0)
+    n = 2000
+    rows = spec_rows(n, "g", seed=1).assign(size=rng.uniform(0, 10, n), label=rng.choice(["a", "b"], n))
+    phys_true = physical_design(rows, None) @ np.array([2.0, 1.5, 1.0, 1.0, 0.0])
+    # a correction the physical model cannot express: x1.6 below size 5, x0.8 above it, and x1.25 for label b
+    factor = np.where(rows["size"] < 5, 1.6, 0.8) * np.where(rows["label"] == "b", 1.25, 1.0)
+    rows = rows.assign(latency_us=phys_true * factor)
+    meta = {"numeric": ["size"], "linear": [], "categorical": ["label"]}
+    m = ResidualModel.fit(rows, meta, None, max_train_rows=1500, seed=0)
+    pred = m.predict(rows, None)
+    assert np.mean(np.abs(pred / rows["latency_us"] - 1)) < 0.02
+    assert np.mean(np.abs(m.physical.predict(rows, None) / rows["latency_us"] - 1)) > 0.15  # physics alone misses
+    # far outside the training sizes and with an unknown label, the correction is still one seen in training
+    far = rows.head(50).assign(size=1e6, label="z")
+    ratio = m.predict(far, None) / m.physical.predict(far, None)
+    seen = pred / m.physical.predict(rows, None)
+    assert (ratio >= seen.min() - 1e-9).all() and (ratio <= seen.max() + 1e-9).all()
+    # the row cap and the seed decide the fit: same arguments, same model
+    again = ResidualModel.fit(rows, meta, None, max_train_rows=1500, seed=0)
+    np.testing.assert_allclose(again.predict(rows, None), pred)
+    with pytest.raises(ValueError, match="feature column"):
+        ResidualModel.fit(rows.drop(columns=["size"]), meta, None)
+
+
+def test_a_recorded_residual_path_predicts_as_fitted_and_survives_a_reload(vidur_gemm, registry, tmp_path):
+    import json
+
+    from synperf.model.paths import ResidualModel
+
+    table, meta = vidur_gemm
+    tr = table[table.split == "train"].reset_index(drop=True)
+    exp_dir = tmp_path / "gemm_fp16_vidur"
+    cfg = TrainConfig(max_train_rows=3000, seed=3)
+    S.save_choice(exp_dir, "transfer+residual", tr, registry, feature_set="v2", fallback="residual", meta=meta,
+                  train_cfg=cfg)
+    rec = json.loads((exp_dir / S.CHOICE_FILE).read_text())
+    assert rec["residual"] == S.RESIDUAL_FILE and rec["fallback"] == "residual"
+    assert PhysicalModel.from_dict(rec["physical"]).coef.tolist() == PhysicalModel.fit(tr, registry).coef.tolist()
+    a40 = table[table.gpu == "a40"].reset_index(drop=True)
+    out = S.predict_with_choice(rec, exp_dir, a40, registry, None)
+    fitted = S.fit_paths(tr, meta, registry, cfg, ("transfer+residual",))
+    expect = S.predict_path(fitted, "transfer+residual", a40, registry)
+    np.testing.assert_allclose(out["predicted_latency_us"], expect["predicted_latency_us"], rtol=1e-9)
+    assert out["prediction_path"].tolist() == expect["prediction_path"].tolist()
+    assert {"transfer+residual", "residual"} == set(out["prediction_path"])
+    loaded = ResidualModel.load(exp_dir / S.RESIDUAL_FILE)
+    np.testing.assert_allclose(loaded.predict(a40, registry), fitted.residual.predict(a40, registry), rtol=1e-12)
+    with pytest.raises(ValueError, match="meta"):
+        S.save_choice(tmp_path / "nometa", "residual", tr, registry)
+    import joblib
+
+    joblib.dump({"not": "a model"}, tmp_path / "other.joblib")
+    with pytest.raises(TypeError, match="ResidualModel"):
+        ResidualModel.load(tmp_path / "other.joblib")

@@ -1,5 +1,5 @@
-"""The seen path: the zero-shot path (MLP or physical model) of rows on the GPUs the models were trained on, chosen
-on the MLP's own early-stopping validation problems inside the training rows."""
+"""The seen path: the zero-shot path (MLP, physical or residual model) of rows on the GPUs the models were trained
+on, chosen on the MLP's own early-stopping validation problems inside the training rows."""
 
 from __future__ import annotations
 
@@ -52,12 +52,13 @@ def test_the_seen_scores_reproduce_the_mlps_validation_rows_and_refuse_other_row
     assert (len(fit), len(val)) == (mlp.meta["n_train_rows"], mlp.meta["n_val_rows"])
     assert not set(tr.problem_key.iloc[fit]) & set(tr.problem_key.iloc[val])
     scores = S.score_seen_paths(tr, meta, registry, mlp, "gemm_fp16_vidur", log=lambda *_: None)
-    assert sorted(set(scores.path)) == ["mlp", "physical"]
+    assert sorted(set(scores.path)) == ["mlp", "physical", "residual"]
     assert sorted(set(scores.validation_gpu)) == SEEN
     assert scores[scores.path == "mlp"]["n_rows"].sum() == len(val)
     # the physical model is fitted on every row outside the validation problems, the capped-out ones included
     held = tr.problem_key.isin(set(tr.problem_key.iloc[val]))
     assert scores[scores.path == "physical"]["n_train"].iloc[0] == int((~held).sum()) > len(fit)
+    assert scores[scores.path == "residual"]["n_train"].iloc[0] == int((~held).sum())
     # its score is the physical model of those rows on the validation rows, per GPU
     phys = PhysicalModel.fit(tr[~held.to_numpy()], registry)
     va = tr.iloc[val]
@@ -84,7 +85,7 @@ def test_the_seen_path_reads_only_training_rows(vidur_gemm, fitted, registry, tm
         recs.append(S.load_choice(tmp_path / name))
     clean, dirty = (pd.DataFrame(r["seen_scores"]) for r in recs)
     assert recs[0]["seen_path"] == recs[1]["seen_path"] in S.ZERO_SHOT
-    assert len(clean) == 4  # mlp and physical on two training GPUs
+    assert len(clean) == 2 * len(S.ZERO_SHOT)  # every zero-shot path on two training GPUs
     np.testing.assert_allclose(clean["mape_pct"], dirty["mape_pct"])
     # the validation rows among the training rows do move the scores
     tr = table.split.eq("train").to_numpy()
@@ -108,7 +109,8 @@ def test_physical_wins_the_seen_path_only_with_a_clear_lead(vidur_gemm, registry
     assert calls == []  # scoring trains nothing
     per = scores.groupby("path")["mape_pct"].mean()
     assert per["physical"] < 1e-6 < per["mlp"]
-    assert S.choose_seen_path(scores, "e") == "physical"
+    assert per["residual"] < 1e-6  # the trees fit a zero correction
+    assert S.choose_seen_path(scores, "e") in ("physical", "residual")
 
     # otherwise the MLP: physical 3% lower is within noise, 6% lower is a lead; no scores at all -> MLP
     def frame(mlp_mape, phys_mape):
@@ -203,13 +205,14 @@ def test_a_leave_one_out_fold_chooses_its_seen_path_from_its_mlp_without_trainin
                                        log=lambda *_: None)
     assert calls == []  # physical paths train no LOSGO MLP; the seen path reuses the fold's MLP
     seen_path = res.attrs["seen_path"]
-    assert seen_path in S.ZERO_SHOT and len(res.attrs["seen_scores"]) == 4
+    assert seen_path in S.ZERO_SHOT and len(res.attrs["seen_scores"]) == 2 * len(S.ZERO_SHOT)
     assert seen_path == S.choose_seen_path(S.score_seen_paths(tr, meta, registry, mlp, log=lambda *_: None), "")
     on = te.gpu.isin(SEEN).to_numpy()
     assert set(res["prediction_path"][on]) == {seen_path} and res["source_gpu"][on].isna().all()
     assert set(res["prediction_path"][~on]) <= {chosen, "physical"}
-    want = (mlp.predict_latency_us(S._frame(te[on], meta)) if seen_path == "mlp"
-            else PhysicalModel.fit(tr, registry).predict(te[on], registry))
+    want = {"mlp": lambda: mlp.predict_latency_us(S._frame(te[on], meta)),
+            "physical": lambda: PhysicalModel.fit(tr, registry).predict(te[on], registry),
+            "residual": lambda: S.fit_residual(tr, meta, registry, TRAIN).predict(te[on], registry)}[seen_path]()
     np.testing.assert_allclose(res["predicted_latency_us"][on], want, rtol=1e-6)
     # whichever zero-shot path wins (the MLP here, forced), the training GPUs' rows take it and only they
     monkeypatch.setattr(S, "choose_seen_path", lambda scores, experiment: "mlp")
@@ -258,4 +261,4 @@ def test_the_training_stage_records_the_seen_path_of_its_primary_model(vidur_gem
     want = S.score_seen_paths(tr, meta, load_registry(registry.path), model, "gemm_fp16_vidur", log=lambda *_: None)
     got = pd.DataFrame(rec["seen_scores"])
     np.testing.assert_allclose(got["mape_pct"], want["mape_pct"], rtol=1e-6)
-    assert got["n_rows"].groupby(got["path"]).sum().tolist() == [model.meta["n_val_rows"]] * 2
+    assert got["n_rows"].groupby(got["path"]).sum().tolist() == [model.meta["n_val_rows"]] * len(S.ZERO_SHOT)

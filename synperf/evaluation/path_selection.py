@@ -1,8 +1,10 @@
 """Choose the prediction path of an experiment by leave-one-seen-GPU-out (LOSGO) inside its training rows.
 
-The candidates are the paths of :mod:`synperf.model.paths`: ``mlp`` (the efficiency MLP), ``physical`` (the fitted
-physical time model), and sibling transfer by ratio (``transfer+mlp``, ``transfer+physical``) or by difference
-(``shift+mlp``, ``shift+physical``) with that base model, the base where no sibling measured the launch. Each seen
+The candidates are the paths of :mod:`synperf.model.paths`: the base models ``mlp`` (the efficiency MLP),
+``physical`` (the fitted physical time model) and ``residual`` (the physical model times a tree-fitted correction),
+and transfer of another training GPU's measurement by ratio (``transfer+<base>``) or by difference
+(``shift+<base>``) with a base model, or by ratio from a GPU of the target's own architecture only
+(``sibling+<base>``), the base where no such GPU measured the launch. Each seen
 GPU in turn is the validation GPU: the other seen GPUs' training rows fit the base models and are the only transfer
 sources, the validation GPU's training rows score each path (MAPE). The path with the lowest mean fold MAPE wins
 (:func:`choose_paths`).
@@ -23,6 +25,7 @@ early-stopping validation rows, reproduced from its meta, so no further MLP is t
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,9 +37,11 @@ from synperf.model.estimator import TrainConfig, TrainedModel, groups_sha256, tr
 from synperf.model.features import FeatureFrame
 from synperf.model.paths import (
     BASE,
+    BASES,
     PATHS,
     TRANSFER,
     PhysicalModel,
+    ResidualModel,
     source_keys,
     transfer_predict,
     transfer_sources,
@@ -69,6 +74,7 @@ class FittedPaths:
         meta: the feature table's sidecar (``numeric``, ``linear``, ``categorical``).
         mlp: the efficiency MLP, or None when no path needs it.
         physical: the physical time model, or None when no path needs it.
+        residual: the physical model with its tree-fitted correction, or None when no path needs it.
         base_train: base model name -> its predicted latency on ``train`` (microseconds), for transfer.
     """
 
@@ -76,20 +82,30 @@ class FittedPaths:
     meta: dict
     mlp: TrainedModel | None = None
     physical: PhysicalModel | None = None
+    residual: ResidualModel | None = None
     base_train: dict = field(default_factory=dict)
 
     def base_predict(self, base: str, rows: pd.DataFrame, registry) -> np.ndarray:
-        """Latency of base model ``base`` (``mlp`` or ``physical``) on ``rows``, microseconds."""
+        """Latency of base model ``base`` (one of :data:`synperf.model.paths.BASES`) on ``rows``, microseconds."""
         if base == "mlp":
             return self.mlp.predict_latency_us(_frame(rows, self.meta))
+        if base == "residual":
+            return self.residual.predict(rows, registry)
         return self.physical.predict(rows, registry)
 
 
+def fit_residual(rows: pd.DataFrame, meta: dict, registry, train_cfg: TrainConfig) -> ResidualModel:
+    """:meth:`synperf.model.paths.ResidualModel.fit` on ``rows`` with the MLP budget's row cap, seed and threads."""
+    return ResidualModel.fit(rows, meta, registry, max_train_rows=train_cfg.max_train_rows, seed=train_cfg.seed,
+                             threads=train_cfg.threads)
+
+
 def fit_paths(rows: pd.DataFrame, meta: dict, registry, train_cfg: TrainConfig, paths=PATHS,
-              mlp: TrainedModel | None = None) -> FittedPaths:
+              mlp: TrainedModel | None = None, residual: ResidualModel | None = None) -> FittedPaths:
     """Fit the base models the ``paths`` need on ``rows`` (training rows of a feature table).
 
-    ``mlp``: an MLP already trained on exactly these rows (reused instead of training one).
+    ``mlp``, ``residual``: models already fitted on exactly these rows with ``train_cfg`` (reused instead of
+    fitting them). The residual model's trees take the row cap, seed and threads of ``train_cfg``.
 
     Raises:
         KeyError: an unknown path.
@@ -105,6 +121,8 @@ def fit_paths(rows: pd.DataFrame, meta: dict, registry, train_cfg: TrainConfig, 
         fitted.mlp = mlp if mlp is not None else fit_mlp(rows, meta, train_cfg)
     if "physical" in bases:
         fitted.physical = PhysicalModel.fit(rows, registry)
+    if "residual" in bases:
+        fitted.residual = residual if residual is not None else fit_residual(rows, meta, registry, train_cfg)
     if any(TRANSFER[p] for p in paths):
         for b in bases:
             fitted.base_train[b] = fitted.base_predict(b, rows, registry)
@@ -117,9 +135,8 @@ def predict_path(fitted: FittedPaths, path: str, rows: pd.DataFrame, registry, *
 
     ``base_pred`` (the path's base model on ``rows``, microseconds) and ``sources``
     (:func:`synperf.model.paths.transfer_sources` of ``fitted.train`` and ``rows``) are computed here when None;
-    scoring several paths on the same rows passes them once. ``fallback`` (``mlp`` or ``physical``, default the
-    path's base): the model that predicts the rows of a transfer path no sibling measured (``fitted`` must hold
-    it).
+    scoring several paths on the same rows passes them once. ``fallback`` (a base model, default the path's
+    base): the model that predicts the rows of a transfer path no sibling measured (``fitted`` must hold it).
 
     Returns:
         One row per input row (positional): ``predicted_latency_us`` (microseconds), ``prediction_path`` (``path``,
@@ -129,7 +146,7 @@ def predict_path(fitted: FittedPaths, path: str, rows: pd.DataFrame, registry, *
     base = BASE[path]
     fallback = fallback or base
     rows = rows.reset_index(drop=True)
-    if "physical" in (base, fallback):  # once for both models (the MLP reads none of these columns)
+    if {"physical", "residual"} & {base, fallback}:  # once for both models (the MLP reads none of these columns)
         rows = with_spec_columns(rows, registry)
     pred = fitted.base_predict(base, rows, registry) if base_pred is None else np.asarray(base_pred, dtype="float64")
     src = pd.Series([pd.NA] * len(rows), dtype="string")
@@ -150,7 +167,8 @@ PATH_ROW_COLUMNS = ["experiment", "kernel", "gpu", "fold", "row", "path", "laten
 
 
 def score_paths(table: pd.DataFrame, meta: dict, experiment: str, registry, train_cfg: TrainConfig, paths=PATHS,
-                log=print, fold_mlps: dict | None = None, rows_out: list | None = None) -> pd.DataFrame:
+                log=print, fold_mlps: dict | None = None, rows_out: list | None = None,
+                fit_cache: dict | None = None) -> pd.DataFrame:
     """LOSGO score of every path on an experiment's training rows.
 
     Args:
@@ -164,6 +182,9 @@ def score_paths(table: pd.DataFrame, meta: dict, experiment: str, registry, trai
         rows_out: a list that receives, per fold, the per-row predictions of every path on the validation GPU's
             rows (a frame of :data:`PATH_ROW_COLUMNS`; ``row`` is the position among the ``train`` rows,
             ``theoretical_time_us`` NaN when the table has none).
+        fit_cache: a dict kept by the caller across calls: the fitted MLP and residual model of a fold are stored
+            under the fold's fitted rows (:func:`rows_key`) and budget, and a later fold with the same rows and
+            budget reuses them (leave-one-GPU-out protocol folds share their inner folds in pairs).
 
     Returns:
         :data:`PATH_SCORE_COLUMNS`, one row per (path, fold): MAPE (percent) on the validation GPU's training
@@ -180,11 +201,16 @@ def score_paths(table: pd.DataFrame, meta: dict, experiment: str, registry, trai
     for fit_idx, val_idx in LeaveOneGroupOut().split(rows, groups=gpu):
         tr, va = rows.iloc[fit_idx], rows.iloc[val_idx]
         name = f"losgo:{gpu[val_idx[0]]}"
+        key = (rows_key(tr), repr(train_cfg), tuple(meta[k] for k in ("numeric", "linear", "categorical")).__repr__())
+        hit = (fit_cache or {}).get(key, {})
         try:
-            fitted = fit_paths(tr, meta, registry, train_cfg, paths, mlp=(fold_mlps or {}).get(name))
+            fitted = fit_paths(tr, meta, registry, train_cfg, paths, mlp=(fold_mlps or {}).get(name) or hit.get("mlp"),
+                               residual=hit.get("residual"))
         except ValueError as e:  # too few rows on the remaining GPUs for an MLP validation split
             log(f"{experiment} {name}: skipped ({e})")
             continue
+        if fit_cache is not None:
+            fit_cache[key] = {"mlp": fitted.mlp, "residual": fitted.residual}
         y = va["latency_us"].to_numpy(dtype="float64")
         va = va.reset_index(drop=True)
         # every path of the fold shares the base predictions and the sibling lookup
@@ -205,6 +231,14 @@ def score_paths(table: pd.DataFrame, meta: dict, experiment: str, registry, trai
                         "mape_pct": float(np.mean(ape(pred, y)))})
         log(f"{experiment} {name}: " + ", ".join(f"{r['path']} {r['mape_pct']:.1f}%" for r in out[-len(paths):]))
     return pd.DataFrame(out, columns=PATH_SCORE_COLUMNS)
+
+
+def rows_key(rows: pd.DataFrame) -> str:
+    """sha256 (hex) of the rows' GPU, problem key (when present) and measured latency, in order: two row sets with
+    the same key hold the same measurements, for reusing models fitted on them."""
+    cols = [c for c in ("gpu", "problem_key", "latency_us") if c in rows.columns]
+    h = pd.util.hash_pandas_object(rows[cols].reset_index(drop=True), index=False).to_numpy()
+    return hashlib.sha256(h.tobytes()).hexdigest()
 
 
 #: a path replaces the default only when its mean leave-one-seen-GPU-out MAPE is this share lower: retraining with
@@ -241,12 +275,12 @@ def choose_paths(scores: pd.DataFrame, paths=PATHS, default: str = "mlp",
 
 
 #: the paths that need no sibling measurement, candidates for the rows a transfer path cannot cover
-ZERO_SHOT = ("mlp", "physical")
+ZERO_SHOT = BASES
 
 
 def choose_fallback(scores: pd.DataFrame, experiment: str, min_gain: float = MIN_RELATIVE_GAIN) -> str:
     """The zero-shot path (:data:`ZERO_SHOT`) for the rows no sibling measured: :func:`choose_paths` over the
-    ``mlp`` and ``physical`` scores of the same folds (``mlp`` unless ``physical`` is ``min_gain`` lower)."""
+    zero-shot paths' scores of the same folds (``mlp`` unless another is ``min_gain`` lower)."""
     sub = scores[scores["path"].isin(ZERO_SHOT)] if len(scores) else scores
     chosen, _ = choose_paths(sub, ZERO_SHOT, min_gain=min_gain)
     return chosen.get(experiment, "mlp")
@@ -289,11 +323,11 @@ def score_seen_paths(rows: pd.DataFrame, meta: dict, registry, mlp: TrainedModel
     the training rows of the seen-GPU held-out test (``test_seen``).
 
     The scored rows are ``mlp``'s early-stopping validation rows (:func:`seen_validation_rows`): whole problems
-    ``mlp`` was not fitted on. ``mlp`` predicts them as trained; the physical model is fitted on every row of
-    ``rows`` whose problem is not a validation problem (the rows the row cap left out included) and predicts them.
-    Nothing else is trained. Each path's score is, per training GPU, the MAPE (percent) over that GPU's
-    validation rows; :func:`choose_seen_path` averages over GPUs, so every training GPU weighs the same, as in
-    the LOSGO folds.
+    ``mlp`` was not fitted on. ``mlp`` predicts them as trained; the physical and residual models are fitted on
+    every row of ``rows`` whose problem is not a validation problem (the rows the row cap left out included; the
+    residual model's trees then take the MLP's own row cap and seed) and predict them. No MLP is trained. Each
+    path's score is, per training GPU, the MAPE (percent) over that GPU's validation rows; :func:`choose_seen_path`
+    averages over GPUs, so every training GPU weighs the same, as in the LOSGO folds.
 
     Known optimism: ``mlp``'s best epoch was picked on these same rows (early stopping), so its score is mildly
     optimistic, a bias toward ``mlp``; the physical model has no such advantage.
@@ -310,7 +344,7 @@ def score_seen_paths(rows: pd.DataFrame, meta: dict, registry, mlp: TrainedModel
     Returns:
         :data:`PATH_SCORE_COLUMNS`, one row per (path, training GPU with validation rows): ``fold``
         ``seen:<gpu>``, ``n_train`` the rows that fitted the path, ``n_rows`` the GPU's validation rows. No
-        ``physical`` rows when the physical model cannot be fitted (logged).
+        ``physical`` or ``residual`` rows when the physical model cannot be fitted (logged).
 
     Raises:
         ValueError: as :func:`seen_validation_rows`.
@@ -323,10 +357,12 @@ def score_seen_paths(rows: pd.DataFrame, meta: dict, registry, mlp: TrainedModel
     y = va["latency_us"].to_numpy(dtype="float64")
     preds = {"mlp": (len(fit), mlp.predict_latency_us(_frame(va, meta)))}
     try:
-        physical = PhysicalModel.fit(rows[~held], registry)
-        preds["physical"] = (int((~held).sum()), physical.predict(va, registry))
+        rest = with_spec_columns(rows[~held].reset_index(drop=True), registry)
+        residual = fit_residual(rest, meta, registry, TrainConfig.from_dict(mlp.meta["train_config"]))
+        preds["physical"] = (len(rest), residual.physical.predict(va, registry))
+        preds["residual"] = (len(rest), residual.predict(va, registry))
     except ValueError as e:
-        log(f"{experiment} seen path: physical model skipped ({e})")
+        log(f"{experiment} seen path: physical and residual models skipped ({e})")
     gpu = va["gpu"].astype(str).to_numpy()
     out = []
     for p, (n_train, pred) in preds.items():
@@ -347,7 +383,7 @@ def score_seen_paths(rows: pd.DataFrame, meta: dict, registry, mlp: TrainedModel
 
 def choose_seen_path(scores: pd.DataFrame, experiment: str, min_gain: float = MIN_RELATIVE_GAIN) -> str:
     """The seen path of ``experiment`` from :func:`score_seen_paths`'s ``scores``: :func:`choose_paths` over
-    :data:`ZERO_SHOT` with default ``mlp`` (mean over training GPUs of the per-GPU MAPE; ``physical`` only when
+    :data:`ZERO_SHOT` with default ``mlp`` (mean over training GPUs of the per-GPU MAPE; another path only when
     ``min_gain`` lower; ``mlp`` without scores)."""
     sub = scores[scores["path"].isin(ZERO_SHOT)] if len(scores) else scores
     chosen, _ = choose_paths(sub, ZERO_SHOT, default="mlp", min_gain=min_gain)
@@ -398,16 +434,18 @@ def predict_rows(fitted: FittedPaths, path: str, rows: pd.DataFrame, registry, *
 
 
 def select_path(table: pd.DataFrame, meta: dict, experiment: str, registry, train_cfg: TrainConfig, paths=PATHS,
-                default: str = "mlp", log=print) -> tuple[str, pd.DataFrame]:
-    """The chosen path of one experiment (:func:`score_paths` then :func:`choose_paths`) and its fold scores."""
-    scores = score_paths(table, meta, experiment, registry, train_cfg, paths, log)
+                default: str = "mlp", log=print, fit_cache: dict | None = None) -> tuple[str, pd.DataFrame]:
+    """The chosen path of one experiment (:func:`score_paths` then :func:`choose_paths`) and its fold scores
+    (``fit_cache`` as :func:`score_paths`)."""
+    scores = score_paths(table, meta, experiment, registry, train_cfg, paths, log, fit_cache=fit_cache)
     chosen, _ = choose_paths(scores, paths, default)
     return chosen.get(experiment, default), scores
 
 
 def synperf_predict(train_rows: pd.DataFrame, test_rows: pd.DataFrame, meta: dict, registry,
                     select_cfg: TrainConfig, train_cfg: TrainConfig | None = None, mlp: TrainedModel | None = None,
-                    experiment: str = "", paths=PATHS, log=print) -> tuple[pd.DataFrame, str, pd.DataFrame]:
+                    experiment: str = "", paths=PATHS, log=print, fit_cache: dict | None = None
+                    ) -> tuple[pd.DataFrame, str, pd.DataFrame]:
     """The ``synperf`` method of a protocol fold: choose a path on ``train_rows`` only, fit it there, predict.
 
     Test rows on a GPU of ``train_rows`` (held-out problems of a seen GPU) take the seen path instead
@@ -422,6 +460,8 @@ def synperf_predict(train_rows: pd.DataFrame, test_rows: pd.DataFrame, meta: dic
         mlp: an MLP already trained on exactly ``train_rows`` (the fold's ``synperf_mlp``), reused: it scores the
             seen path on its own validation rows. Without it, the fold's MLP is trained here (``train_cfg``) when
             the chosen path needs it or a test row is on a training GPU.
+        fit_cache: as :func:`score_paths`, for the LOSGO folds of the choice (a caller evaluating several protocol
+            folds passes one dict to all of them).
 
     Returns:
         ``(predictions, chosen path, LOSGO scores)``; predictions as :func:`predict_rows`, with
@@ -429,7 +469,7 @@ def synperf_predict(train_rows: pd.DataFrame, test_rows: pd.DataFrame, meta: dic
         (:func:`score_seen_paths`, empty then).
     """
     rows = train_rows.reset_index(drop=True).assign(split="train")
-    chosen, scores = select_path(rows, meta, experiment, registry, select_cfg, paths, log=log)
+    chosen, scores = select_path(rows, meta, experiment, registry, select_cfg, paths, log=log, fit_cache=fit_cache)
     fallback = choose_fallback(scores, experiment) if TRANSFER[chosen] else BASE[chosen]
     test = test_rows.drop(columns=["latency_us"], errors="ignore")
     gpus = sorted(rows["gpu"].astype(str).unique())
@@ -453,6 +493,8 @@ def synperf_predict(train_rows: pd.DataFrame, test_rows: pd.DataFrame, meta: dic
 #: file of a model directory that records the chosen path (JSON) and the transfer sources (parquet)
 CHOICE_FILE = "path.json"
 SOURCES_FILE = "path_sources.parquet"
+#: file of a model directory holding the residual model (joblib) when a recorded path uses it
+RESIDUAL_FILE = "path_residual.joblib"
 
 
 def _with_features(rows: pd.DataFrame, registry, feature_set: str, ff: FeatureFrame | None = None
@@ -472,12 +514,14 @@ def _with_features(rows: pd.DataFrame, registry, feature_set: str, ff: FeatureFr
 
 def save_choice(directory, chosen: str, train_rows: pd.DataFrame, registry, scores: pd.DataFrame | None = None,
                 mlp_dir: str | None = None, feature_set: str = "v2", fallback: str | None = None,
-                seen_path: str | None = None, seen_scores: pd.DataFrame | None = None) -> None:
+                seen_path: str | None = None, seen_scores: pd.DataFrame | None = None, meta: dict | None = None,
+                train_cfg: TrainConfig | None = None) -> None:
     """Record ``chosen`` in ``directory`` (an experiment's model folder) for :func:`load_choice`.
 
     Writes :data:`CHOICE_FILE` (path, its fallback for rows no sibling measured, the seen path for rows on the
     training GPUs, MLP folder name, feature set, training GPUs, the physical model fitted on ``train_rows``, the
-    LOSGO and seen-path scores) and, for a transfer path, :data:`SOURCES_FILE` (the canonical key columns and
+    LOSGO and seen-path scores), :data:`RESIDUAL_FILE` when one of those paths has the residual model as base
+    (fitted on ``train_rows``) and, for a transfer path, :data:`SOURCES_FILE` (the canonical key columns and
     ``latency_us`` of ``train_rows``: the only rows a sibling may come from).
 
     Args:
@@ -486,9 +530,13 @@ def save_choice(directory, chosen: str, train_rows: pd.DataFrame, registry, scor
         seen_path: the :data:`ZERO_SHOT` path of rows on a training GPU (:func:`choose_seen_path`); None records
             none, and :func:`predict_with_choice` then predicts those rows with ``chosen`` too.
         seen_scores: :func:`score_seen_paths` behind ``seen_path``.
+        meta: the feature table's sidecar, needed when a recorded path has the residual model as base
+            (``train_rows`` then carry its feature columns).
+        train_cfg: the row cap, seed and threads of the residual model's trees (default :class:`TrainConfig`).
 
     Raises:
-        ValueError: ``fallback`` or ``seen_path`` not in :data:`ZERO_SHOT`.
+        ValueError: ``fallback`` or ``seen_path`` not in :data:`ZERO_SHOT`; the residual model is needed and
+            ``meta`` is None.
     """
     import json
     from pathlib import Path
@@ -510,7 +558,16 @@ def save_choice(directory, chosen: str, train_rows: pd.DataFrame, registry, scor
     if seen_path is not None:
         rec["seen_path"] = seen_path
         rec["seen_scores"] = [] if seen_scores is None else seen_scores.to_dict(orient="records")
-    if "physical" in (BASE[chosen], fallback, seen_path):
+    used = {BASE[chosen], fallback, seen_path}
+    if "residual" in used:
+        if meta is None:
+            raise ValueError("save_choice: the residual model needs the feature table's meta")
+        residual = fit_residual(with_spec_columns(train_rows.reset_index(drop=True), registry), meta, registry,
+                                train_cfg or TrainConfig())
+        residual.save(directory / RESIDUAL_FILE)
+        rec["residual"] = RESIDUAL_FILE
+        rec["physical"] = residual.physical.to_dict()
+    elif "physical" in used:
         rec["physical"] = PhysicalModel.fit(train_rows, registry).to_dict()
     if TRANSFER[chosen]:
         keep = [c for c in KEY_COLUMNS if c in train_rows.columns] + ["latency_us"]
@@ -533,7 +590,7 @@ def predict_with_choice(choice: dict, directory, rows: pd.DataFrame, registry, m
     """Predict canonical ``rows`` with the recorded paths of ``choice`` (from :func:`load_choice`).
 
     A row whose ``gpu`` is one of the record's ``training_gpus`` takes the recorded ``seen_path`` (``prediction_path``
-    ``mlp`` or ``physical``, ``source_gpu`` <NA>); any other row takes the recorded ``path``. A record without
+    a base model, ``source_gpu`` <NA>); any other row takes the recorded ``path``. A record without
     ``seen_path`` (written before it existed) predicts every row with ``path``.
 
     The transfer sources (their features, spec columns, shape keys and base predictions) are built once per
@@ -566,18 +623,20 @@ def predict_with_choice(choice: dict, directory, rows: pd.DataFrame, registry, m
                          f"{choice.get('mlp_dir')!r}")
     rows, meta = _with_features(rows, registry, fs, features)
     train = rows.iloc[:0]
-    physical = (PhysicalModel.from_dict(choice["physical"]) if "physical" in (BASE[path], fallback, seen_path)
-                else None)
+    used = {BASE[path], fallback, seen_path}
+    physical = PhysicalModel.from_dict(choice["physical"]) if "physical" in used else None
+    residual = _cached_residual(Path(directory) / choice["residual"]) if "residual" in used else None
     base_train, sources = {}, None
     if TRANSFER[path]:
-        # only the MLP reads the sources' features; the physical model and the sibling lookup read the launch
-        # and spec columns
-        cached = _cached_sources(Path(directory) / choice["sources"], registry, fs if BASE[path] == "mlp" else None)
+        # only the MLP and the residual model read the sources' features; the physical model and the sibling
+        # lookup read the launch and spec columns
+        cached = _cached_sources(Path(directory) / choice["sources"], registry,
+                                 fs if BASE[path] in ("mlp", "residual") else None)
         train = cached.rows
-        model = mlp if BASE[path] == "mlp" else physical
+        model = {"mlp": mlp, "physical": physical, "residual": residual}[BASE[path]]
         base_train[BASE[path]] = cached.base_prediction(BASE[path], model, meta, registry)
         sources = transfer_sources(train, rows, registry, train_keys=cached.keys)
-    fitted = FittedPaths(train, meta, mlp=mlp, physical=physical, base_train=base_train)
+    fitted = FittedPaths(train, meta, mlp=mlp, physical=physical, residual=residual, base_train=base_train)
     if mlp_pred is not None and len(mlp_pred) != len(rows):
         raise ValueError(f"mlp_pred: {len(mlp_pred)} predictions for {len(rows)} rows")
     return predict_rows(fitted, path, rows, registry, fallback=fallback, seen_path=seen_path, seen_gpus=seen_gpus,
@@ -603,15 +662,17 @@ class _SourceCache:
 
     def base_prediction(self, base: str, model, meta: dict, registry) -> np.ndarray:
         """Latency of ``model`` (a :class:`TrainedModel` for base ``mlp``, a :class:`PhysicalModel` for
-        ``physical``) on :attr:`rows`, microseconds, shape ``(len(rows),)``; computed once per model (the MLP by
-        identity, the physical model by its coefficients) and feature columns of ``meta``. The array is shared and
-        read-only."""
+        ``physical``, a :class:`ResidualModel` for ``residual``) on :attr:`rows`, microseconds, shape
+        ``(len(rows),)``; computed once per model (the physical model by its coefficients, the others by identity)
+        and feature columns of ``meta``. The array is shared and read-only."""
         cols = tuple(tuple(meta[k]) for k in ("numeric", "linear", "categorical"))
-        key = (base, cols, id(model) if base == "mlp" else tuple(np.asarray(model.coef, dtype="float64")))
+        by_id = base != "physical"
+        key = (base, cols, id(model) if by_id else tuple(np.asarray(model.coef, dtype="float64")))
         hit = self.base.get(key)
-        if hit is None or (base == "mlp" and hit[0] is not model):
+        if hit is None or (by_id and hit[0] is not model):
             fitted = FittedPaths(self.rows, meta, mlp=model if base == "mlp" else None,
-                                 physical=model if base == "physical" else None)
+                                 physical=model if base == "physical" else None,
+                                 residual=model if base == "residual" else None)
             pred = np.asarray(fitted.base_predict(base, self.rows, registry), dtype="float64")
             pred.setflags(write=False)
             hit = self.base[key] = (model, pred)
@@ -652,9 +713,33 @@ def _cached_sources(file, registry, feature_set: str | None) -> _SourceCache:
     return hit
 
 
+#: residual model file, its mtime and size -> :class:`ResidualModel`; the newest :data:`_SOURCE_CACHE_SIZE` kept
+_RESIDUAL_CACHE: dict = {}
+
+
+def _cached_residual(file) -> ResidualModel:
+    """The :class:`ResidualModel` of ``file``, read once per file version (path, modification time, size).
+
+    Raises:
+        FileNotFoundError: ``file`` does not exist.
+    """
+    from pathlib import Path
+
+    file = Path(file).resolve()
+    st = file.stat()
+    key = (str(file), st.st_mtime_ns, st.st_size)
+    hit = _RESIDUAL_CACHE.pop(key, None)
+    if hit is None:
+        hit = ResidualModel.load(file)
+    _RESIDUAL_CACHE[key] = hit
+    while len(_RESIDUAL_CACHE) > _SOURCE_CACHE_SIZE:
+        _RESIDUAL_CACHE.pop(next(iter(_RESIDUAL_CACHE)))
+    return hit
+
+
 def record_choice(table: pd.DataFrame, meta: dict, experiment: str, registry, scores: pd.DataFrame, directory,
                   mlp_dir: str, paths=PATHS, mlp: TrainedModel | None = None, log=print,
-                  seen_rows_out: list | None = None) -> tuple[str, pd.DataFrame]:
+                  seen_rows_out: list | None = None, train_cfg: TrainConfig | None = None) -> tuple[str, pd.DataFrame]:
     """Record an experiment's path, chosen (:func:`choose_paths`) from its LOSGO ``scores``, and for a transfer path
     its fallback (:func:`choose_fallback`, the same scores), in its model folder ``directory`` (:func:`save_choice`)
     for :func:`synperf.api.predict`; with ``mlp``, also the seen path of rows on the training GPUs
@@ -670,6 +755,8 @@ def record_choice(table: pd.DataFrame, meta: dict, experiment: str, registry, sc
             records no seen path.
         seen_rows_out: a list that receives the seen-path scoring's per-row predictions (``rows_out`` of
             :func:`score_seen_paths`).
+        train_cfg: the residual model's row cap, seed and threads (default ``mlp``'s training config, else
+            :class:`TrainConfig`).
 
     Returns:
         ``(chosen path, scores)``.
@@ -689,6 +776,8 @@ def record_choice(table: pd.DataFrame, meta: dict, experiment: str, registry, sc
     if mlp is not None:
         seen_scores = score_seen_paths(rows, meta, registry, mlp, experiment, log, rows_out=seen_rows_out)
         seen_path = choose_seen_path(seen_scores, experiment)
+    if train_cfg is None:
+        train_cfg = TrainConfig.from_dict(mlp.meta["train_config"]) if mlp is not None else TrainConfig()
     save_choice(directory, path, rows, registry, scores, mlp_dir=mlp_dir, feature_set=meta.get("feature_set", "v2"),
-                fallback=fallback, seen_path=seen_path, seen_scores=seen_scores)
+                fallback=fallback, seen_path=seen_path, seen_scores=seen_scores, meta=meta, train_cfg=train_cfg)
     return path, scores

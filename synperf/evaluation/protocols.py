@@ -27,9 +27,9 @@ The runner (:func:`run_protocol`, :func:`predict_protocol`) fits, per fold, the 
 rows and scores them with :mod:`synperf.evaluation.metrics`. Features are computed once per table; each fold only
 selects rows.
 
-The method ``synperf`` chooses, per fold, a prediction path (MLP, physical time model, sibling transfer;
-:mod:`synperf.evaluation.path_selection`) by leave-one-seen-GPU-out inside the fold's training rows, reusing the
-fold's ``synperf_mlp``, for the unseen GPUs' rows, and a seen path (MLP or physical time model, chosen on the
+The method ``synperf`` chooses, per fold, a prediction path (MLP, physical time model, residual model, sibling
+transfer; :mod:`synperf.evaluation.path_selection`) by leave-one-seen-GPU-out inside the fold's training rows, reusing
+the fold's ``synperf_mlp``, for the unseen GPUs' rows, and a seen path (one of those base models, chosen on the
 ``synperf_mlp``'s own validation problems) for the held-out rows of the training GPUs; the chosen path leads its
 ``budget`` text.
 """
@@ -306,12 +306,13 @@ def _prepare(table, registry, features, seed, methods) -> tuple[pd.DataFrame, di
 
 
 def _iter_fold_predictions(table, folds, methods, registry, train_cfg, features, max_train_rows, baseline_cfg, seed,
-                           log, pretrained=None, chosen_paths=None, models_out=None):
+                           log, pretrained=None, chosen_paths=None, models_out=None, fit_cache=None):
     methods = list(METHODS if methods is None else methods)
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise KeyError(f"unknown method(s) {unknown}; known: {list(METHODS)}")
     table, meta = _prepare(table, registry, features, seed, methods)
+    fit_cache = {} if fit_cache is None else fit_cache
     cfg = train_cfg or TrainConfig()
     bcfg = baseline_cfg or BaselineConfig(threads=cfg.threads)
     if max_train_rows:
@@ -348,7 +349,7 @@ def _iter_fold_predictions(table, folds, methods, registry, train_cfg, features,
                 seen_path = seen[0] if seen else None
                 need = (chosen, fallback) + ((seen_path,) if seen_path else ())
                 rows = tr.reset_index(drop=True)
-                fitted = fit_paths(rows, meta, registry, cfg, need,
+                fitted = fit_paths(rows, meta, registry, fold_cfg, need,
                                    mlp=fold_mlp if "mlp" in {BASE[p] for p in need} else None)
                 pred = predict_rows(fitted, chosen, te.drop(columns=["latency_us"], errors="ignore"), registry,
                                     fallback=fallback, seen_path=seen_path,
@@ -360,7 +361,8 @@ def _iter_fold_predictions(table, folds, methods, registry, train_cfg, features,
                 from synperf.evaluation.path_selection import SELECTION_TRAINING, synperf_predict
 
                 res, chosen, _ = synperf_predict(tr, te, meta, registry, replace(cfg, **SELECTION_TRAINING), cfg,
-                                                 mlp=fold_mlp, experiment=fold.name, log=lambda *_: None)
+                                                 mlp=fold_mlp, experiment=fold.name, log=lambda *_: None,
+                                                 fit_cache=fit_cache)
                 pred = res["predicted_latency_us"].to_numpy()
                 seen_text = f"; seen GPUs {res.attrs['seen_path']}" if res.attrs.get("seen_path") else ""
                 budget = f"{chosen}{seen_text}; {budget}"
@@ -391,7 +393,7 @@ _PRED_COLUMNS = ["protocol", "fold", "method", "row", "gpu", "kernel", "split", 
 def predict_protocol(table: pd.DataFrame, folds: list[Fold], methods, registry, train_cfg: TrainConfig | None,
                      features, *, max_train_rows: int = 0, baseline_cfg: BaselineConfig | None = None, seed: int = 0,
                      log=print, pretrained: dict | None = None, chosen_paths: dict | None = None,
-                     models_out: dict | None = None) -> pd.DataFrame:
+                     models_out: dict | None = None, fit_cache: dict | None = None) -> pd.DataFrame:
     """Per-row predictions of every method on every fold's test rows (for error CDFs and scatter plots).
 
     Arguments as :func:`run_protocol`; ``pretrained`` maps a fold name (e.g. ``configured``) to a
@@ -403,7 +405,10 @@ def predict_protocol(table: pd.DataFrame, folds: list[Fold], methods, registry, 
     training rows alone (the pipeline passes those recorded with the primary model); on other folds ``synperf``
     chooses its paths itself (:func:`synperf.evaluation.path_selection.synperf_predict`), the seen path from the
     fold's ``synperf_mlp`` validation rows.
-    ``models_out`` (a dict) receives the ``synperf_mlp`` trained on each fold, by fold name.
+    ``models_out`` (a dict) receives the ``synperf_mlp`` trained on each fold, by fold name. ``fit_cache`` (a dict
+    the caller keeps across calls) holds the models the ``synperf`` method fits in its inner leave-one-seen-GPU-out
+    folds, reused by a later fold with the same inner rows
+    (:func:`synperf.evaluation.path_selection.score_paths`).
 
     Returns:
         Long table, one row per (fold, method, test row): ``protocol``, ``fold``, ``method``, ``row`` (position
@@ -412,7 +417,7 @@ def predict_protocol(table: pd.DataFrame, folds: list[Fold], methods, registry, 
         (wall time to fit that method on the fold and predict its test rows).
     """
     parts = list(_iter_fold_predictions(table, folds, methods, registry, train_cfg, features, max_train_rows,
-                                        baseline_cfg, seed, log, pretrained, chosen_paths, models_out))
+                                        baseline_cfg, seed, log, pretrained, chosen_paths, models_out, fit_cache))
     if not parts:
         return pd.DataFrame(columns=_PRED_COLUMNS)
     return pd.concat(parts, ignore_index=True)[_PRED_COLUMNS]

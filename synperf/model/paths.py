@@ -28,12 +28,22 @@ Sibling transfer (:func:`transfer_predict`)
     Where a seen GPU measured the same launch in the training rows (same shape key,
     :func:`synperf.evaluation.split.shape_key`: kernel, implementation, dtype, every parameter), the prediction on
     the target GPU is ``latency_src * base(target) / base(source)``: the measured latency corrected by the ratio of
-    a base model's (MLP or physical) predictions on the two GPUs. The source is the nearest seen GPU of
+    a base model's predictions on the two GPUs. The source is the nearest seen GPU of
     :func:`synperf.evaluation.baselines.nearest_sources` (same architecture first, then the smallest distance of
     ``(ln peak, ln DRAM bandwidth)``), never the target GPU itself; rows without a source take the base prediction.
 
-Path names (:data:`PATHS`): ``mlp``, ``physical``, and ``<mode>+<base>`` with mode ``transfer`` (ratio) or
-``shift`` (difference) of :func:`transfer_predict` and base ``mlp`` or ``physical``.
+Physical time model with a learned residual (:class:`ResidualModel`)
+    ``latency_us = physical(row) * exp(r(row))``: the physical time model above times a correction ``r`` that
+    gradient-boosted trees (scikit-learn ``HistGradientBoostingRegressor``) fit to ``log(latency / physical)`` on the
+    feature set's features (``log1p`` of the numeric ones, the linear ones as they are, categorical ones as
+    categories). Trees predict a piecewise-constant function whose values are training residuals, so on a GPU
+    outside the training range the correction stays one the training GPUs showed and the spec-sheet terms of the
+    physical model carry the difference in hardware; an MLP on the same features can extrapolate without bound.
+
+Path names (:data:`PATHS`): the base models ``mlp``, ``physical`` and ``residual``, and ``<mode>+<base>`` with mode
+``transfer`` (ratio), ``shift`` (difference) or ``sibling`` (ratio, from a source of the target's own architecture
+only; the other rows take the base prediction) of :func:`transfer_predict`. The ``sibling`` paths come last: where
+no training GPU has a sibling they predict exactly as their base, and a tie keeps the earlier path.
 """
 
 from __future__ import annotations
@@ -50,8 +60,12 @@ from synperf.evaluation.baselines import BASELINE_COLUMNS, add_baseline_columns,
 PHYSICAL_TERMS = ("bl_memory_us", "bl_compute_us", "bl_xu_us", "work_per_sm_cycle_us")
 #: lower bounds of the physical model's coefficients: launch floor, then one per term of :data:`PHYSICAL_TERMS`
 PHYSICAL_LOWER = (0.0, 1.0, 1.0, 1.0, 0.0)
+#: the base models, each a path of its own
+BASES = ("mlp", "physical", "residual")
+#: transfer modes of :func:`transfer_predict`
+TRANSFER_MODES = ("transfer", "shift", "sibling")
 #: every prediction path, in tie-break order (a tie in selection keeps the earlier one)
-PATHS = ("mlp", "physical", "transfer+mlp", "transfer+physical", "shift+mlp", "shift+physical")
+PATHS = BASES + tuple(f"{mode}+{base}" for mode in TRANSFER_MODES for base in BASES)
 #: the base model of each path
 BASE = {p: p.split("+")[-1] for p in PATHS}
 #: how a path carries a sibling's latency over (None: no transfer), see :func:`transfer_predict`
@@ -136,6 +150,115 @@ class PhysicalModel:
         return cls(np.asarray(d["coef"], dtype="float64"), float(d.get("train_mape_pct", float("nan"))))
 
 
+@dataclass
+class ResidualModel:
+    """The physical time model times a tree-fitted correction: ``latency_us = physical(row) * exp(r(row))``.
+
+    ``r`` is a scikit-learn ``HistGradientBoostingRegressor`` fitted to ``log(latency_us / physical(row))`` on the
+    feature set's columns: ``log1p`` of the ``numeric`` ones (missing as 0, negative clipped to 0, as the MLP's
+    encoder reads them), the ``linear`` ones as they are, the ``categorical`` ones as categories (a value not seen
+    in training is a missing value, which the trees route as they learned to). Its budget is the ``gbt``
+    baseline's (:class:`synperf.evaluation.baselines.BaselineConfig`: 300 iterations, learning rate 0.1, 31 leaves),
+    fixed, not tuned here.
+
+    Attributes:
+        physical: the :class:`PhysicalModel` fitted on the same rows.
+        trees: the fitted regressor.
+        numeric, linear, categorical: the feature columns, in design-matrix order.
+        levels: the training categories per categorical column.
+    """
+
+    physical: PhysicalModel
+    trees: object
+    numeric: list
+    linear: list
+    categorical: list
+    levels: dict
+
+    @staticmethod
+    def _design(rows: pd.DataFrame, numeric, linear, categorical, levels) -> np.ndarray:
+        cols = [np.log1p(rows[c].astype("float64").fillna(0.0).clip(lower=0.0).to_numpy()) for c in numeric]
+        cols += [rows[c].astype("float64").fillna(0.0).to_numpy() for c in linear]
+        cols += [rows[c].astype(str).map(levels[c]).astype("float64").to_numpy() for c in categorical]
+        return np.column_stack(cols) if cols else np.zeros((len(rows), 0))
+
+    @classmethod
+    def fit(cls, rows: pd.DataFrame, meta: dict, registry, *, max_train_rows: int = 0, seed: int = 0,
+            threads: int = 1) -> "ResidualModel":
+        """Fit on feature-table ``rows`` (with ``latency_us`` > 0 and the columns ``meta`` names).
+
+        Args:
+            meta: the feature table's sidecar (``numeric``, ``linear``, ``categorical``).
+            max_train_rows: a seeded subsample of at most this many rows fits the trees (0: every row); the
+                physical model is fitted on every row.
+            threads: OpenMP threads of the trees.
+
+        Raises:
+            ValueError: as :meth:`PhysicalModel.fit`; a feature column ``meta`` names is missing.
+        """
+        from sklearn.ensemble import HistGradientBoostingRegressor
+        from threadpoolctl import threadpool_limits
+
+        from synperf.evaluation.baselines import BaselineConfig
+
+        linear = [c for c in meta["linear"]]
+        numeric = [c for c in meta["numeric"] if c not in linear]
+        categorical = list(meta["categorical"])
+        missing = [c for c in numeric + linear + categorical if c not in rows.columns]
+        if missing:
+            raise ValueError(f"residual model: the rows lack feature column(s) {missing}")
+        physical = PhysicalModel.fit(rows, registry)
+        sub = rows
+        if max_train_rows and len(rows) > max_train_rows:
+            sub = rows.iloc[np.sort(np.random.default_rng(seed).choice(len(rows), max_train_rows, replace=False))]
+        levels = {c: {v: i for i, v in enumerate(sorted(sub[c].astype(str).unique()))} for c in categorical}
+        x = cls._design(sub, numeric, linear, categorical, levels)
+        y = np.log(sub["latency_us"].to_numpy(dtype="float64") / physical.predict(sub, registry))
+        is_cat = np.array([False] * (len(numeric) + len(linear)) + [True] * len(categorical))
+        bcfg = BaselineConfig()
+        trees = HistGradientBoostingRegressor(
+            max_iter=bcfg.gbt_max_iter, learning_rate=bcfg.gbt_learning_rate, max_leaf_nodes=bcfg.gbt_max_leaf_nodes,
+            categorical_features=is_cat if is_cat.any() else None, early_stopping=False, random_state=seed)
+        with threadpool_limits(max(1, threads), user_api="openmp"):
+            trees.fit(x, y)
+        return cls(physical, trees, numeric, linear, categorical, levels)
+
+    def predict(self, rows: pd.DataFrame, registry) -> np.ndarray:
+        """Predicted latency per row, microseconds, shape ``(len(rows),)``."""
+        from threadpoolctl import threadpool_limits
+
+        if len(rows) == 0:
+            return np.zeros(0)
+        x = self._design(rows, self.numeric, self.linear, self.categorical, self.levels)
+        with threadpool_limits(1, user_api="openmp"):
+            r = self.trees.predict(x)
+        return self.physical.predict(rows, registry) * np.exp(r)
+
+    def save(self, file) -> None:
+        """Write the model to ``file`` (joblib) atomically."""
+        import joblib
+
+        from synperf.data.io import atomic_path
+
+        with atomic_path(file) as tmp:
+            joblib.dump(self, tmp)
+
+    @classmethod
+    def load(cls, file) -> "ResidualModel":
+        """Read a model :meth:`save` wrote.
+
+        Raises:
+            FileNotFoundError: no such file.
+            TypeError: the file holds something else.
+        """
+        import joblib
+
+        model = joblib.load(file)
+        if not isinstance(model, cls):
+            raise TypeError(f"{file}: expected a ResidualModel, found {type(model).__name__}")
+        return model
+
+
 def _family_columns(rows: pd.DataFrame) -> pd.DataFrame:
     """``rows`` with the parameters of other kernel families blanked (NA), so that a launch built with defaults
     for every family (``synperf.api.launch_table`` fills ``window_size``, ``kv_cache_dtype``, ... for a GEMM)
@@ -187,10 +310,12 @@ def transfer_sources(train: pd.DataFrame, test: pd.DataFrame, registry, train_ke
 
     Returns:
         One row per ``test`` row (positional): ``src_pos`` (position in ``train``, -1 where no other GPU measured
-        the launch) and ``src_gpu`` (<NA> where uncovered).
+        the launch), ``src_gpu`` (<NA> where uncovered) and ``same_architecture`` (the source GPU has the target's
+        registry ``architecture``; False where uncovered).
     """
     out = pd.DataFrame({"src_pos": np.full(len(test), -1, dtype="int64"),
-                        "src_gpu": pd.Series([pd.NA] * len(test), dtype="string")})
+                        "src_gpu": pd.Series([pd.NA] * len(test), dtype="string"),
+                        "same_architecture": np.zeros(len(test), dtype=bool)})
     if len(test) == 0 or len(train) == 0:
         return out
     if train_keys is None:
@@ -211,6 +336,7 @@ def transfer_sources(train: pd.DataFrame, test: pd.DataFrame, registry, train_ke
         ok = src["src_pos"].to_numpy() >= 0
         out.loc[rows[ok], "src_pos"] = others[src["src_pos"].to_numpy()[ok]]
         out.loc[rows[ok], "src_gpu"] = src["src_gpu"].to_numpy()[ok]
+        out.loc[rows[ok], "same_architecture"] = src["same_architecture"].to_numpy(dtype=bool)[ok]
     return out
 
 
@@ -223,6 +349,9 @@ def transfer_predict(train: pd.DataFrame, test: pd.DataFrame, registry, base_tra
     ``mode="shift"``: ``latency_src - base_train[src] + base_test`` (the source's excess over the base model
     carried over, the form of :func:`synperf.evaluation.baselines.nearest_gpu_roofline` with a fitted base),
     floored at ``1e-3 * latency_src``.
+    ``mode="sibling"``: as ``transfer``, from a source of the target GPU's own registry ``architecture`` only (a
+    sibling: same SM design, so the base model's ratio has only spec differences to carry); a row whose nearest
+    source is of another architecture takes the base prediction.
 
     Args:
         train: rows that may serve as sources (measured ``latency_us``, microseconds): training rows only.
@@ -238,8 +367,8 @@ def transfer_predict(train: pd.DataFrame, test: pd.DataFrame, registry, base_tra
     Raises:
         ValueError: a base array of the wrong length, or an unknown ``mode``.
     """
-    if mode not in ("transfer", "shift"):
-        raise ValueError(f"transfer mode {mode!r}: expected 'transfer' or 'shift'")
+    if mode not in TRANSFER_MODES:
+        raise ValueError(f"transfer mode {mode!r}: expected one of {list(TRANSFER_MODES)}")
     base_train = np.asarray(base_train, dtype="float64")
     base_test = np.asarray(base_test, dtype="float64")
     if len(base_train) != len(train) or len(base_test) != len(test):
@@ -249,11 +378,15 @@ def transfer_predict(train: pd.DataFrame, test: pd.DataFrame, registry, base_tra
         raise ValueError(f"sources: {len(src)} rows for {len(test)} test rows")
     pos = src["src_pos"].to_numpy()
     ok = pos >= 0
+    src_gpu = src["src_gpu"]
+    if mode == "sibling":
+        ok &= src["same_architecture"].to_numpy(dtype=bool)
+        src_gpu = src_gpu.where(ok, pd.NA)
     pred = base_test.copy()
     lat = train["latency_us"].to_numpy(dtype="float64")
     src_lat = lat[pos[ok]]
-    if mode == "transfer":
-        pred[ok] = src_lat * base_test[ok] / base_train[pos[ok]]
-    else:
+    if mode == "shift":
         pred[ok] = np.maximum(src_lat - base_train[pos[ok]] + base_test[ok], 1e-3 * src_lat)
-    return pred, src["src_gpu"]
+    else:
+        pred[ok] = src_lat * base_test[ok] / base_train[pos[ok]]
+    return pred, src_gpu

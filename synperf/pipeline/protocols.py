@@ -30,7 +30,8 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
     ``synperf_mlp`` on the configured fold, so the configured numbers equal the main table's, and the prediction
     path recorded beside it (``path.json`` in its parent folder, chosen by leave one seen GPU out inside the
     configured training rows) is the ``synperf`` method there; the leave-one-out folds train their own MLP with
-    ``training``. The ``synperf`` method runs on the configured split only. A fold whose train/test labels equal an
+    ``training``, and the ``synperf`` method chooses its path inside each of them by leave one seen GPU out over the
+    fold's training rows. A fold whose train/test labels equal an
     earlier fold's (a leave-one-architecture-out fold of an architecture with one GPU is that GPU's
     leave-one-GPU-out fold) reuses its predictions. ``recipe``: the experiment's chosen training recipe (its
     overrides apply over ``training``).
@@ -75,11 +76,12 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
                                         choice.get("seen_path"))}
                         if choice else None)
     summaries, cdfs, done, configured_preds = [], [], {}, None
+    fit_cache: dict = {}  # the synperf method's inner leave-one-seen-GPU-out models, shared across folds
     for protocol in protocols:
         folds = make_folds(protocol, table, registry, gpus=gpus, heldout_frac=exp.get("heldout_frac", 0.2), seed=seed,
                            heldout_source_files=exp.get("heldout_source_files"))
-        # the chosen-path method runs its own leave-one-seen-GPU-out inside every fold: on the configured split only
-        fold_methods = [m for m in (methods or METHODS) if protocol == "configured" or m != SYNPERF]
+        # the chosen-path method runs its own leave-one-seen-GPU-out inside every fold
+        fold_methods = list(methods or METHODS)
         parts = []
         for fold in folds:
             key = (hashlib.sha256(np.asarray(fold.labels, dtype=str).tobytes()).hexdigest(), tuple(fold_methods))
@@ -88,7 +90,8 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
                 parts.append(done[key].assign(protocol=fold.protocol, fold=fold.name))
                 continue
             p = predict_protocol(table, [fold], fold_methods, registry, cfg, meta, max_train_rows=cfg.max_train_rows,
-                                 seed=seed, log=log.info, pretrained=pretrained, chosen_paths=chosen_paths)
+                                 seed=seed, log=log.info, pretrained=pretrained, chosen_paths=chosen_paths,
+                                 fit_cache=fit_cache)
             done[key] = p
             parts.append(p)
         if not parts:  # no fold (e.g. leave-one-architecture-out over GPUs of one architecture)

@@ -212,9 +212,12 @@ def evaluation_section(leaks: list[dict], selection_table: str | None, selection
         md += ["### How each experiment's prediction path was chosen", "",
                "`synperf.api.predict` (and the `synperf` method of the configured split) uses one path per "
                "experiment: the MLP, the physical time model (latency = a + sum of c x spec-sheet times, fitted on "
-               "the training rows), or a seen GPU's measurement of the same launch carried over by either model "
-               "(`transfer+*`: scaled by the model's ratio; `shift+*`: shifted by its difference; the model alone "
-               "where no seen GPU measured the launch). Chosen by leave one seen GPU out on the training rows; "
+               "the training rows), the residual model (the physical model times a correction that gradient-boosted "
+               "trees fit on the features), or a seen GPU's measurement of the same launch carried over by one of "
+               "them "
+               "(`transfer+*`: scaled by the model's ratio; `shift+*`: shifted by its difference; `sibling+*`: "
+               "scaled by the ratio, from a seen GPU of the target's own architecture only; the model alone "
+               "where no such seen GPU measured the launch). Chosen by leave one seen GPU out on the training rows; "
                "validation MAPE (%), mean over folds. An experiment with one seen GPU keeps the MLP.", "",
                md_table(pd.DataFrame(rows).fillna("–")), ""]
     if intervals:
