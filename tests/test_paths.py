@@ -319,3 +319,34 @@ def test_a_recorded_residual_path_predicts_as_fitted_and_survives_a_reload(vidur
     joblib.dump({"not": "a model"}, tmp_path / "other.joblib")
     with pytest.raises(TypeError, match="ResidualModel"):
         ResidualModel.load(tmp_path / "other.joblib")
+
+
+def test_the_ensemble_is_the_geometric_mean_of_the_three_base_models_on_every_route(vidur_gemm, registry, tmp_path):
+    import json
+
+    table, meta = vidur_gemm
+    tr = table[table.split == "train"].reset_index(drop=True)
+    a40 = table[table.gpu == "a40"].reset_index(drop=True)
+    fitted = S.fit_paths(tr, meta, registry, TRAIN, ("ensemble", "transfer+ensemble"))
+    assert fitted.mlp is not None and fitted.residual is not None and fitted.physical is fitted.residual.physical
+    parts = {m: S.fit_paths(tr, meta, registry, TRAIN, (m,), mlp=fitted.mlp).base_predict(m, a40, registry)
+             for m in ("mlp", "physical", "residual")}
+    want = np.cbrt(parts["mlp"] * parts["physical"] * parts["residual"])
+    np.testing.assert_allclose(fitted.base_predict("ensemble", a40, registry), want, rtol=1e-9)
+    # the geometric mean lies between the lowest and the highest of the three, row by row
+    stack = np.vstack(list(parts.values()))
+    assert (want >= stack.min(axis=0) * (1 - 1e-12)).all() and (want <= stack.max(axis=0) * (1 + 1e-12)).all()
+    # a transfer path scales the sibling by the ensemble's ratio; a recorded one predicts the same through the API
+    direct = S.predict_path(fitted, "transfer+ensemble", a40, registry)
+    exp_dir = tmp_path / "gemm_fp16_vidur"
+    fitted.mlp.meta["feature_set"] = "v2"
+    fitted.mlp.save(exp_dir / "v2-all")
+    S.save_choice(exp_dir, "transfer+ensemble", tr, registry, mlp_dir="v2-all", feature_set="v2", meta=meta,
+                  train_cfg=TRAIN)
+    rec = json.loads((exp_dir / S.CHOICE_FILE).read_text())
+    assert rec["residual"] == S.RESIDUAL_FILE and "physical" in rec
+    via = S.predict_with_choice(rec, exp_dir, a40, registry, fitted.mlp)
+    np.testing.assert_allclose(via["predicted_latency_us"], direct["predicted_latency_us"], rtol=1e-6)
+    assert set(via["prediction_path"]) == {"transfer+ensemble", "ensemble"}
+    with pytest.raises(ValueError, match="needs the MLP"):
+        S.predict_with_choice(rec, exp_dir, a40, registry, None)

@@ -1,12 +1,12 @@
 """Choose the prediction path of an experiment by leave-one-seen-GPU-out (LOSGO) inside its training rows.
 
 The candidates are the paths of :mod:`synperf.model.paths`: the base models ``mlp`` (the efficiency MLP),
-``physical`` (the fitted physical time model) and ``residual`` (the physical model times a tree-fitted correction),
-and transfer of another training GPU's measurement by ratio (``transfer+<base>``) or by difference
-(``shift+<base>``) with a base model, or by ratio from a GPU of the target's own architecture only
-(``sibling+<base>``), the base where no such GPU measured the launch. Each seen
-GPU in turn is the validation GPU: the other seen GPUs' training rows fit the base models and are the only transfer
-sources, the validation GPU's training rows score each path (MAPE). The path with the lowest mean fold MAPE wins
+``physical`` (the fitted physical time model), ``residual`` (the physical model times a tree-fitted correction) and
+``ensemble`` (the geometric mean of those three), and transfer of another training GPU's measurement by ratio
+(``transfer+<base>``) or by difference (``shift+<base>``) with a base model, or by ratio from a GPU of the target's
+own architecture only (``sibling+<base>``), the base where no such GPU measured the launch. Each seen GPU in turn
+is the validation GPU: the other seen GPUs' training rows fit the base models and are the only transfer sources,
+the validation GPU's training rows score each path (MAPE). The path with the lowest mean fold MAPE wins
 (:func:`choose_paths`).
 
 What the choice can see is enforced here, not left to callers: :func:`score_paths` drops every row whose ``split``
@@ -37,6 +37,7 @@ from synperf.model.estimator import TrainConfig, TrainedModel, groups_sha256, tr
 from synperf.model.features import FeatureFrame
 from synperf.model.paths import (
     BASE,
+    BASE_MODELS,
     BASES,
     PATHS,
     TRANSFER,
@@ -87,11 +88,35 @@ class FittedPaths:
 
     def base_predict(self, base: str, rows: pd.DataFrame, registry) -> np.ndarray:
         """Latency of base model ``base`` (one of :data:`synperf.model.paths.BASES`) on ``rows``, microseconds."""
-        if base == "mlp":
-            return self.mlp.predict_latency_us(_frame(rows, self.meta))
-        if base == "residual":
-            return self.residual.predict(rows, registry)
-        return self.physical.predict(rows, registry)
+        return base_predictions(self, (base,), rows, registry)[base]
+
+
+def models_of(paths) -> set:
+    """The fitted models (``mlp``, ``physical``, ``residual``) that ``paths`` (path names, base names or None
+    entries, which are skipped) need, through their bases (:data:`synperf.model.paths.BASE_MODELS`)."""
+    return {m for p in paths if p for m in BASE_MODELS[BASE.get(p, p)]}
+
+
+def ensemble(preds: dict) -> np.ndarray:
+    """The ``ensemble`` base from the three models' latencies (``mlp``, ``physical``, ``residual`` of ``preds``,
+    microseconds): their geometric mean."""
+    return np.cbrt(preds["mlp"] * preds["physical"] * preds["residual"])
+
+
+def base_predictions(fitted: FittedPaths, bases, rows: pd.DataFrame, registry, known: dict | None = None) -> dict:
+    """Latency of each base model of ``bases`` on ``rows`` (microseconds, by base name), each fitted model
+    predicting once (``ensemble`` combines the three it needs). ``known``: latencies already computed on the same
+    rows, by model name (e.g. the MLP's), used instead of predicting again."""
+    preds = dict(known or {})
+    for m in ("mlp", "physical", "residual"):
+        if m in models_of(bases) and m not in preds:
+            if m == "mlp":
+                preds[m] = fitted.mlp.predict_latency_us(_frame(rows, fitted.meta))
+            else:
+                preds[m] = getattr(fitted, m).predict(rows, registry)
+    if "ensemble" in bases:
+        preds["ensemble"] = ensemble(preds)
+    return {b: np.asarray(preds[b], dtype="float64") for b in bases}
 
 
 def fit_residual(rows: pd.DataFrame, meta: dict, registry, train_cfg: TrainConfig) -> ResidualModel:
@@ -115,17 +140,18 @@ def fit_paths(rows: pd.DataFrame, meta: dict, registry, train_cfg: TrainConfig, 
     if unknown:
         raise KeyError(f"unknown path(s) {unknown}; known: {list(PATHS)}")
     rows = with_spec_columns(rows.reset_index(drop=True), registry)
-    bases = {BASE[p] for p in paths}
+    bases = sorted({BASE[p] for p in paths}, key=BASES.index)
+    models = models_of(bases)
     fitted = FittedPaths(rows, meta)
-    if "mlp" in bases:
+    if "mlp" in models:
         fitted.mlp = mlp if mlp is not None else fit_mlp(rows, meta, train_cfg)
-    if "physical" in bases:
-        fitted.physical = PhysicalModel.fit(rows, registry)
-    if "residual" in bases:
+    if "residual" in models:
         fitted.residual = residual if residual is not None else fit_residual(rows, meta, registry, train_cfg)
+    if "physical" in models:  # the residual model's own physical model is fitted on the same rows
+        fitted.physical = fitted.residual.physical if fitted.residual is not None else PhysicalModel.fit(rows,
+                                                                                                          registry)
     if any(TRANSFER[p] for p in paths):
-        for b in bases:
-            fitted.base_train[b] = fitted.base_predict(b, rows, registry)
+        fitted.base_train.update(base_predictions(fitted, bases, rows, registry))
     return fitted
 
 
@@ -146,7 +172,7 @@ def predict_path(fitted: FittedPaths, path: str, rows: pd.DataFrame, registry, *
     base = BASE[path]
     fallback = fallback or base
     rows = rows.reset_index(drop=True)
-    if {"physical", "residual"} & {base, fallback}:  # once for both models (the MLP reads none of these columns)
+    if models_of((base, fallback)) - {"mlp"}:  # once for every model (the MLP reads none of these columns)
         rows = with_spec_columns(rows, registry)
     pred = fitted.base_predict(base, rows, registry) if base_pred is None else np.asarray(base_pred, dtype="float64")
     src = pd.Series([pd.NA] * len(rows), dtype="string")
@@ -214,7 +240,7 @@ def score_paths(table: pd.DataFrame, meta: dict, experiment: str, registry, trai
         y = va["latency_us"].to_numpy(dtype="float64")
         va = va.reset_index(drop=True)
         # every path of the fold shares the base predictions and the sibling lookup
-        base_pred = {b: fitted.base_predict(b, va, registry) for b in {BASE[p] for p in paths}}
+        base_pred = base_predictions(fitted, sorted({BASE[p] for p in paths}, key=BASES.index), va, registry)
         sources = transfer_sources(fitted.train, va, registry) if any(TRANSFER[p] for p in paths) else None
         for p in paths:
             res = predict_path(fitted, p, va, registry, base_pred=base_pred[BASE[p]], sources=sources)
@@ -325,7 +351,8 @@ def score_seen_paths(rows: pd.DataFrame, meta: dict, registry, mlp: TrainedModel
     The scored rows are ``mlp``'s early-stopping validation rows (:func:`seen_validation_rows`): whole problems
     ``mlp`` was not fitted on. ``mlp`` predicts them as trained; the physical and residual models are fitted on
     every row of ``rows`` whose problem is not a validation problem (the rows the row cap left out included; the
-    residual model's trees then take the MLP's own row cap and seed) and predict them. No MLP is trained. Each
+    residual model's trees then take the MLP's own row cap and seed) and predict them; the ensemble combines the
+    three. No MLP is trained. Each
     path's score is, per training GPU, the MAPE (percent) over that GPU's validation rows; :func:`choose_seen_path`
     averages over GPUs, so every training GPU weighs the same, as in the LOSGO folds.
 
@@ -343,8 +370,8 @@ def score_seen_paths(rows: pd.DataFrame, meta: dict, registry, mlp: TrainedModel
 
     Returns:
         :data:`PATH_SCORE_COLUMNS`, one row per (path, training GPU with validation rows): ``fold``
-        ``seen:<gpu>``, ``n_train`` the rows that fitted the path, ``n_rows`` the GPU's validation rows. No
-        ``physical`` or ``residual`` rows when the physical model cannot be fitted (logged).
+        ``seen:<gpu>``, ``n_train`` the rows that fitted the path, ``n_rows`` the GPU's validation rows. Only
+        ``mlp`` rows when the physical model cannot be fitted (logged).
 
     Raises:
         ValueError: as :func:`seen_validation_rows`.
@@ -361,6 +388,7 @@ def score_seen_paths(rows: pd.DataFrame, meta: dict, registry, mlp: TrainedModel
         residual = fit_residual(rest, meta, registry, TrainConfig.from_dict(mlp.meta["train_config"]))
         preds["physical"] = (len(rest), residual.physical.predict(va, registry))
         preds["residual"] = (len(rest), residual.predict(va, registry))
+        preds["ensemble"] = (len(rest), ensemble({m: v for m, (_, v) in preds.items()}))
     except ValueError as e:
         log(f"{experiment} seen path: physical and residual models skipped ({e})")
     gpu = va["gpu"].astype(str).to_numpy()
@@ -481,7 +509,7 @@ def synperf_predict(train_rows: pd.DataFrame, test_rows: pd.DataFrame, meta: dic
         seen_path = choose_seen_path(seen_scores, experiment)
     need = (chosen, fallback) + ((seen_path,) if seen_path else ())
     fitted = fit_paths(rows, meta, registry, train_cfg or select_cfg, need,
-                       mlp=mlp if "mlp" in {BASE[p] for p in need} else None)
+                       mlp=mlp if "mlp" in models_of(need) else None)
     res = predict_rows(fitted, chosen, test, registry, fallback=fallback, seen_path=seen_path, seen_gpus=gpus)
     res.attrs.update(seen_path=seen_path, seen_scores=seen_scores)
     return res, chosen, scores
@@ -558,7 +586,7 @@ def save_choice(directory, chosen: str, train_rows: pd.DataFrame, registry, scor
     if seen_path is not None:
         rec["seen_path"] = seen_path
         rec["seen_scores"] = [] if seen_scores is None else seen_scores.to_dict(orient="records")
-    used = {BASE[chosen], fallback, seen_path}
+    used = models_of((chosen, fallback, seen_path))
     if "residual" in used:
         if meta is None:
             raise ValueError("save_choice: the residual model needs the feature table's meta")
@@ -618,12 +646,12 @@ def predict_with_choice(choice: dict, directory, rows: pd.DataFrame, registry, m
     seen_path, seen_gpus = choice.get("seen_path"), [str(g) for g in choice.get("training_gpus", [])]
     if seen_path is not None and not rows["gpu"].astype(str).isin(seen_gpus).any():
         seen_path = None  # no row on a training GPU
-    if "mlp" in (BASE[path], fallback, seen_path) and mlp is None:
+    used = models_of((path, fallback, seen_path))
+    if "mlp" in used and mlp is None:
         raise ValueError(f"path {path!r} (fallback {fallback!r}, seen path {seen_path!r}) needs the MLP of "
                          f"{choice.get('mlp_dir')!r}")
     rows, meta = _with_features(rows, registry, fs, features)
     train = rows.iloc[:0]
-    used = {BASE[path], fallback, seen_path}
     physical = PhysicalModel.from_dict(choice["physical"]) if "physical" in used else None
     residual = _cached_residual(Path(directory) / choice["residual"]) if "residual" in used else None
     base_train, sources = {}, None
@@ -631,10 +659,11 @@ def predict_with_choice(choice: dict, directory, rows: pd.DataFrame, registry, m
         # only the MLP and the residual model read the sources' features; the physical model and the sibling
         # lookup read the launch and spec columns
         cached = _cached_sources(Path(directory) / choice["sources"], registry,
-                                 fs if BASE[path] in ("mlp", "residual") else None)
+                                 fs if models_of((path,)) & {"mlp", "residual"} else None)
         train = cached.rows
-        model = {"mlp": mlp, "physical": physical, "residual": residual}[BASE[path]]
-        base_train[BASE[path]] = cached.base_prediction(BASE[path], model, meta, registry)
+        models = {"mlp": mlp, "physical": physical, "residual": residual}
+        single = {m: cached.base_prediction(m, models[m], meta, registry) for m in models_of((path,))}
+        base_train[BASE[path]] = single[BASE[path]] if BASE[path] in single else ensemble(single)
         sources = transfer_sources(train, rows, registry, train_keys=cached.keys)
     fitted = FittedPaths(train, meta, mlp=mlp, physical=physical, residual=residual, base_train=base_train)
     if mlp_pred is not None and len(mlp_pred) != len(rows):

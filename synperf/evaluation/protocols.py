@@ -343,14 +343,14 @@ def _iter_fold_predictions(table, folds, methods, registry, train_cfg, features,
             t0 = time.time()
             budget = method_budget(method, fold_cfg.max_train_rows, fold_cfg, fold_bcfg)
             if method == SYNPERF and fold.name in (chosen_paths or {}):
-                from synperf.evaluation.path_selection import BASE, fit_paths, predict_rows
+                from synperf.evaluation.path_selection import fit_paths, models_of, predict_rows
 
                 chosen, fallback, *seen = chosen_paths[fold.name]
                 seen_path = seen[0] if seen else None
                 need = (chosen, fallback) + ((seen_path,) if seen_path else ())
                 rows = tr.reset_index(drop=True)
                 fitted = fit_paths(rows, meta, registry, fold_cfg, need,
-                                   mlp=fold_mlp if "mlp" in {BASE[p] for p in need} else None)
+                                   mlp=fold_mlp if "mlp" in models_of(need) else None)
                 pred = predict_rows(fitted, chosen, te.drop(columns=["latency_us"], errors="ignore"), registry,
                                     fallback=fallback, seen_path=seen_path,
                                     seen_gpus=rows["gpu"].astype(str).unique())["predicted_latency_us"]

@@ -40,7 +40,13 @@ Physical time model with a learned residual (:class:`ResidualModel`)
     outside the training range the correction stays one the training GPUs showed and the spec-sheet terms of the
     physical model carry the difference in hardware; an MLP on the same features can extrapolate without bound.
 
-Path names (:data:`PATHS`): the base models ``mlp``, ``physical`` and ``residual``, and ``<mode>+<base>`` with mode
+Ensemble (base ``ensemble``)
+    The geometric mean of the three base models above, ``(mlp * physical * residual) ** (1/3)``: where their errors
+    are not the same, the mean's error is smaller than the worst one's, and a model that runs away on a GPU outside
+    the training range moves the prediction by the cube root of its error only.
+
+Path names (:data:`PATHS`): the base models ``mlp``, ``physical``, ``residual`` and ``ensemble``, and
+``<mode>+<base>`` with mode
 ``transfer`` (ratio), ``shift`` (difference) or ``sibling`` (ratio, from a source of the target's own architecture
 only; the other rows take the base prediction) of :func:`transfer_predict`. The ``sibling`` paths come last: where
 no training GPU has a sibling they predict exactly as their base, and a tie keeps the earlier path.
@@ -61,7 +67,10 @@ PHYSICAL_TERMS = ("bl_memory_us", "bl_compute_us", "bl_xu_us", "work_per_sm_cycl
 #: lower bounds of the physical model's coefficients: launch floor, then one per term of :data:`PHYSICAL_TERMS`
 PHYSICAL_LOWER = (0.0, 1.0, 1.0, 1.0, 0.0)
 #: the base models, each a path of its own
-BASES = ("mlp", "physical", "residual")
+BASES = ("mlp", "physical", "residual", "ensemble")
+#: the models each base needs fitted
+BASE_MODELS = {"mlp": ("mlp",), "physical": ("physical",), "residual": ("residual",),
+               "ensemble": ("mlp", "physical", "residual")}
 #: transfer modes of :func:`transfer_predict`
 TRANSFER_MODES = ("transfer", "shift", "sibling")
 #: every prediction path, in tie-break order (a tie in selection keeps the earlier one)
