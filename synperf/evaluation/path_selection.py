@@ -428,8 +428,8 @@ def predict_rows(fitted: FittedPaths, path: str, rows: pd.DataFrame, registry, *
         fallback: as :func:`predict_path`, for the rows not on ``seen_gpus``.
         seen_path: a :data:`ZERO_SHOT` path for the rows whose ``gpu`` is in ``seen_gpus`` (the GPUs the models
             were trained on); None predicts every row with ``path``.
-        mlp_pred: the MLP's latency on ``rows`` (microseconds, positional), passed on as ``base_pred`` of the
-            paths whose base is the MLP; computed by :func:`predict_path` when None.
+        mlp_pred: the MLP's latency on ``rows`` (microseconds, positional), used for the bases that need the MLP
+            (``mlp``, ``ensemble``) instead of predicting it again; computed by :func:`predict_path` when None.
         sources: :func:`synperf.model.paths.transfer_sources` of ``rows`` (positional), passed on to ``path``.
 
     Returns:
@@ -443,8 +443,10 @@ def predict_rows(fitted: FittedPaths, path: str, rows: pd.DataFrame, registry, *
 
     def part(p: str, fb: str | None, mask: np.ndarray | None) -> pd.DataFrame:
         sub = rows if mask is None else rows[mask].reset_index(drop=True)
-        base = None if mlp_pred is None or BASE[p] != "mlp" else np.asarray(mlp_pred)[
-            slice(None) if mask is None else mask]
+        base = None
+        if mlp_pred is not None and "mlp" in models_of((p,)):  # the MLP's latencies serve its bases
+            known = {"mlp": np.asarray(mlp_pred)[slice(None) if mask is None else mask]}
+            base = base_predictions(fitted, (BASE[p],), sub, registry, known=known)[BASE[p]]
         src = None if sources is None or not TRANSFER[p] else (
             sources if mask is None else sources.iloc[np.flatnonzero(mask)].reset_index(drop=True))
         return predict_path(fitted, p, sub, registry, base_pred=base, sources=src, fallback=fb)
