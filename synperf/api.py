@@ -147,9 +147,9 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
         when none), one row per launch; ``attrs["model_dir"]`` names the MLP folder. When the experiment
         folder records a chosen path (``path.json``, :func:`synperf.evaluation.path_selection.save_choice`) and
         ``feature_set`` is not given, that path predicts: ``prediction_path`` is a base model (``mlp``,
-        ``physical`` or ``residual``) or ``<transfer|shift|sibling>+<base>`` where a seen GPU's training row measured
-        the launch (``source_gpu`` names that GPU; <NA> elsewhere), except on the experiment's training GPUs, where
-        the recorded seen path (a base model, chosen on held-out training problems) predicts, and
+        ``physical``, ``residual`` or ``ensemble``) or ``<transfer|shift|sibling>+<base>`` where a seen GPU's
+        training row measured the launch (``source_gpu`` names that GPU; <NA> elsewhere), except on the experiment's
+        training GPUs, where the recorded seen path (a base model, chosen on held-out training problems) predicts, and
         ``attrs["path_choice"]`` names the record. Otherwise every row is ``mlp:<model folder>`` with
         ``source_gpu`` <NA>.
         ``predicted_latency_low_us`` and ``predicted_latency_high_us`` bound an 80% interval per row
