@@ -1,5 +1,5 @@
-"""The seen path: the zero-shot path (MLP, physical or residual model) of rows on the GPUs the models were trained
-on, chosen on the MLP's own early-stopping validation problems inside the training rows."""
+"""The seen path: the zero-shot path (a base model: MLP, physical, residual, ensemble) of rows on the GPUs the
+models were trained on, chosen on the MLP's own early-stopping validation problems inside the training rows."""
 
 from __future__ import annotations
 
@@ -212,7 +212,9 @@ def test_a_leave_one_out_fold_chooses_its_seen_path_from_its_mlp_without_trainin
     assert set(res["prediction_path"][~on]) <= {chosen, "physical"}
     want = {"mlp": lambda: mlp.predict_latency_us(S._frame(te[on], meta)),
             "physical": lambda: PhysicalModel.fit(tr, registry).predict(te[on], registry),
-            "residual": lambda: S.fit_residual(tr, meta, registry, TRAIN).predict(te[on], registry)}[seen_path]()
+            "residual": lambda: S.fit_residual(tr, meta, registry, TRAIN).predict(te[on], registry),
+            "ensemble": lambda: S.fit_paths(tr, meta, registry, TRAIN, ("ensemble",), mlp=mlp).base_predict(
+                "ensemble", te[on], registry)}[seen_path]()
     np.testing.assert_allclose(res["predicted_latency_us"][on], want, rtol=1e-6)
     # whichever zero-shot path wins (the MLP here, forced), the training GPUs' rows take it and only they
     monkeypatch.setattr(S, "choose_seen_path", lambda scores, experiment: "mlp")

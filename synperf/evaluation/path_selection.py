@@ -108,6 +108,8 @@ def base_predictions(fitted: FittedPaths, bases, rows: pd.DataFrame, registry, k
     predicting once (``ensemble`` combines the three it needs). ``known``: latencies already computed on the same
     rows, by model name (e.g. the MLP's), used instead of predicting again."""
     preds = dict(known or {})
+    if models_of(bases) - {"mlp"} - set(preds):  # the spec columns once for the physical and residual models
+        rows = with_spec_columns(rows, registry)
     for m in ("mlp", "physical", "residual"):
         if m in models_of(bases) and m not in preds:
             if m == "mlp":
@@ -150,8 +152,9 @@ def fit_paths(rows: pd.DataFrame, meta: dict, registry, train_cfg: TrainConfig, 
     if "physical" in models:  # the residual model's own physical model is fitted on the same rows
         fitted.physical = fitted.residual.physical if fitted.residual is not None else PhysicalModel.fit(rows,
                                                                                                           registry)
-    if any(TRANSFER[p] for p in paths):
-        fitted.base_train.update(base_predictions(fitted, bases, rows, registry))
+    transfer_bases = sorted({BASE[p] for p in paths if TRANSFER[p]}, key=BASES.index)
+    if transfer_bases:
+        fitted.base_train.update(base_predictions(fitted, transfer_bases, rows, registry))
     return fitted
 
 
@@ -236,7 +239,8 @@ def score_paths(table: pd.DataFrame, meta: dict, experiment: str, registry, trai
             log(f"{experiment} {name}: skipped ({e})")
             continue
         if fit_cache is not None:
-            fit_cache[key] = {"mlp": fitted.mlp, "residual": fitted.residual}
+            fit_cache[key] = {**hit, **{m: v for m, v in (("mlp", fitted.mlp), ("residual", fitted.residual))
+                                        if v is not None}}
         y = va["latency_us"].to_numpy(dtype="float64")
         va = va.reset_index(drop=True)
         # every path of the fold shares the base predictions and the sibling lookup
@@ -370,8 +374,8 @@ def score_seen_paths(rows: pd.DataFrame, meta: dict, registry, mlp: TrainedModel
 
     Returns:
         :data:`PATH_SCORE_COLUMNS`, one row per (path, training GPU with validation rows): ``fold``
-        ``seen:<gpu>``, ``n_train`` the rows that fitted the path, ``n_rows`` the GPU's validation rows. Only
-        ``mlp`` rows when the physical model cannot be fitted (logged).
+        ``seen:<gpu>``, ``n_train`` the rows that fitted the path, ``n_rows`` the GPU's validation rows. No rows of
+        the paths after the first model that cannot be fitted (physical, then residual; logged).
 
     Raises:
         ValueError: as :func:`seen_validation_rows`.
@@ -383,14 +387,15 @@ def score_seen_paths(rows: pd.DataFrame, meta: dict, registry, mlp: TrainedModel
     va = with_spec_columns(rows.iloc[val].reset_index(drop=True), registry)
     y = va["latency_us"].to_numpy(dtype="float64")
     preds = {"mlp": (len(fit), mlp.predict_latency_us(_frame(va, meta)))}
+    rest = with_spec_columns(rows[~held].reset_index(drop=True), registry)
     try:
-        rest = with_spec_columns(rows[~held].reset_index(drop=True), registry)
+        physical = PhysicalModel.fit(rest, registry)
+        preds["physical"] = (len(rest), physical.predict(va, registry))
         residual = fit_residual(rest, meta, registry, TrainConfig.from_dict(mlp.meta["train_config"]))
-        preds["physical"] = (len(rest), residual.physical.predict(va, registry))
         preds["residual"] = (len(rest), residual.predict(va, registry))
         preds["ensemble"] = (len(rest), ensemble({m: v for m, (_, v) in preds.items()}))
     except ValueError as e:
-        log(f"{experiment} seen path: physical and residual models skipped ({e})")
+        log(f"{experiment} seen path: {', '.join(sorted(set(ZERO_SHOT) - set(preds)))} skipped ({e})")
     gpu = va["gpu"].astype(str).to_numpy()
     out = []
     for p, (n_train, pred) in preds.items():

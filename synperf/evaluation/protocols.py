@@ -54,7 +54,8 @@ from synperf.model.features import FeatureFrame, build_features
 #: the evaluated methods: our estimator, then every baseline, then synperf's chosen prediction path
 MLP = "synperf_mlp"
 #: the path chosen per fold by leave-one-seen-GPU-out inside the fold's training rows
-#: (:func:`synperf.evaluation.path_selection.synperf_predict`): MLP, physical time model or sibling transfer
+#: (:func:`synperf.evaluation.path_selection.synperf_predict`): a base model (MLP, physical time model, residual
+#: model, their ensemble) or transfer of a training GPU's measurement by one of them
 SYNPERF = "synperf"
 METHODS: tuple[str, ...] = (MLP,) + tuple(BASELINES) + (SYNPERF,)
 TEST_SPLITS = ("test_seen", "unseen")

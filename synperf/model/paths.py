@@ -36,9 +36,10 @@ Physical time model with a learned residual (:class:`ResidualModel`)
     ``latency_us = physical(row) * exp(r(row))``: the physical time model above times a correction ``r`` that
     gradient-boosted trees (scikit-learn ``HistGradientBoostingRegressor``) fit to ``log(latency / physical)`` on the
     feature set's features (``log1p`` of the numeric ones, the linear ones as they are, categorical ones as
-    categories). Trees predict a piecewise-constant function whose values are training residuals, so on a GPU
-    outside the training range the correction stays one the training GPUs showed and the spec-sheet terms of the
-    physical model carry the difference in hardware; an MLP on the same features can extrapolate without bound.
+    categories). Trees predict a piecewise-constant function, bounded by the sum of their leaf values, which are
+    fitted to training residuals: on a GPU outside the training range the correction stays within that bound and
+    the spec-sheet terms of the physical model carry the difference in hardware, where an MLP on the same features
+    can extrapolate without bound.
 
 Ensemble (base ``ensemble``)
     The geometric mean of the three base models above, ``(mlp * physical * residual) ** (1/3)``: where their errors
