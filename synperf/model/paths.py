@@ -211,7 +211,7 @@ class ResidualModel:
 
         from synperf.evaluation.baselines import BaselineConfig
 
-        linear = [c for c in meta["linear"]]
+        linear = list(meta["linear"])
         numeric = [c for c in meta["numeric"] if c not in linear]
         categorical = list(meta["categorical"])
         missing = [c for c in numeric + linear + categorical if c not in rows.columns]
