@@ -76,7 +76,9 @@ class FittedPaths:
         mlp: the efficiency MLP, or None when no path needs it.
         physical: the physical time model, or None when no path needs it.
         residual: the physical model with its tree-fitted correction, or None when no path needs it.
-        base_train: base model name -> its predicted latency on ``train`` (microseconds), for transfer.
+        base_train: base model name -> its predicted latency on every ``train`` row (microseconds), given when
+            known (a recorded path's sources); other bases are predicted on the source rows a transfer reads, when
+            it reads them (:meth:`train_base`).
     """
 
     train: pd.DataFrame
@@ -85,10 +87,33 @@ class FittedPaths:
     physical: PhysicalModel | None = None
     residual: ResidualModel | None = None
     base_train: dict = field(default_factory=dict)
+    _model_train: dict = field(default_factory=dict, repr=False)  # model -> latency on train rows, NaN unpredicted
 
     def base_predict(self, base: str, rows: pd.DataFrame, registry) -> np.ndarray:
         """Latency of base model ``base`` (one of :data:`synperf.model.paths.BASES`) on ``rows``, microseconds."""
         return base_predictions(self, (base,), rows, registry)[base]
+
+    def train_base(self, base: str, positions: np.ndarray, registry) -> np.ndarray:
+        """Latency of base model ``base`` on the ``train`` rows, shape ``(len(train),)``, microseconds, known at
+        least at ``positions`` (int positions in ``train``); other entries are NaN unless predicted before.
+
+        A transfer reads the base model at its source rows only, a small share of the training rows, so each
+        model predicts a training row once, when a transfer first reads it. ``base_train[base]``, when given, is
+        returned as it is.
+        """
+        if base in self.base_train:
+            return np.asarray(self.base_train[base], dtype="float64")
+        positions = np.unique(np.asarray(positions, dtype="int64"))
+        preds = {}
+        for m in models_of((base,)):
+            have = self._model_train.get(m)
+            if have is None:
+                have = self._model_train[m] = np.full(len(self.train), np.nan)
+            need = positions[np.isnan(have[positions])]
+            if len(need):
+                have[need] = base_predictions(self, (m,), self.train.iloc[need], registry)[m]
+            preds[m] = have
+        return ensemble(preds) if base == "ensemble" else preds[base]
 
 
 def models_of(paths) -> set:
@@ -152,9 +177,6 @@ def fit_paths(rows: pd.DataFrame, meta: dict, registry, train_cfg: TrainConfig, 
     if "physical" in models:  # the residual model's own physical model is fitted on the same rows
         fitted.physical = fitted.residual.physical if fitted.residual is not None else PhysicalModel.fit(rows,
                                                                                                           registry)
-    transfer_bases = sorted({BASE[p] for p in paths if TRANSFER[p]}, key=BASES.index)
-    if transfer_bases:
-        fitted.base_train.update(base_predictions(fitted, transfer_bases, rows, registry))
     return fitted
 
 
@@ -180,8 +202,11 @@ def predict_path(fitted: FittedPaths, path: str, rows: pd.DataFrame, registry, *
     pred = fitted.base_predict(base, rows, registry) if base_pred is None else np.asarray(base_pred, dtype="float64")
     src = pd.Series([pd.NA] * len(rows), dtype="string")
     if TRANSFER[path]:
-        pred, src = transfer_predict(fitted.train, rows, registry, fitted.base_train[base], pred, TRANSFER[path],
-                                     sources=sources)
+        if sources is None:
+            sources = transfer_sources(fitted.train, rows, registry)
+        pos = sources["src_pos"].to_numpy()
+        base_train = fitted.train_base(base, pos[pos >= 0], registry)
+        pred, src = transfer_predict(fitted.train, rows, registry, base_train, pred, TRANSFER[path], sources=sources)
         uncovered = src.isna().to_numpy()
         if fallback != base and uncovered.any():
             pred[uncovered] = fitted.base_predict(fallback, rows.iloc[np.flatnonzero(uncovered)], registry)
