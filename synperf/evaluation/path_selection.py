@@ -252,6 +252,8 @@ def score_paths(table: pd.DataFrame, meta: dict, experiment: str, registry, trai
     if len(np.unique(gpu)) < 2:
         return pd.DataFrame(out, columns=PATH_SCORE_COLUMNS)
     rows = with_spec_columns(rows, registry)  # once for every fold
+    # the sibling lookup's shape keys once for every fold (a fold's training rows are a subset of these rows)
+    keys = source_keys(rows) if any(TRANSFER[p] for p in paths) else None
     for fit_idx, val_idx in LeaveOneGroupOut().split(rows, groups=gpu):
         tr, va = rows.iloc[fit_idx], rows.iloc[val_idx]
         name = f"losgo:{gpu[val_idx[0]]}"
@@ -270,7 +272,8 @@ def score_paths(table: pd.DataFrame, meta: dict, experiment: str, registry, trai
         va = va.reset_index(drop=True)
         # every path of the fold shares the base predictions and the sibling lookup
         base_pred = base_predictions(fitted, sorted({BASE[p] for p in paths}, key=BASES.index), va, registry)
-        sources = transfer_sources(fitted.train, va, registry) if any(TRANSFER[p] for p in paths) else None
+        sources = (transfer_sources(fitted.train, va, registry, train_keys=keys[fit_idx]) if keys is not None
+                   else None)
         for p in paths:
             res = predict_path(fitted, p, va, registry, base_pred=base_pred[BASE[p]], sources=sources)
             pred = res["predicted_latency_us"].to_numpy()
