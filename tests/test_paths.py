@@ -350,3 +350,27 @@ def test_the_ensemble_is_the_geometric_mean_of_the_three_base_models_on_every_ro
     assert set(via["prediction_path"]) == {"transfer+ensemble", "ensemble"}
     with pytest.raises(ValueError, match="needs the MLP"):
         S.predict_with_choice(rec, exp_dir, a40, registry, None)
+
+
+def test_residual_tree_budget_choice_is_the_cheapest_within_one_percent_of_the_lowest():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "residual_tree_budget", Path(__file__).resolve().parent.parent / "tools" / "residual_tree_budget.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+
+    def scores(mape: dict, fit_s: dict) -> pd.DataFrame:
+        return pd.DataFrame([{"experiment": e, "validation_gpu": "g", "budget": b, "mape_pct": m * f,
+                              "fit_s": fit_s[b], "predict_s": 0.0}
+                             for e, f in (("a", 1.0), ("b", 2.0)) for b, m in mape.items()])
+
+    fit_s = {"300x0.1": 3.0, "100x0.3": 1.0, "60x0.5": 0.5}
+    chosen, geo, _ = tool.choose(scores({"300x0.1": 10.0, "100x0.3": 10.05, "60x0.5": 10.2}, fit_s))
+    assert chosen == "100x0.3"  # 0.5% above the lowest; 60x0.5 is 2% above
+    assert geo["300x0.1"] == pytest.approx(10.0 * 2 ** 0.5)
+    chosen, _, _ = tool.choose(scores({"300x0.1": 10.0, "100x0.3": 10.2, "60x0.5": 10.3}, fit_s))
+    assert chosen == "300x0.1"  # nothing cheaper within 1%
+    assert tool.BUDGETS[tool.choose(scores({"300x0.1": 10.0, "100x0.3": 10.05, "60x0.5": 10.2}, fit_s))[0]] == {
+        "max_iter": 100, "learning_rate": 0.3}
