@@ -374,3 +374,26 @@ def test_residual_tree_budget_choice_is_the_cheapest_within_one_percent_of_the_l
     assert chosen == "300x0.1"  # nothing cheaper within 1%
     assert tool.BUDGETS[tool.choose(scores({"300x0.1": 10.0, "100x0.3": 10.05, "60x0.5": 10.2}, fit_s))[0]] == {
         "max_iter": 100, "learning_rate": 0.3}
+
+
+def test_transfer_reads_the_base_model_only_at_its_source_rows_and_predicts_as_with_every_row(vidur_gemm, registry):
+    from synperf.model.paths import transfer_sources, with_spec_columns
+
+    table, meta = vidur_gemm
+    tr = table[table.split == "train"].reset_index(drop=True)
+    a40 = with_spec_columns(table[table.gpu == "a40"].reset_index(drop=True), registry)
+    fitted = S.fit_paths(tr, meta, registry, TRAIN, ("transfer+ensemble",))
+    assert not fitted.base_train  # nothing predicted on the training rows before a transfer reads them
+    got = S.predict_path(fitted, "transfer+ensemble", a40, registry)
+    src = transfer_sources(fitted.train, a40, registry)["src_pos"].to_numpy()
+    read = np.unique(src[src >= 0])
+    assert 0 < len(read) < len(fitted.train)
+    for m in ("mlp", "physical", "residual"):  # each model predicted exactly the source rows
+        assert np.flatnonzero(~np.isnan(fitted._model_train[m])).tolist() == read.tolist()
+    every = fitted.base_predict("ensemble", fitted.train, registry)  # the base on every training row, up front
+    want, _ = transfer_predict(fitted.train, a40, registry, every, fitted.base_predict("ensemble", a40, registry))
+    np.testing.assert_allclose(got["predicted_latency_us"], want, rtol=1e-9)
+    # a second read of the same rows predicts nothing new and returns the same values
+    again = fitted.train_base("ensemble", read, registry)
+    np.testing.assert_allclose(again[read], every[read], rtol=1e-9)
+    assert np.flatnonzero(~np.isnan(fitted._model_train["mlp"])).tolist() == read.tolist()
