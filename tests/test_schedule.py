@@ -75,3 +75,55 @@ def test_occupancy_limits():
     assert ctas_per_sm(a100, 256, regs_per_thread=128) == 2   # 65536 / (128 * 256)
     with pytest.raises(ValueError, match="does not fit"):
         ctas_per_sm(a100, 128, smem_per_cta_bytes=200 * 1024)
+
+
+def _reference_busiest(counts, costs, sms, slots, policy, order):
+    """The simulation written out plainly: tasks in grid order, a pop and a push per task, each SM's load summed
+    over its own tasks, the first most-loaded SM."""
+    import heapq
+
+    k = len(counts)
+    cls = [c for c in range(k) for _ in range(counts[c])]
+    if order == "interleaved":
+        cls = [c for j in range(max(counts)) for c in range(k) if j < counts[c]]
+    elif order == "descending":
+        cls = sorted(cls, key=lambda c: -costs[c])
+    cost = np.array([costs[c] for c in cls])
+    per_sm = [[] for _ in range(sms)]
+    if policy == "persistent":
+        heap = [(0.0, sm) for sm in range(sms)]
+        for i, c in enumerate(cost):
+            load, sm = heapq.heappop(heap)
+            per_sm[sm].append(i)
+            heapq.heappush(heap, (load + c, sm))
+    else:
+        heap = []
+        for i in range(len(cost)):
+            if i < sms * slots:
+                sm = i % sms
+                heapq.heappush(heap, (cost[i], i, sm))
+            else:
+                t, rank, sm = heapq.heappop(heap)
+                heapq.heappush(heap, (t + cost[i], rank, sm))
+            per_sm[sm].append(i)
+    loads = [cost[t].sum() if t else 0.0 for t in per_sm]
+    busiest = per_sm[int(np.argmax(loads))]
+    return np.bincount(np.array(cls)[busiest], minlength=k).astype(float)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_busiest_sm_equals_the_plain_simulation_including_near_ties(seed):
+    # integer costs (exact ties between SMs), random reals, and tenths (sums that round differently by order)
+    rng = np.random.default_rng(seed)
+    for trial in range(60):
+        k, sms, slots = int(rng.integers(2, 30)), int(rng.integers(2, 140)), int(rng.integers(1, 4))
+        counts = [int(x) for x in rng.integers(0, 50, size=k)]
+        if sum(counts) == 0 or sum(n > 0 for n in counts) < 2:
+            continue
+        costs = [[float(x) for x in rng.integers(1, 20, size=k)], [float(x) for x in rng.random(k) * 10],
+                 [round(float(x) * 0.1, 1) for x in rng.integers(1, 5, size=k)]][trial % 3]
+        for policy in ("hardware", "persistent"):
+            for order in ("interleaved", "grouped", "descending"):
+                got = busiest_sm(counts, costs, sms, slots, policy, order)
+                assert got.tolist() == _reference_busiest(counts, costs, sms, slots, policy, order).tolist(), (
+                    counts, costs, sms, slots, policy, order)

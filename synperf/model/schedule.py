@@ -59,59 +59,98 @@ def ctas_per_sm(spec, threads_per_cta: int, smem_per_cta_bytes: float = 0.0, reg
     return int(n)
 
 
+def _round_robin_sms(costs: list[float], num_sms: int, slots_per_sm: int) -> list[int]:
+    """SM of each task under :func:`round_robin` (``costs``: a list of Python floats, grid order)."""
+    n = len(costs)
+    first = min(n, num_sms * slots_per_sm)
+    sm_of = [i % num_sms for i in range(first)]  # first wave: breadth-first over SMs, then each SM's next slot
+    heap = [(costs[i], i, i % num_sms) for i in range(first)]  # (time the slot frees, order of the slot, sm)
+    heapq.heapify(heap)
+    # the (time, order) keys are unique, so replacing the top gives the same pops as a pop followed by a push
+    for i in range(first, n):
+        t, order, sm = heap[0]
+        sm_of.append(sm)
+        heapq.heapreplace(heap, (t + costs[i], order, sm))
+    return sm_of
+
+
+def _min_heap_sms(costs: list[float], num_sms: int) -> list[int]:
+    """SM of each task under :func:`min_heap` (``costs``: a list of Python floats, in the given order)."""
+    heap = [(0.0, sm) for sm in range(num_sms)]
+    sm_of = []
+    for c in costs:  # the (load, sm) keys are unique: replacing the top equals a pop followed by a push
+        load, sm = heap[0]
+        sm_of.append(sm)
+        heapq.heapreplace(heap, (load + c, sm))
+    return sm_of
+
+
+def _per_sm(sm_of: list[int], num_sms: int) -> list[list[int]]:
+    per_sm: list[list[int]] = [[] for _ in range(num_sms)]
+    for i, sm in enumerate(sm_of):
+        per_sm[sm].append(i)
+    return per_sm
+
+
 def round_robin(costs, num_sms: int, slots_per_sm: int = 1) -> list[list[int]]:
-    """Hardware scheduler: per-SM lists of task indices.
+    """Hardware scheduler: per-SM lists of task indices (ascending).
 
     Args:
         costs: task durations in any consistent unit (e.g. cycles), in grid order.
         num_sms: SMs.
         slots_per_sm: resident CTAs per SM (occupancy).
     """
-    costs = np.asarray(costs, dtype="float64")
-    per_sm: list[list[int]] = [[] for _ in range(num_sms)]
-    heap: list[tuple[float, int, int]] = []  # (time the slot frees, order of the slot, sm)
-    first = min(len(costs), num_sms * slots_per_sm)
-    for i in range(first):  # first wave: breadth-first over SMs, then the next slot of each SM
-        sm = i % num_sms
-        per_sm[sm].append(i)
-        heapq.heappush(heap, (costs[i], i, sm))
-    for i in range(first, len(costs)):
-        t, order, sm = heapq.heappop(heap)
-        per_sm[sm].append(i)
-        heapq.heappush(heap, (t + costs[i], order, sm))
-    return per_sm
+    costs = np.asarray(costs, dtype="float64").tolist()
+    return _per_sm(_round_robin_sms(costs, num_sms, slots_per_sm), num_sms)
 
 
 def min_heap(costs, num_sms: int) -> list[list[int]]:
-    """Software (persistent) scheduler: each task, in the given order, to the least-loaded SM."""
-    costs = np.asarray(costs, dtype="float64")
-    per_sm: list[list[int]] = [[] for _ in range(num_sms)]
-    heap = [(0.0, sm) for sm in range(num_sms)]
-    for i, c in enumerate(costs):
-        load, sm = heapq.heappop(heap)
-        per_sm[sm].append(i)
-        heapq.heappush(heap, (load + c, sm))
-    return per_sm
+    """Software (persistent) scheduler: each task, in the given order, to the least-loaded SM (ties: lowest SM
+    id); per-SM lists of task indices (ascending)."""
+    costs = np.asarray(costs, dtype="float64").tolist()
+    return _per_sm(_min_heap_sms(costs, num_sms), num_sms)
 
 
 def _expand(counts: tuple[int, ...], costs: tuple[float, ...], order: str) -> tuple[np.ndarray, np.ndarray]:
-    cls = np.repeat(np.arange(len(counts)), counts)
+    k = len(counts)
+    n = np.asarray(counts, dtype="int64")
+    cls = np.repeat(np.arange(k), n)
     if order == "interleaved":  # grid order cycles through the classes (e.g. q-tiles of one head, then the next)
-        idx = np.argsort(np.concatenate([np.arange(n) * len(counts) + c for c, n in enumerate(counts)]), kind="stable")
-        cls = cls[idx]
+        # task j of class c sits at key j * k + c; the keys are unique, so any sort gives the same order
+        rank = np.arange(len(cls)) - np.repeat(np.cumsum(n) - n, n)
+        cls = cls[np.argsort(rank * k + cls, kind="stable")]
     elif order == "descending":  # longest first (FA3 / FlashInfer persistent schedulers)
         cls = cls[np.argsort(-np.asarray(costs)[cls], kind="stable")]
     return cls, np.asarray(costs, dtype="float64")[cls]
+
+
+def _busiest(sm_of: np.ndarray, c: np.ndarray, num_sms: int) -> int:
+    """The SM with the largest summed cost, ties to the lowest id; each SM's sum is ``c[its tasks].sum()``
+    (NumPy's pairwise sum over its tasks in order).
+
+    The sums are first taken in one sequential pass (``np.bincount``); they differ from the pairwise ones by less
+    than ``2 n eps`` relative (n tasks per SM), so only the SMs within 1e-9 of the sequential maximum can hold the
+    pairwise maximum, and only theirs are summed again. Integer-valued costs (below 2**53 in total) sum exactly in
+    any order and need no second pass.
+    """
+    loads = np.bincount(sm_of, weights=c, minlength=num_sms)
+    top = loads.max()
+    if np.all(c == np.floor(c)) and top < 2.0 ** 53:
+        return int(np.argmax(loads))
+    cand = np.flatnonzero(loads >= top * (1.0 - 1e-9))
+    exact = [c[sm_of == sm].sum() for sm in cand]
+    return int(cand[int(np.argmax(exact))])
 
 
 @lru_cache(maxsize=65536)
 def _busiest_counts(counts: tuple[int, ...], costs: tuple[float, ...], num_sms: int, slots: int, policy: str,
                     order: str) -> tuple[float, ...]:
     cls, c = _expand(counts, costs, order)
-    per_sm = min_heap(c, num_sms) if policy == "persistent" else round_robin(c, num_sms, slots)
-    loads = [c[t].sum() if t else 0.0 for t in per_sm]
-    busiest = per_sm[int(np.argmax(loads))]
-    return tuple(np.bincount(cls[busiest], minlength=len(counts)).astype(float))
+    c_list = c.tolist()
+    sm_of = np.asarray(_min_heap_sms(c_list, num_sms) if policy == "persistent"
+                       else _round_robin_sms(c_list, num_sms, slots), dtype="int64")
+    busiest = _busiest(sm_of, c, num_sms)
+    return tuple(np.bincount(cls[sm_of == busiest], minlength=len(counts)).astype(float))
 
 
 def busiest_sm(counts, costs, num_sms: int, slots_per_sm: int = 1, policy: str = "hardware",
@@ -140,12 +179,13 @@ def busiest_sm(counts, costs, num_sms: int, slots_per_sm: int = 1, policy: str =
     out = np.zeros(len(counts))
     if total == 0:
         return out
-    nonzero = [i for i, n in enumerate(counts) if n > 0]
+    n = np.asarray(counts)
+    nonzero = np.flatnonzero(n > 0)
     if len(nonzero) == 1:
         out[nonzero[0]] = math.ceil(counts[nonzero[0]] / num_sms)
         return out
     if total > SIMULATE_MAX_TASKS:
-        out = np.asarray(counts, dtype=float) / num_sms
-        out[int(np.argmax([costs[i] if counts[i] else -1 for i in range(len(counts))]))] += 1.0
+        out = n.astype(float) / num_sms
+        out[int(np.argmax(np.where(n > 0, np.asarray(costs), -1.0)))] += 1.0
         return out
     return np.asarray(_busiest_counts(counts, costs, num_sms, slots_per_sm, policy, order))
