@@ -55,6 +55,15 @@ def model_outputs(models):
     }
 
 
+def path_model_files(experiments):
+    """The files of each experiment's recorded prediction path that `synperf.api.predict` reads."""
+    return [
+        f"models/{e}/{name}"
+        for e in experiments
+        for name in ("path.json", "path_residual.joblib", "path_sources.parquet")
+    ]
+
+
 def model_specs(models):
     """Per model: feature set, group, budget and its feature table (the rule script adds the output paths)."""
     return [

@@ -7,6 +7,7 @@ E2E_FAMILIES = ["gemm", "attention_prefill", "attention_decode", "rmsnorm", "sil
 rule e2e:
     input:
         models=[f"models/{e}/{FEATURE_SET}-all/meta.json" for e in E2E_FAMILIES if e in EXPERIMENTS],
+        path_models=path_model_files([e for e in E2E_FAMILIES if e in EXPERIMENTS]),
         registry=config["gpu_registry"],
         code=code_inputs("scripts/e2e.py"),
         hardware=MEASURED_FILES,

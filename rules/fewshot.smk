@@ -32,6 +32,7 @@ rule predict_throughput:
     input:
         features=[f"results/features/{FEATURE_SET}/{e}.parquet" for e in CORE_EXPERIMENTS],
         path_choices=[f"models/{e}/path.json" for e in CORE_EXPERIMENTS],
+        path_models=path_model_files(CORE_EXPERIMENTS),
         registry=config["gpu_registry"],
         hardware=MEASURED_FILES,
         code=code_inputs("scripts/predict_throughput.py"),

@@ -19,6 +19,8 @@ rule train:
     output:
         **model_outputs(TRAINED),
         path_choice="models/{experiment}/path.json",
+        path_residual="models/{experiment}/path_residual.joblib",
+        path_sources="models/{experiment}/path_sources.parquet",
         intervals="models/{experiment}/intervals.json",
     log:
         "results/logs/train/{experiment}.log",

@@ -321,6 +321,35 @@ def test_a_recorded_residual_path_predicts_as_fitted_and_survives_a_reload(vidur
         ResidualModel.load(tmp_path / "other.joblib")
 
 
+def test_a_recorded_path_folder_always_holds_the_residual_model_and_the_sources(vidur_gemm, registry, tmp_path):
+    import json
+
+    from synperf.data.io import read_table
+    from synperf.model.paths import ResidualModel, with_spec_columns
+
+    table, meta = vidur_gemm
+    tr = table[table.split == "train"].reset_index(drop=True)
+    cfg = TrainConfig(max_train_rows=2000, seed=1)
+    exp_dir = tmp_path / "gemm_fp16_vidur"
+    S.save_choice(exp_dir, "mlp", tr, registry, mlp_dir="v2-all", feature_set="v2", fallback="mlp",
+                  seen_path="mlp", meta=meta, train_cfg=cfg)
+    rec = json.loads((exp_dir / S.CHOICE_FILE).read_text())
+    # the MLP path names neither file, yet both are there (the pipeline declares them as outputs)
+    assert "residual" not in rec and "sources" not in rec and "physical" not in rec
+    a40 = table[table.gpu == "a40"].reset_index(drop=True)
+    want = S.fit_residual(with_spec_columns(tr, registry), meta, registry, cfg).predict(a40, registry)
+    np.testing.assert_allclose(ResidualModel.load(exp_dir / S.RESIDUAL_FILE).predict(a40, registry), want,
+                               rtol=1e-12)
+    sources = read_table(exp_dir / S.SOURCES_FILE)
+    assert len(sources) == len(tr) and sources["latency_us"].tolist() == tr["latency_us"].tolist()
+    assert set(sources["gpu"].astype(str)) == set(tr["gpu"].astype(str))
+    # without the feature table's meta a library caller gets the record and the sources, and no residual model
+    bare = tmp_path / "bare"
+    S.save_choice(bare, "transfer+physical", tr, registry, fallback="physical")
+    assert (bare / S.CHOICE_FILE).exists() and (bare / S.SOURCES_FILE).exists()
+    assert not (bare / S.RESIDUAL_FILE).exists()
+
+
 def test_the_ensemble_is_the_geometric_mean_of_the_three_base_models_on_every_route(vidur_gemm, registry, tmp_path):
     import json
 

@@ -556,7 +556,7 @@ def synperf_predict(train_rows: pd.DataFrame, test_rows: pd.DataFrame, meta: dic
 #: file of a model directory that records the chosen path (JSON) and the transfer sources (parquet)
 CHOICE_FILE = "path.json"
 SOURCES_FILE = "path_sources.parquet"
-#: file of a model directory holding the residual model (joblib) when a recorded path uses it
+#: file of a model directory holding the residual model (joblib)
 RESIDUAL_FILE = "path_residual.joblib"
 
 
@@ -583,9 +583,11 @@ def save_choice(directory, chosen: str, train_rows: pd.DataFrame, registry, scor
 
     Writes :data:`CHOICE_FILE` (path, its fallback for rows no sibling measured, the seen path for rows on the
     training GPUs, MLP folder name, feature set, training GPUs, the physical model fitted on ``train_rows``, the
-    LOSGO and seen-path scores), :data:`RESIDUAL_FILE` when one of those paths has the residual model as base
-    (fitted on ``train_rows``) and, for a transfer path, :data:`SOURCES_FILE` (the canonical key columns and
-    ``latency_us`` of ``train_rows``: the only rows a sibling may come from).
+    LOSGO and seen-path scores), :data:`RESIDUAL_FILE` (the residual model fitted on ``train_rows``; with ``meta``
+    it is written whichever path is recorded, and the record names it when one of the paths has it as base) and
+    :data:`SOURCES_FILE` (the canonical key columns and ``latency_us`` of ``train_rows``: the only rows a sibling
+    may come from; always written, named in the record for a transfer path). The pipeline declares all three
+    files as outputs, so a missing one reruns the training.
 
     Args:
         train_rows: the experiment's training rows (seen GPUs, problems not held out), canonical columns.
@@ -622,19 +624,20 @@ def save_choice(directory, chosen: str, train_rows: pd.DataFrame, registry, scor
         rec["seen_path"] = seen_path
         rec["seen_scores"] = [] if seen_scores is None else seen_scores.to_dict(orient="records")
     used = models_of((chosen, fallback, seen_path))
-    if "residual" in used:
-        if meta is None:
-            raise ValueError("save_choice: the residual model needs the feature table's meta")
+    if "residual" in used and meta is None:
+        raise ValueError("save_choice: the residual model needs the feature table's meta")
+    if meta is not None:  # written whichever path is recorded, so the folder always holds the same files
         residual = fit_residual(with_spec_columns(train_rows.reset_index(drop=True), registry), meta, registry,
                                 train_cfg or TrainConfig())
         residual.save(directory / RESIDUAL_FILE)
-        rec["residual"] = RESIDUAL_FILE
-        rec["physical"] = residual.physical.to_dict()
-    elif "physical" in used:
+        if "residual" in used:
+            rec["residual"] = RESIDUAL_FILE
+            rec["physical"] = residual.physical.to_dict()
+    if "physical" in used and "residual" not in used:
         rec["physical"] = PhysicalModel.fit(train_rows, registry).to_dict()
+    keep = [c for c in KEY_COLUMNS if c in train_rows.columns] + ["latency_us"]
+    write_parquet(train_rows[keep].reset_index(drop=True), directory / SOURCES_FILE)
     if TRANSFER[chosen]:
-        keep = [c for c in KEY_COLUMNS if c in train_rows.columns] + ["latency_us"]
-        write_parquet(train_rows[keep].reset_index(drop=True), directory / SOURCES_FILE)
         rec["sources"] = SOURCES_FILE
     write_text(json.dumps(rec, indent=1, default=str), directory / CHOICE_FILE)
 
