@@ -14,6 +14,7 @@ rule evaluate_protocols:
         model=f"models/{{experiment}}/{FEATURE_SET}-all/model.pt",
         model_meta=f"models/{{experiment}}/{FEATURE_SET}-all/meta.json",
         path_choice="models/{experiment}/path.json",
+        all_path_scores=expand(PATH_SCORES, experiment=EXPERIMENTS),
         code=code_inputs("scripts/evaluate_protocols.py"),
         hardware=MEASURED_FILES,
     output:
@@ -35,6 +36,8 @@ rule evaluate_protocols:
         methods=PROTOCOLS.get("methods"),
         seed=config["seed"],
         measured_dir=MEASURED_DIR,
+        scored=EXPERIMENTS,
+        experiments={e: config["experiments"][e] for e in EXPERIMENTS},
     script:
         "../scripts/evaluate_protocols.py"
 

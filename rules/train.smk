@@ -15,6 +15,7 @@ rule train:
         hardware=MEASURED_FILES,
         path_scores=PATH_SCORES,
         path_rows=PATH_ROWS,
+        all_path_scores=expand(PATH_SCORES, experiment=EXPERIMENTS),
         code=code_inputs("scripts/train.py"),
     output:
         **model_outputs(TRAINED),
@@ -35,6 +36,8 @@ rule train:
         models=model_specs(TRAINED),
         seed=config["seed"],
         measured_dir=MEASURED_DIR,
+        scored=EXPERIMENTS,
+        experiments={e: config["experiments"][e] for e in EXPERIMENTS},
     script:
         "../scripts/train.py"
 

@@ -13,6 +13,8 @@ models = [{**m, "table": m["table"].format(experiment=exp), "meta": m["meta"].fo
            "model_dir": str(Path(model).parent), "predictions": pred, "mape": mape}
           for m, model, pred, mape in zip(sm.params.models, sm.output.models, sm.output.predictions, sm.output.mape)]
 path_choice = ({"scores": sm.input.path_scores, "rows": sm.input.path_rows, "registry": sm.input.registry,
-                "measured_dir": sm.params.measured_dir} if "path_choice" in sm.output.keys() else None)
+                "measured_dir": sm.params.measured_dir,
+                "all_scores": dict(zip(sm.params.scored, sm.input.all_path_scores)),
+                "experiments": dict(sm.params.experiments)} if "path_choice" in sm.output.keys() else None)
 run(sm, lambda: train_models(exp, dict(sm.params.exp), models, int(sm.params.seed), sm.threads,
                              recipe=sm.input.get("recipe"), path_choice=path_choice))

@@ -109,6 +109,13 @@ def test_synperf_predict_uses_training_rows_as_the_only_sources(vidur_gemm, regi
                                          paths=("physical", "transfer+physical"), log=lambda *_: None)
     assert chosen2 == chosen
     np.testing.assert_array_equal(res2["predicted_latency_us"], res["predicted_latency_us"])
+    # the default is kept unless the other path is 5% lower on the same LOSGO scores
+    mean = scores.groupby("path")["mape_pct"].mean()
+    for default in ("physical", "transfer+physical"):
+        other = ({"physical", "transfer+physical"} - {default}).pop()
+        want = other if mean[other] <= (1 - S.MIN_RELATIVE_GAIN) * mean[default] else default
+        assert S.synperf_predict(tr, te, meta, registry, TRAIN, paths=("physical", "transfer+physical"),
+                                 log=lambda *_: None, default=default)[1] == want
     assert np.isfinite(res["predicted_latency_us"]).all() and (res["predicted_latency_us"] > 0).all()
     # a held-out problem has no sibling among the training rows (held out on every seen GPU at once)
     held = (te.split == "test_seen").to_numpy()
@@ -180,6 +187,67 @@ def test_a_path_needs_a_clear_lead_over_the_mlp():
     assert chosen == {"e": "transfer+physical"} and table["chosen"].tolist() == ["transfer+physical"]
     chosen, _ = choose_paths(scores(mlp=20.0, physical=18.9))
     assert chosen == {"e": "physical"}                  # 5.5% lower
+
+
+def _base_scores(experiment, **mape):
+    return pd.DataFrame([{"experiment": experiment, "path": p, "fold": f, "validation_gpu": "x", "n_train": 1,
+                          "n_rows": 1, "mape_pct": v} for p, v in mape.items() for f in ("losgo:a", "losgo:b")])
+
+
+def test_the_pooled_default_is_the_base_model_best_across_experiments_and_ignores_the_test_gpus():
+    experiments = {"e1": {"seen": ["a", "b"]}, "e2": {"seen": ["c", "d"]}, "e3": {"seen": ["a", "t"]}}
+    scores = {"e1": _base_scores("e1", mlp=20.0, physical=30.0, residual=21.0, ensemble=15.0),
+              "e2": _base_scores("e2", mlp=10.0, physical=12.0, residual=11.0, ensemble=9.0),
+              # the only experiment where the MLP wins by far, trained on GPU t
+              "e3": _base_scores("e3", mlp=5.0, physical=50.0, residual=40.0, ensemble=30.0)}
+    d = S.pooled_default(scores, experiments, exclude_gpus=["t"])
+    assert d["default"] == "ensemble" and [r["experiment"] for r in d["experiments"]] == ["e1", "e2"]
+    assert d["geometric_mean"]["ensemble"] == pytest.approx(np.sqrt(15.0 * 9.0))
+    assert d["geometric_mean"]["mlp"] == pytest.approx(np.sqrt(20.0 * 10.0))
+    # with GPU t's experiment in the pool the MLP's lead there decides it
+    assert S.pooled_default(scores, experiments)["default"] == "mlp"
+    # a lead under the rule's 5% keeps the MLP; an experiment lacking a base model is not used; nothing: the MLP
+    close = {"e1": _base_scores("e1", mlp=20.0, physical=30.0, residual=21.0, ensemble=19.2)}
+    assert S.pooled_default(close, experiments)["default"] == "mlp"
+    partial = {**close, "e2": _base_scores("e2", mlp=10.0, ensemble=1.0)}
+    assert [r["experiment"] for r in S.pooled_default(partial, experiments)["experiments"]] == ["e1"]
+    assert S.pooled_default(scores, experiments, exclude=["e1", "e2", "e3"]) == {
+        "default": "mlp", "min_gain": S.MIN_RELATIVE_GAIN, "excluded_gpus": [], "geometric_mean": {},
+        "experiments": []}
+
+
+def test_path_default_leaves_out_the_same_rows_and_a_folds_own_experiment(tmp_path):
+    from synperf.pipeline.selection import path_default
+
+    experiments = {"mine": {"kernel": "gemm", "sources": ["s1"], "seen": ["a", "b"]},
+                   "twin": {"kernel": "gemm", "sources": ["s1", "s2"], "seen": ["c", "d"]},
+                   "other": {"kernel": "gemm", "sources": ["s3"], "seen": ["e", "f"]}}
+    files = {}
+    for name, mlp in (("mine", 8.0), ("twin", 5.0), ("other", 30.0)):
+        files[name] = str(tmp_path / f"{name}.csv")
+        _base_scores(name, mlp=mlp, physical=20.0, residual=20.0, ensemble=10.0).to_csv(files[name], index=False)
+    used = lambda d: [r["experiment"] for r in d["experiments"]]  # noqa: E731
+    d = path_default("mine", experiments, files, test_gpus=["z"])
+    assert used(d) == ["mine", "other"] and d["default"] == "ensemble"   # twin shares kernel and source s1
+    d = path_default("mine", experiments, files, test_gpus=["z"], own_scores=False)
+    assert used(d) == ["other"]
+    assert used(path_default("mine", experiments, files, test_gpus=["e"])) == ["mine"]
+
+
+def test_record_choice_keeps_the_pooled_default_on_a_tie_and_records_it(vidur_gemm, registry, tmp_path):
+    table, meta = vidur_gemm
+    scores = _base_scores("gemm_fp16_vidur", mlp=13.0, physical=14.8, residual=12.8, ensemble=13.0)
+    default = S.pooled_default({"gemm_fp16_vidur": scores, "x": _base_scores("x", mlp=30.0, physical=30.0,
+                                                                            residual=30.0, ensemble=20.0)},
+                               {"gemm_fp16_vidur": {"seen": ["a100_sxm4_80gb"]}, "x": {"seen": ["q"]}})
+    assert default["default"] == "ensemble"
+    chosen, _ = S.record_choice(table, meta, "gemm_fp16_vidur", registry, scores, tmp_path, mlp_dir="v2-all",
+                                default=default)
+    rec = S.load_choice(tmp_path)
+    assert chosen == rec["path"] == "ensemble" and rec["default"]["default"] == "ensemble"
+    # the same scores with the paper's default keep the MLP (residual's lead is under 5%)
+    assert S.record_choice(table, meta, "gemm_fp16_vidur", registry, scores, tmp_path / "paper",
+                           mlp_dir="v2-all")[0] == "mlp"
 
 
 def test_path_scores_on_the_selection_folds_reuse_their_mlps_exactly(vidur_gemm, registry):

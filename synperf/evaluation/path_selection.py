@@ -336,12 +336,62 @@ def choose_paths(scores: pd.DataFrame, paths=PATHS, default: str = "mlp",
 ZERO_SHOT = BASES
 
 
-def choose_fallback(scores: pd.DataFrame, experiment: str, min_gain: float = MIN_RELATIVE_GAIN) -> str:
+def choose_fallback(scores: pd.DataFrame, experiment: str, min_gain: float = MIN_RELATIVE_GAIN,
+                    default: str = "mlp") -> str:
     """The zero-shot path (:data:`ZERO_SHOT`) for the rows no sibling measured: :func:`choose_paths` over the
-    zero-shot paths' scores of the same folds (``mlp`` unless another is ``min_gain`` lower)."""
+    zero-shot paths' scores of the same folds (``default`` unless another is ``min_gain`` lower)."""
     sub = scores[scores["path"].isin(ZERO_SHOT)] if len(scores) else scores
-    chosen, _ = choose_paths(sub, ZERO_SHOT, min_gain=min_gain)
-    return chosen.get(experiment, "mlp")
+    chosen, _ = choose_paths(sub, ZERO_SHOT, default=default, min_gain=min_gain)
+    return chosen.get(experiment, default)
+
+
+def pooled_default(scores: dict[str, pd.DataFrame], experiments: dict[str, dict], *, exclude_gpus=(),
+                   exclude=(), min_gain: float = MIN_RELATIVE_GAIN) -> dict:
+    """The default path of the choice rule (:func:`choose_paths`), from the leave-one-seen-GPU-out evidence of
+    several experiments pooled: the base model that predicts left-out seen GPUs best across kernel families.
+
+    One experiment's LOSGO folds often cannot tell the base models apart (two seen GPUs, or scores within the
+    rule's ``min_gain``), and the rule then keeps its default; pooling the experiments makes that default itself
+    a measured choice. Per experiment of ``scores`` that is used: the mean fold MAPE of each base model
+    (:data:`ZERO_SHOT`); then the geometric mean over the experiments. The default is ``mlp`` (the paper's
+    estimator) unless another base model's geometric mean is at least ``min_gain`` lower; then the lowest (ties:
+    :data:`ZERO_SHOT` order).
+
+    An experiment is left out when it is named in ``exclude``, when one of its seen GPUs is in ``exclude_gpus``
+    (its training rows were measured there), or when it lacks a base model's scores. The caller excludes the GPUs
+    it tests (a configured split's unseen GPUs, a leave-one-out fold's test GPUs), so nothing measured on them
+    informs the default.
+
+    Args:
+        scores: experiment -> :func:`score_paths` of its configured training rows (:data:`PATH_SCORE_COLUMNS`).
+        experiments: experiment -> its config entry (``seen``: its training GPUs).
+
+    Returns:
+        ``{"default", "min_gain", "excluded_gpus", "geometric_mean": {base: MAPE %}, "experiments": [{"experiment",
+        base: MAPE %, ...}]}``; without a usable experiment ``default`` is ``mlp`` and the lists are empty.
+
+    Raises:
+        KeyError: an experiment of ``scores`` has no entry in ``experiments``.
+    """
+    drop = {str(g) for g in exclude_gpus}
+    used = []
+    for name in sorted(scores):
+        if name in exclude or drop & {str(g) for g in experiments[name].get("seen", [])}:
+            continue
+        sc = scores[name]
+        per = sc[sc["path"].isin(ZERO_SHOT)].groupby("path")["mape_pct"].mean() if len(sc) else pd.Series()
+        if all(b in per.index and np.isfinite(per[b]) and per[b] > 0 for b in ZERO_SHOT):
+            used.append({"experiment": name, **{b: float(per[b]) for b in ZERO_SHOT}})
+    out = {"default": "mlp", "min_gain": min_gain, "excluded_gpus": sorted(drop), "geometric_mean": {},
+           "experiments": used}
+    if not used:
+        return out
+    table = pd.DataFrame(used)
+    geo = {b: float(np.exp(np.log(table[b].to_numpy(dtype="float64")).mean())) for b in ZERO_SHOT}
+    best = min(ZERO_SHOT, key=lambda b: (geo[b], ZERO_SHOT.index(b)))
+    out["geometric_mean"] = geo
+    out["default"] = best if geo[best] <= (1.0 - min_gain) * geo["mlp"] else "mlp"
+    return out
 
 
 def seen_validation_rows(rows: pd.DataFrame, mlp: TrainedModel) -> tuple[np.ndarray, np.ndarray]:
@@ -507,8 +557,8 @@ def select_path(table: pd.DataFrame, meta: dict, experiment: str, registry, trai
 
 def synperf_predict(train_rows: pd.DataFrame, test_rows: pd.DataFrame, meta: dict, registry,
                     select_cfg: TrainConfig, train_cfg: TrainConfig | None = None, mlp: TrainedModel | None = None,
-                    experiment: str = "", paths=PATHS, log=print, fit_cache: dict | None = None
-                    ) -> tuple[pd.DataFrame, str, pd.DataFrame]:
+                    experiment: str = "", paths=PATHS, log=print, fit_cache: dict | None = None,
+                    default: str = "mlp") -> tuple[pd.DataFrame, str, pd.DataFrame]:
     """The ``synperf`` method of a protocol fold: choose a path on ``train_rows`` only, fit it there, predict.
 
     Test rows on a GPU of ``train_rows`` (held-out problems of a seen GPU) take the seen path instead
@@ -525,6 +575,8 @@ def synperf_predict(train_rows: pd.DataFrame, test_rows: pd.DataFrame, meta: dic
             the chosen path needs it or a test row is on a training GPU.
         fit_cache: as :func:`score_paths`, for the LOSGO folds of the choice (a caller evaluating several protocol
             folds passes one dict to all of them).
+        default: the path the choice keeps unless another is ``MIN_RELATIVE_GAIN`` better, also the fallback's
+            (:func:`pooled_default` of evidence that excludes the fold's test GPUs).
 
     Returns:
         ``(predictions, chosen path, LOSGO scores)``; predictions as :func:`predict_rows`, with
@@ -532,8 +584,9 @@ def synperf_predict(train_rows: pd.DataFrame, test_rows: pd.DataFrame, meta: dic
         (:func:`score_seen_paths`, empty then).
     """
     rows = train_rows.reset_index(drop=True).assign(split="train")
-    chosen, scores = select_path(rows, meta, experiment, registry, select_cfg, paths, log=log, fit_cache=fit_cache)
-    fallback = choose_fallback(scores, experiment) if TRANSFER[chosen] else BASE[chosen]
+    chosen, scores = select_path(rows, meta, experiment, registry, select_cfg, paths, default=default, log=log,
+                                 fit_cache=fit_cache)
+    fallback = choose_fallback(scores, experiment, default=default) if TRANSFER[chosen] else BASE[chosen]
     test = test_rows.drop(columns=["latency_us"], errors="ignore")
     gpus = sorted(rows["gpu"].astype(str).unique())
     seen_path, seen_scores = None, pd.DataFrame(columns=PATH_SCORE_COLUMNS)
@@ -578,7 +631,7 @@ def _with_features(rows: pd.DataFrame, registry, feature_set: str, ff: FeatureFr
 def save_choice(directory, chosen: str, train_rows: pd.DataFrame, registry, scores: pd.DataFrame | None = None,
                 mlp_dir: str | None = None, feature_set: str = "v2", fallback: str | None = None,
                 seen_path: str | None = None, seen_scores: pd.DataFrame | None = None, meta: dict | None = None,
-                train_cfg: TrainConfig | None = None) -> None:
+                train_cfg: TrainConfig | None = None, default: dict | None = None) -> None:
     """Record ``chosen`` in ``directory`` (an experiment's model folder) for :func:`load_choice`.
 
     Writes :data:`CHOICE_FILE` (path, its fallback for rows no sibling measured, the seen path for rows on the
@@ -598,6 +651,7 @@ def save_choice(directory, chosen: str, train_rows: pd.DataFrame, registry, scor
         meta: the feature table's sidecar, needed when a recorded path has the residual model as base
             (``train_rows`` then carry its feature columns).
         train_cfg: the row cap, seed and threads of the residual model's trees (default :class:`TrainConfig`).
+        default: the :func:`pooled_default` record behind the choice's default path (stored as ``default``).
 
     Raises:
         ValueError: ``fallback`` or ``seen_path`` not in :data:`ZERO_SHOT`; the residual model is needed and
@@ -620,6 +674,8 @@ def save_choice(directory, chosen: str, train_rows: pd.DataFrame, registry, scor
            "mlp_dir": mlp_dir,
            "feature_set": feature_set, "training_gpus": sorted(train_rows["gpu"].astype(str).unique()),
            "scores": [] if scores is None else scores.to_dict(orient="records")}
+    if default is not None:
+        rec["default"] = default
     if seen_path is not None:
         rec["seen_path"] = seen_path
         rec["seen_scores"] = [] if seen_scores is None else seen_scores.to_dict(orient="records")
@@ -806,7 +862,8 @@ def _cached_residual(file) -> ResidualModel:
 
 def record_choice(table: pd.DataFrame, meta: dict, experiment: str, registry, scores: pd.DataFrame, directory,
                   mlp_dir: str, paths=PATHS, mlp: TrainedModel | None = None, log=print,
-                  seen_rows_out: list | None = None, train_cfg: TrainConfig | None = None) -> tuple[str, pd.DataFrame]:
+                  seen_rows_out: list | None = None, train_cfg: TrainConfig | None = None,
+                  default: dict | None = None) -> tuple[str, pd.DataFrame]:
     """Record an experiment's path, chosen (:func:`choose_paths`) from its LOSGO ``scores``, and for a transfer path
     its fallback (:func:`choose_fallback`, the same scores), in its model folder ``directory`` (:func:`save_choice`)
     for :func:`synperf.api.predict`; with ``mlp``, also the seen path of rows on the training GPUs
@@ -824,6 +881,9 @@ def record_choice(table: pd.DataFrame, meta: dict, experiment: str, registry, sc
             :func:`score_seen_paths`).
         train_cfg: the residual model's row cap, seed and threads (default ``mlp``'s training config, else
             :class:`TrainConfig`).
+        default: :func:`pooled_default`'s record (evidence that excludes the experiment's unseen GPUs): its
+            ``default`` is the path the choice and the fallback keep unless another is ``MIN_RELATIVE_GAIN``
+            better, and the record is stored in the path record; None: ``mlp``.
 
     Returns:
         ``(chosen path, scores)``.
@@ -835,9 +895,10 @@ def record_choice(table: pd.DataFrame, meta: dict, experiment: str, registry, sc
     other = sorted(set(scores["experiment"].astype(str)) - {experiment}) if len(scores) else []
     if other:
         raise ValueError(f"path scores of experiment(s) {other}, expected {experiment!r}")
-    chosen, _ = choose_paths(scores, paths)
-    path = chosen.get(experiment, "mlp")
-    fallback = choose_fallback(scores, experiment) if TRANSFER[path] else BASE[path]
+    base = (default or {}).get("default", "mlp")
+    chosen, _ = choose_paths(scores, paths, default=base)
+    path = chosen.get(experiment, base)
+    fallback = choose_fallback(scores, experiment, default=base) if TRANSFER[path] else BASE[path]
     rows = table[table["split"].astype(str).to_numpy() == "train"].reset_index(drop=True)
     seen_path, seen_scores = None, None
     if mlp is not None:
@@ -846,5 +907,6 @@ def record_choice(table: pd.DataFrame, meta: dict, experiment: str, registry, sc
     if train_cfg is None:
         train_cfg = TrainConfig.from_dict(mlp.meta["train_config"]) if mlp is not None else TrainConfig()
     save_choice(directory, path, rows, registry, scores, mlp_dir=mlp_dir, feature_set=meta.get("feature_set", "v2"),
-                fallback=fallback, seen_path=seen_path, seen_scores=seen_scores, meta=meta, train_cfg=train_cfg)
+                fallback=fallback, seen_path=seen_path, seen_scores=seen_scores, meta=meta, train_cfg=train_cfg,
+                default=default)
     return path, scores

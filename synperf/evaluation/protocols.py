@@ -307,7 +307,7 @@ def _prepare(table, registry, features, seed, methods) -> tuple[pd.DataFrame, di
 
 
 def _iter_fold_predictions(table, folds, methods, registry, train_cfg, features, max_train_rows, baseline_cfg, seed,
-                           log, pretrained=None, chosen_paths=None, models_out=None, fit_cache=None):
+                           log, pretrained=None, chosen_paths=None, models_out=None, fit_cache=None, defaults=None):
     methods = list(METHODS if methods is None else methods)
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
@@ -361,12 +361,13 @@ def _iter_fold_predictions(table, folds, methods, registry, train_cfg, features,
             elif method == SYNPERF:
                 from synperf.evaluation.path_selection import SELECTION_TRAINING, synperf_predict
 
+                default = (defaults or {}).get(fold.name, "mlp")
                 res, chosen, _ = synperf_predict(tr, te, meta, registry, replace(cfg, **SELECTION_TRAINING), cfg,
                                                  mlp=fold_mlp, experiment=fold.name, log=lambda *_: None,
-                                                 fit_cache=fit_cache)
+                                                 fit_cache=fit_cache, default=default)
                 pred = res["predicted_latency_us"].to_numpy()
                 seen_text = f"; seen GPUs {res.attrs['seen_path']}" if res.attrs.get("seen_path") else ""
-                budget = f"{chosen}{seen_text}; {budget}"
+                budget = f"{chosen}{seen_text}; default {default}; {budget}"
             elif method == MLP and fold.name in (pretrained or {}):
                 model = fold_mlp = pretrained[fold.name]
                 pred = model.predict_latency_us(FeatureFrame(te, meta["numeric"], meta["linear"], meta["categorical"]))
@@ -394,7 +395,8 @@ _PRED_COLUMNS = ["protocol", "fold", "method", "row", "gpu", "kernel", "split", 
 def predict_protocol(table: pd.DataFrame, folds: list[Fold], methods, registry, train_cfg: TrainConfig | None,
                      features, *, max_train_rows: int = 0, baseline_cfg: BaselineConfig | None = None, seed: int = 0,
                      log=print, pretrained: dict | None = None, chosen_paths: dict | None = None,
-                     models_out: dict | None = None, fit_cache: dict | None = None) -> pd.DataFrame:
+                     models_out: dict | None = None, fit_cache: dict | None = None,
+                     defaults: dict | None = None) -> pd.DataFrame:
     """Per-row predictions of every method on every fold's test rows (for error CDFs and scatter plots).
 
     Arguments as :func:`run_protocol`; ``pretrained`` maps a fold name (e.g. ``configured``) to a
@@ -409,7 +411,9 @@ def predict_protocol(table: pd.DataFrame, folds: list[Fold], methods, registry, 
     ``models_out`` (a dict) receives the ``synperf_mlp`` trained on each fold, by fold name. ``fit_cache`` (a dict
     the caller keeps across calls) holds the models the ``synperf`` method fits in its inner leave-one-seen-GPU-out
     folds, reused by a later fold with the same inner rows
-    (:func:`synperf.evaluation.path_selection.score_paths`).
+    (:func:`synperf.evaluation.path_selection.score_paths`). ``defaults`` maps a fold name to the default path of
+    the ``synperf`` method's choice there (:func:`synperf.evaluation.path_selection.pooled_default` of evidence
+    that excludes the fold's test GPUs); ``mlp`` for a fold it does not name.
 
     Returns:
         Long table, one row per (fold, method, test row): ``protocol``, ``fold``, ``method``, ``row`` (position
@@ -418,7 +422,8 @@ def predict_protocol(table: pd.DataFrame, folds: list[Fold], methods, registry, 
         (wall time to fit that method on the fold and predict its test rows).
     """
     parts = list(_iter_fold_predictions(table, folds, methods, registry, train_cfg, features, max_train_rows,
-                                        baseline_cfg, seed, log, pretrained, chosen_paths, models_out, fit_cache))
+                                        baseline_cfg, seed, log, pretrained, chosen_paths, models_out, fit_cache,
+                                        defaults))
     if not parts:
         return pd.DataFrame(columns=_PRED_COLUMNS)
     return pd.concat(parts, ignore_index=True)[_PRED_COLUMNS]

@@ -37,3 +37,4 @@ def as_predict_sees(df: pd.DataFrame) -> pd.DataFrame:
 def _feature_frame(table: pd.DataFrame, meta: dict) -> FeatureFrame:
     return FeatureFrame(frame=table, numeric=meta["numeric"], linear=meta["linear"],
                         categorical=meta["categorical"])
+

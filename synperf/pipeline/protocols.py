@@ -19,7 +19,8 @@ ROW_COLUMNS = ["experiment", "kernel", "gpu", "split", "row", "latency_us", "pre
 def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: dict, registry_path: str, seed: int,
                        training: dict, protocols: list[str], methods: list[str] | None, threads: int,
                        out_table: str, out_cdf: str | None = None, model_dir: str | None = None, *,
-                       measured_dir: str | None = None, recipe: str | None = None, out_rows: str | None = None) -> None:
+                       measured_dir: str | None = None, recipe: str | None = None, out_rows: str | None = None,
+                       path_scores: dict[str, str] | None = None, experiments: dict[str, dict] | None = None) -> None:
     """All methods (our MLP and every baseline) under the evaluation protocols, for one experiment.
 
     ``features``/``features_meta``: the experiment's feature table of the primary feature set
@@ -34,7 +35,10 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
     fold's training rows. A fold whose train/test labels equal an
     earlier fold's (a leave-one-architecture-out fold of an architecture with one GPU is that GPU's
     leave-one-GPU-out fold) reuses its predictions. ``recipe``: the experiment's chosen training recipe (its
-    overrides apply over ``training``).
+    overrides apply over ``training``). ``path_scores`` (experiment -> its ``paths.csv`` of leave-one-seen-GPU-out
+    path scores on the configured training rows) with ``experiments`` (their config entries): the ``synperf``
+    method's default path in each leave-one-out fold is :func:`synperf.pipeline.selection.path_default` of the other
+    experiments' scores, excluding every experiment trained on one of the fold's test GPUs; without them ``mlp``.
 
     Writes ``out_table``: one row per (protocol, fold, method, gpu, split, scope) with MAPE, median and p90 APE
     and coverage; ``scope`` is ``all`` (every row the method covers) or ``nearest_covered`` (only the rows
@@ -89,9 +93,17 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
                 log.info("%s: same rows as %s, predictions reused", fold.name, done[key]["fold"].iloc[0])
                 parts.append(done[key].assign(protocol=fold.protocol, fold=fold.name))
                 continue
+            defaults = None
+            if path_scores and SYNPERF in fold_methods and fold.name not in (chosen_paths or {}):
+                from synperf.pipeline.selection import path_default
+
+                d = path_default(exp_name, experiments, path_scores, fold.unseen_gpus, own_scores=False)
+                defaults = {fold.name: d["default"]}
+                log.info("%s: default path %s (pooled geometric means %s over %d experiments)", fold.name,
+                         d["default"], json.dumps(d["geometric_mean"]), len(d["experiments"]))
             p = predict_protocol(table, [fold], fold_methods, registry, cfg, meta, max_train_rows=cfg.max_train_rows,
                                  seed=seed, log=log.info, pretrained=pretrained, chosen_paths=chosen_paths,
-                                 fit_cache=fit_cache)
+                                 fit_cache=fit_cache, defaults=defaults)
             done[key] = p
             parts.append(p)
         if not parts:  # no fold (e.g. leave-one-architecture-out over GPUs of one architecture)

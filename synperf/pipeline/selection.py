@@ -107,3 +107,26 @@ def choose_feature_set(score_tables: list[str], configured: str, training: dict,
                 "candidates": sorted(scores["feature_set"].unique()), "folds": int(len(scores)),
                 "budget": {k: training[k] for k in ("max_epochs", "max_train_rows") if k in training},
                 "protocol": "leave one seen GPU out, inside the configured training rows"}, out_choice)
+
+
+def path_default(exp_name: str, experiments: dict[str, dict], score_files: dict[str, str], test_gpus,
+                 own_scores: bool = True) -> dict:
+    """:func:`synperf.evaluation.path_selection.pooled_default` for one experiment's choice, from the
+    leave-one-seen-GPU-out path scores of every experiment (``score_files``: experiment -> its ``paths.csv``).
+
+    Left out: every experiment trained on one of ``test_gpus`` (the configured unseen GPUs, or a leave-one-out
+    fold's test GPUs), every other experiment of the same kernel sharing a source with ``exp_name`` (its rows
+    could be the same measurements), and ``exp_name``'s own scores unless ``own_scores`` (a leave-one-out fold
+    holds out problems the configured training rows include, so its choice reads only the other experiments).
+
+    Raises:
+        KeyError: a scored experiment has no entry in ``experiments``.
+    """
+    from synperf.evaluation.path_selection import pooled_default
+
+    exp = experiments[exp_name]
+    same_rows = [n for n, e in experiments.items() if n != exp_name and e["kernel"] == exp["kernel"]
+                 and set(e.get("sources") or []) & set(exp.get("sources") or [])]
+    exclude = same_rows + ([] if own_scores else [exp_name])
+    scores = {n: pd.read_csv(f) for n, f in score_files.items()}
+    return pooled_default(scores, experiments, exclude_gpus=list(test_gpus), exclude=exclude)

@@ -87,6 +87,9 @@ def train_models(exp_name: str, exp: dict, models: list[dict], seed: int, thread
     GPUs, chosen on that model's own validation rows, in its experiment folder
     (:func:`synperf.evaluation.path_selection.record_choice`, read by :func:`synperf.api.predict`); a dict with
     ``scores`` (the CSV of :func:`synperf.evaluation.path_selection.score_paths`, written by the selection stage),
+    optionally ``all_scores`` (experiment -> the same CSV of every experiment) with ``experiments`` (their config
+    entries): the choice's default path is then :func:`synperf.pipeline.selection.path_default` of them, excluding
+    the experiment's unseen GPUs,
     ``registry`` and ``measured_dir`` (the GPU registry), and optionally ``rows`` (the same folds' per-row
     predictions, Parquet): the chosen path's prediction intervals are then written beside it
     (:func:`synperf.model.uncertainty.save_intervals`).
@@ -121,9 +124,18 @@ def train_models(exp_name: str, exp: dict, models: list[dict], seed: int, thread
             registry = load_registry(path_choice["registry"], path_choice.get("measured_dir"))
             meta = json.loads(Path(m["meta"]).read_text())
             seen_rows: list = []
+            default = None
+            if path_choice.get("all_scores"):
+                from synperf.pipeline.selection import path_default
+
+                default = path_default(exp_name, path_choice["experiments"], path_choice["all_scores"],
+                                       exp.get("unseen") or [])
+                log.info("%s: default path %s (pooled leave-one-seen-GPU-out geometric means %s over %d "
+                         "experiments)", exp_name, default["default"], json.dumps(default["geometric_mean"]),
+                         len(default["experiments"]))
             chosen, _ = record_choice(table, meta, exp_name, registry, pd.read_csv(path_choice["scores"]),
                                       Path(m["model_dir"]).parent, mlp_dir=Path(m["model_dir"]).name, mlp=model,
-                                      log=log.info, seen_rows_out=seen_rows)
+                                      log=log.info, seen_rows_out=seen_rows, default=default)
             log.info("%s: prediction path %s", exp_name, chosen)
             if path_choice.get("rows"):
                 from synperf.evaluation.path_selection import load_choice

@@ -207,8 +207,11 @@ def evaluation_section(leaks: list[dict], selection_table: str | None, selection
             c = json.loads(Path(p).read_text())
             sc = pd.DataFrame(c.get("scores") or [])
             mean = sc.groupby("path")["mape_pct"].mean() if len(sc) else pd.Series(dtype=float)
+            d = c.get("default") or {}
             rows.append({"experiment": Path(p).parent.name, **{k: f"{v:.1f}" for k, v in mean.items()},
-                         "chosen": c["path"]})
+                         "default": d.get("default", "mlp"),
+                         "pooled": ", ".join(f"{k} {v:.1f}" for k, v in (d.get("geometric_mean") or {}).items())
+                         or "–", "chosen": c["path"]})
         md += ["### How each experiment's prediction path was chosen", "",
                "`synperf.api.predict` (and the `synperf` method of the configured split) uses one path per "
                "experiment: the MLP, the physical time model (latency = a + sum of c x spec-sheet times, fitted on "
@@ -218,7 +221,12 @@ def evaluation_section(leaks: list[dict], selection_table: str | None, selection
                "(`transfer+*`: scaled by the model's ratio; `shift+*`: shifted by its difference; `sibling+*`: "
                "scaled by the ratio, from a seen GPU of the target's own architecture only; the model alone "
                "where no such seen GPU measured the launch). Chosen by leave one seen GPU out on the training rows; "
-               "validation MAPE (%), mean over folds. An experiment with one seen GPU keeps the MLP.", "",
+               "validation MAPE (%), mean over folds. A path replaces the experiment's default only when it is "
+               "5% lower. The default is itself measured: the base model with the lowest geometric mean of "
+               "these validation MAPEs over the experiments (`pooled`; the MLP unless another is 5% lower), "
+               "leaving out every experiment trained on one of this experiment's unseen GPUs "
+               "(`synperf.evaluation.path_selection.pooled_default`). An experiment with one seen GPU keeps its "
+               "default.", "",
                md_table(pd.DataFrame(rows).fillna("–")), ""]
     if intervals:
         md += intervals_section(intervals)
