@@ -25,12 +25,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import yaml
-from sklearn.model_selection import LeaveOneGroupOut
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from synperf.data.io import read_table  # noqa: E402
 from synperf.evaluation.metrics import ape  # noqa: E402
+from synperf.evaluation.selection import losgo_folds  # noqa: E402
 from synperf.model.estimator import TrainConfig, train  # noqa: E402
 from synperf.model.features import FeatureFrame  # noqa: E402
 from synperf.pipeline.train import recipe_overrides  # noqa: E402
@@ -55,12 +55,8 @@ def score(results: Path, config: dict) -> pd.DataFrame:
         recipe = results / "selection" / name / "recipe.json"
         overrides = recipe_overrides(str(recipe) if recipe.exists() else None)
         overrides.pop("recipe", None)
-        rows = table[table["split"].astype(str).to_numpy() == "train"].reset_index(drop=True)
-        gpu = rows["gpu"].astype(str).to_numpy()
-        if len(np.unique(gpu)) < 2:
-            continue
-        for fit_idx, val_idx in LeaveOneGroupOut().split(rows, groups=gpu):
-            tr, va = rows.iloc[fit_idx], rows.iloc[val_idx]
+        for fold in losgo_folds(table):
+            tr, va = table[fold.train_mask], table[fold.test_mask]
             for budget, keys in BUDGETS.items():
                 cfg = TrainConfig.from_dict({**config["training"], **overrides, **keys, "seed": seed, "threads": 1})
                 t0 = time.perf_counter()
@@ -69,7 +65,7 @@ def score(results: Path, config: dict) -> pd.DataFrame:
                 fit_s = time.perf_counter() - t0
                 pred = model.predict_latency_us(FeatureFrame(va, meta["numeric"], meta["linear"],
                                                              meta["categorical"]))
-                out.append({"experiment": name, "validation_gpu": gpu[val_idx[0]], "budget": budget,
+                out.append({"experiment": name, "validation_gpu": fold.unseen_gpus[0], "budget": budget,
                             "mape_pct": float(np.mean(ape(pred, va["latency_us"].to_numpy(dtype="float64")))),
                             "fit_s": fit_s, "epochs_run": model.meta["epochs_run"]})
                 print(out[-1], flush=True)

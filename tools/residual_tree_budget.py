@@ -24,7 +24,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import yaml
-from sklearn.model_selection import LeaveOneGroupOut
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -32,6 +31,7 @@ from synperf.data.hardware import load_registry  # noqa: E402
 from synperf.data.io import read_table  # noqa: E402
 from synperf.evaluation.metrics import ape  # noqa: E402
 from synperf.evaluation.protocols import _prepare  # noqa: E402
+from synperf.evaluation.selection import losgo_folds  # noqa: E402
 from synperf.model.paths import ResidualModel, with_spec_columns  # noqa: E402
 
 #: candidate budgets: name -> HistGradientBoostingRegressor arguments (31 leaves each)
@@ -52,18 +52,15 @@ def score(results: Path, config: dict, registry) -> pd.DataFrame:
         rows = table[table["split"].astype(str).to_numpy() == "train"].reset_index(drop=True)
         rows, meta = _prepare(rows, registry, meta, int(config["seed"]), ["synperf"])
         rows = with_spec_columns(rows, registry)
-        gpu = rows["gpu"].astype(str).to_numpy()
-        if len(np.unique(gpu)) < 2:
-            continue
-        for fit_idx, val_idx in LeaveOneGroupOut().split(rows, groups=gpu):
-            tr, va = rows.iloc[fit_idx], rows.iloc[val_idx]
+        for fold in losgo_folds(rows):
+            tr, va = rows[fold.train_mask], rows[fold.test_mask]
             for budget, trees in BUDGETS.items():
                 t0 = time.perf_counter()
                 model = ResidualModel.fit(tr, meta, registry, max_train_rows=MAX_TRAIN_ROWS,
                                           seed=int(config["seed"]), trees=trees)
                 t1 = time.perf_counter()
                 pred = model.predict(va, registry)
-                out.append({"experiment": name, "validation_gpu": gpu[val_idx[0]], "budget": budget,
+                out.append({"experiment": name, "validation_gpu": fold.unseen_gpus[0], "budget": budget,
                             "mape_pct": float(np.mean(ape(pred, va["latency_us"].to_numpy(dtype="float64")))),
                             "fit_s": t1 - t0, "predict_s": time.perf_counter() - t1})
     return pd.DataFrame(out)
