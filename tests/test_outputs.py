@@ -96,6 +96,29 @@ def test_prediction_path_sources_are_training_rows_of_seen_gpus(experiment):
 
 
 @pytest.mark.parametrize("experiment", sorted(CONFIG["experiments"]))
+def test_the_recorded_path_follows_its_scores_and_a_default_that_no_unseen_gpu_informed(experiment):
+    """The default path comes from pooled LOSGO scores: none of the experiments pooled was trained on one of this
+    experiment's unseen GPUs, the pooled numbers are those experiments' own path scores, and the recorded path is
+    the choice rule's with that default."""
+    import pandas as pd
+
+    from synperf.evaluation.path_selection import ZERO_SHOT, choose_paths
+
+    exp = CONFIG["experiments"][experiment]
+    choice = json.loads(_need(REPO / "models" / experiment / "path.json").read_text())
+    d = choice["default"]
+    for row in d["experiments"]:
+        other = CONFIG["experiments"][row["experiment"]]
+        assert not set(other["seen"]) & set(exp.get("unseen") or []), row["experiment"]
+        sc = pd.read_csv(_need(REPO / "results" / "selection" / row["experiment"] / "paths.csv"))
+        mean = sc.groupby("path")["mape_pct"].mean()
+        assert all(row[b] == pytest.approx(mean[b], rel=1e-9) for b in ZERO_SHOT)
+    scores = pd.DataFrame(choice["scores"])
+    want = choose_paths(scores, default=d["default"])[0].get(experiment, d["default"]) if len(scores) else d["default"]
+    assert choice["path"] == want
+
+
+@pytest.mark.parametrize("experiment", sorted(CONFIG["experiments"]))
 def test_prediction_intervals_belong_to_the_recorded_path_and_come_from_seen_gpus(experiment):
     """The intervals `predict` gives must be those of the path it uses, fitted on leave-one-seen-GPU-out rows."""
     exp = CONFIG["experiments"][experiment]
