@@ -205,8 +205,10 @@ def conform(df: pd.DataFrame, where: str = "table") -> pd.DataFrame:
             values = df[col]
         elif col == "n_duplicates":
             values = pd.Series(1, index=df.index)
-        else:
-            values = pd.Series(pd.NA, index=df.index)
+        else:  # an absent optional column: all null, of its type (no conversion to run)
+            out[col] = pd.Series(pd.NA if typ != "float64" else np.nan, index=df.index,
+                                 dtype="string" if typ == "str" else typ)
+            continue
         try:
             if typ == "str":
                 out[col] = values.astype("string")
