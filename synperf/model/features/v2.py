@@ -131,9 +131,11 @@ def analyze(df: pd.DataFrame, registry, target: str = "roofline", launch_floor_u
         rates[(gpu, dtype)] = (tensor, s.fma_ops_per_clk_per_sm, s.xu_ops_per_clk_per_sm, float(s.sm_count),
                                s.clock_hz, s.dram_bw_gbps * 1e9, s.l2_bw_gbps * 1e9,
                                s.smem_bw_bytes_per_clk_per_sm, s.l2_cache_mb * 2**20)
-    keys = list(zip(df["gpu"].astype(str), df["dtype"].astype(str)))
-    r = pd.DataFrame([rates[k] for k in keys], index=df.index,
-                     columns=["tensor", "fma", "xu", "sms", "clock", "dram", "l2", "smem", "l2_size"])
+    # one row per distinct (gpu, dtype), taken per row by its code
+    codes, pairs = pd.MultiIndex.from_arrays([df["gpu"].astype(str), df["dtype"].astype(str)]).factorize()
+    r = pd.DataFrame([rates[k] for k in pairs],
+                     columns=["tensor", "fma", "xu", "sms", "clock", "dram", "l2", "smem", "l2_size"]).iloc[codes]
+    r.index = df.index
     for pipe in ("tensor", "fma", "xu"):
         rate = r[pipe].replace(0.0, np.nan)
         f[f"{pipe}_all_ops"] = d[f"{pipe}_all_ops"]
