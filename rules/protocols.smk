@@ -6,7 +6,6 @@
 
 rule evaluate_protocols:
     input:
-        **RECIPE_INPUT,
         table=f"results/features/{FEATURE_SET}/{{experiment}}.parquet",
         meta=f"results/features/{FEATURE_SET}/{{experiment}}.json",
         leak_check=f"results/leak_check/{FEATURE_SET}/{{experiment}}.json",

@@ -12,6 +12,5 @@ run(sm, lambda: evaluate_protocols(
     sm.input.table, sm.input.meta, sm.wildcards.experiment, dict(sm.params.exp), sm.input.registry,
     int(sm.params.seed), dict(sm.params.training), list(sm.params.names),
     list(sm.params.methods) if sm.params.methods else None, sm.threads, sm.output.table, out_cdf=sm.output.cdf,
-    model_dir=str(Path(sm.input.model).parent), measured_dir=sm.params.measured_dir, recipe=sm.input.get("recipe"),
-    out_rows=sm.output.rows, path_scores=dict(zip(sm.params.scored, sm.input.all_path_scores)),
-    experiments=dict(sm.params.experiments)))
+    model_dir=str(Path(sm.input.model).parent), measured_dir=sm.params.measured_dir, out_rows=sm.output.rows,
+    path_scores=dict(zip(sm.params.scored, sm.input.all_path_scores)), experiments=dict(sm.params.experiments)))

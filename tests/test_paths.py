@@ -232,6 +232,26 @@ def test_path_default_leaves_out_the_same_rows_and_a_folds_own_experiment(tmp_pa
     d = path_default("mine", experiments, files, test_gpus=["z"], own_scores=False)
     assert used(d) == ["other"]
     assert used(path_default("mine", experiments, files, test_gpus=["e"])) == ["mine"]
+    # an experiment reading every source shares rows with any experiment of its kernel
+    everything = {**experiments, "other": {"kernel": "gemm", "seen": ["e", "f"]}}
+    assert used(path_default("mine", everything, files, test_gpus=["z"])) == ["mine"]
+    # a GPU the scores validate on counts as trained on, even where the config's seen list lacks it
+    pd.read_csv(files["other"]).assign(validation_gpu="g").to_csv(files["other"], index=False)
+    assert used(path_default("mine", experiments, files, test_gpus=["g"])) == ["mine"]
+    assert used(path_default("mine", experiments, files, test_gpus=["h"])) == ["mine", "other"]
+
+
+def test_a_leave_one_architecture_out_fold_tests_every_gpu_of_its_architecture(registry):
+    from types import SimpleNamespace
+
+    from synperf.pipeline.protocols import tested_gpus
+
+    logo = SimpleNamespace(protocol="logo", unseen_gpus=("h200_sxm",))
+    assert tested_gpus(logo, registry) == ["h200_sxm"]
+    loao = SimpleNamespace(protocol="loao", unseen_gpus=("h100_sxm", "h200_sxm"))
+    got = tested_gpus(loao, registry)
+    assert {"h100_sxm", "h200_sxm", "h800_sxm", "h20"} <= set(got)
+    assert all(registry[g].architecture == "Hopper" for g in got) and "a100_sxm4_80gb" not in got
 
 
 def test_record_choice_keeps_the_pooled_default_on_a_tie_and_records_it(vidur_gemm, registry, tmp_path):

@@ -357,10 +357,10 @@ def pooled_default(scores: dict[str, pd.DataFrame], experiments: dict[str, dict]
     estimator) unless another base model's geometric mean is at least ``min_gain`` lower; then the lowest (ties:
     :data:`ZERO_SHOT` order).
 
-    An experiment is left out when it is named in ``exclude``, when one of its seen GPUs is in ``exclude_gpus``
-    (its training rows were measured there), or when it lacks a base model's scores. The caller excludes the GPUs
-    it tests (a configured split's unseen GPUs, a leave-one-out fold's test GPUs), so nothing measured on them
-    informs the default.
+    An experiment is left out when it is named in ``exclude``, when one of its seen GPUs (its config's ``seen``
+    and the scores' ``validation_gpu``) is in ``exclude_gpus`` (its training rows were measured there), or when
+    it lacks a base model's scores. The caller excludes the GPUs it tests (a configured split's unseen GPUs, a
+    leave-one-out fold's test GPUs), so nothing measured on them informs the default.
 
     Args:
         scores: experiment -> :func:`score_paths` of its configured training rows (:data:`PATH_SCORE_COLUMNS`).
@@ -376,9 +376,12 @@ def pooled_default(scores: dict[str, pd.DataFrame], experiments: dict[str, dict]
     drop = {str(g) for g in exclude_gpus}
     used = []
     for name in sorted(scores):
-        if name in exclude or drop & {str(g) for g in experiments[name].get("seen", [])}:
-            continue
         sc = scores[name]
+        trained_on = {str(g) for g in experiments[name].get("seen", [])}
+        if len(sc) and "validation_gpu" in sc.columns:
+            trained_on |= set(sc["validation_gpu"].astype(str))
+        if name in exclude or drop & trained_on:
+            continue
         per = sc[sc["path"].isin(ZERO_SHOT)].groupby("path")["mape_pct"].mean() if len(sc) else pd.Series()
         if all(b in per.index and np.isfinite(per[b]) and per[b] > 0 for b in ZERO_SHOT):
             used.append({"experiment": name, **{b: float(per[b]) for b in ZERO_SHOT}})

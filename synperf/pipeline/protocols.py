@@ -16,10 +16,21 @@ ROW_COLUMNS = ["experiment", "kernel", "gpu", "split", "row", "latency_us", "pre
                "theoretical_time_us"]
 
 
+def tested_gpus(fold, registry) -> list[str]:
+    """The GPUs a leave-one-out fold tests, for what may not inform its choices: its test GPUs, and for a
+    leave-one-architecture-out fold every registry GPU of the held-out architecture(s) (another experiment's
+    measurements on a sibling of that architecture would carry it into the fold)."""
+    tested = {str(g) for g in fold.unseen_gpus}
+    if fold.protocol == "loao":
+        archs = {registry[g].architecture for g in tested}
+        tested |= {str(g) for g, spec in registry.gpus.items() if spec.architecture in archs}
+    return sorted(tested)
+
+
 def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: dict, registry_path: str, seed: int,
                        training: dict, protocols: list[str], methods: list[str] | None, threads: int,
                        out_table: str, out_cdf: str | None = None, model_dir: str | None = None, *,
-                       measured_dir: str | None = None, recipe: str | None = None, out_rows: str | None = None,
+                       measured_dir: str | None = None, out_rows: str | None = None,
                        path_scores: dict[str, str] | None = None, experiments: dict[str, dict] | None = None) -> None:
     """All methods (our MLP and every baseline) under the evaluation protocols, for one experiment.
 
@@ -34,11 +45,14 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
     ``training``, and the ``synperf`` method chooses its path inside each of them by leave one seen GPU out over the
     fold's training rows. A fold whose train/test labels equal an
     earlier fold's (a leave-one-architecture-out fold of an architecture with one GPU is that GPU's
-    leave-one-GPU-out fold) reuses its predictions. ``recipe``: the experiment's chosen training recipe (its
-    overrides apply over ``training``). ``path_scores`` (experiment -> its ``paths.csv`` of leave-one-seen-GPU-out
-    path scores on the configured training rows) with ``experiments`` (their config entries): the ``synperf``
-    method's default path in each leave-one-out fold is :func:`synperf.pipeline.selection.path_default` of the other
-    experiments' scores, excluding every experiment trained on one of the fold's test GPUs; without them ``mlp``.
+    leave-one-GPU-out fold) reuses its predictions. The leave-one-out folds train with ``training`` as it is, not
+    with the experiment's chosen recipe: that recipe was chosen by leave one seen GPU out over the configured seen
+    GPUs, which a leave-one-out fold may test. ``path_scores`` (experiment -> its ``paths.csv`` of
+    leave-one-seen-GPU-out path scores on the configured training rows) with ``experiments`` (their config
+    entries): the ``synperf`` method's default path in each leave-one-out fold is
+    :func:`synperf.pipeline.selection.path_default` of the other experiments' scores, leaving out every experiment
+    trained on one of the fold's test GPUs (for a leave-one-architecture-out fold: on any GPU of the held-out
+    architecture); without them ``mlp``.
 
     Writes ``out_table``: one row per (protocol, fold, method, gpu, split, scope) with MAPE, median and p90 APE
     and coverage; ``scope`` is ``all`` (every row the method covers) or ``nearest_covered`` (only the rows
@@ -65,11 +79,7 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
     table = read_table(features).reset_index(drop=True)
     meta = json.loads(Path(features_meta).read_text())
     gpus = list(exp["seen"]) + list(exp.get("unseen", []))
-    from synperf.pipeline.train import recipe_overrides
-
-    overrides = recipe_overrides(recipe)
-    overrides.pop("recipe", None)
-    cfg = TrainConfig.from_dict({**training, **overrides, "seed": seed, "threads": threads})
+    cfg = TrainConfig.from_dict({**training, "seed": seed, "threads": threads})
     pretrained = {"configured": TrainedModel.load(model_dir)} if model_dir else None
     chosen_paths = None
     if model_dir:  # the path recorded beside the primary model, chosen on the configured training rows alone
@@ -97,7 +107,7 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
             if path_scores and SYNPERF in fold_methods and fold.name not in (chosen_paths or {}):
                 from synperf.pipeline.selection import path_default
 
-                d = path_default(exp_name, experiments, path_scores, fold.unseen_gpus, own_scores=False)
+                d = path_default(exp_name, experiments, path_scores, tested_gpus(fold, registry), own_scores=False)
                 defaults = {fold.name: d["default"]}
                 log.info("%s: default path %s (pooled geometric means %s over %d experiments)", fold.name,
                          d["default"], json.dumps(d["geometric_mean"]), len(d["experiments"]))

@@ -116,8 +116,9 @@ def path_default(exp_name: str, experiments: dict[str, dict], score_files: dict[
 
     Left out: every experiment trained on one of ``test_gpus`` (the configured unseen GPUs, or a leave-one-out
     fold's test GPUs), every other experiment of the same kernel sharing a source with ``exp_name`` (its rows
-    could be the same measurements), and ``exp_name``'s own scores unless ``own_scores`` (a leave-one-out fold
-    holds out problems the configured training rows include, so its choice reads only the other experiments).
+    could be the same measurements; an experiment without ``sources`` reads every source), and ``exp_name``'s own
+    scores unless ``own_scores`` (a leave-one-out fold holds out problems the configured training rows include,
+    so its choice reads only the other experiments).
 
     Raises:
         KeyError: a scored experiment has no entry in ``experiments``.
@@ -125,8 +126,12 @@ def path_default(exp_name: str, experiments: dict[str, dict], score_files: dict[
     from synperf.evaluation.path_selection import pooled_default
 
     exp = experiments[exp_name]
-    same_rows = [n for n, e in experiments.items() if n != exp_name and e["kernel"] == exp["kernel"]
-                 and set(e.get("sources") or []) & set(exp.get("sources") or [])]
+
+    def share_rows(e: dict) -> bool:  # same kernel and a common source (no `sources`: every source)
+        a, b = set(e.get("sources") or []), set(exp.get("sources") or [])
+        return e["kernel"] == exp["kernel"] and (not a or not b or bool(a & b))
+
+    same_rows = [n for n, e in experiments.items() if n != exp_name and share_rows(e)]
     exclude = same_rows + ([] if own_scores else [exp_name])
     scores = {n: pd.read_csv(f) for n, f in score_files.items()}
     return pooled_default(scores, experiments, exclude_gpus=list(test_gpus), exclude=exclude)
