@@ -55,5 +55,6 @@ rule choose_feature_set:
     params:
         configured=FEATURE_SET,
         training={**config["training"], **SELECTION.get("training", {})},
+        experiments={e: config["experiments"][e] for e in SELECTION_EXPERIMENTS},
     script:
         "../scripts/choose_feature_set.py"

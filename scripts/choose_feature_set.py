@@ -12,7 +12,7 @@ sm = snakemake  # noqa: F821
 
 def main():
     choose_feature_set(list(sm.input.scores), sm.params.configured, dict(sm.params.training), sm.output.table,
-                       sm.output.choice)
+                       sm.output.choice, experiments=dict(sm.params.experiments))
     print(Path(sm.output.choice).read_text())
 
 

@@ -125,3 +125,29 @@ def test_recipe_scores_never_touch_unseen_or_heldout_rows(vidur_gemm, registry, 
     assert len(out["clean"][2]) and set(out["clean"][2]["validation_gpu"]) == {"a100_sxm4_80gb", "h100_sxm"}
     np.testing.assert_allclose(out["clean"][2]["mape_pct"], out["poisoned"][2]["mape_pct"])
     assert set(out["clean"][0]["recipe"]) == {"paper", "log_ratio"}
+
+
+def test_the_feature_set_check_names_experiments_whose_test_gpus_tipped_the_pooled_choice(tmp_path):
+    import json
+
+    import pandas as pd
+
+    from synperf.pipeline.selection import choose_feature_set
+
+    def scores(name, **mape):
+        return pd.DataFrame([{"experiment": name, "feature_set": fs, "fold": f"losgo:{g}", "validation_gpu": g,
+                              "n_train": 1, "n_rows": 1, "mape_pct": v} for fs, v in mape.items() for g in "ab"])
+
+    experiments = {"e1": {"seen": ["a", "b"], "unseen": ["t"]}, "e2": {"seen": ["c", "d"], "unseen": ["u"]},
+                   "e3": {"seen": ["t", "c"], "unseen": ["v"]}}
+    files = []
+    # e1 and e2 favour v1 by 10%; e3 (trained on e1's test GPU t) favours v2 by far: pooled, v2 wins
+    for name, table in (("e1", scores("e1", v1=10.0, v2=11.0)), ("e2", scores("e2", v1=20.0, v2=22.0)),
+                        ("e3", scores("e3", v1=40.0, v2=20.0))):
+        files.append(str(tmp_path / f"{name}.csv"))
+        table.to_csv(files[-1], index=False)
+    choose_feature_set(files, "v2", {"max_epochs": 1}, str(tmp_path / "t.csv"), str(tmp_path / "c.json"),
+                       experiments=experiments)
+    c = json.loads((tmp_path / "c.json").read_text())
+    assert c["chosen"] == "v2" and c["agrees"]
+    assert c["per_experiment"] == {"e1": "v1", "e2": "v2", "e3": "v2"} and c["disagree"] == ["e1"]

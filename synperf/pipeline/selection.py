@@ -88,11 +88,19 @@ def score_selection(candidates: list[tuple[str, str, str]], exp_name: str, regis
 
 
 def choose_feature_set(score_tables: list[str], configured: str, training: dict, out_table: str,
-                       out_choice: str) -> None:
+                       out_choice: str, experiments: dict[str, dict] | None = None) -> None:
     """Pick the primary feature set from the leave-one-seen-GPU-out scores
     (:func:`synperf.evaluation.selection.choose`: ``configured`` stays within the noise margin of the lowest); write
     the selection table (CSV) and the choice (JSON: chosen, lowest, min_gain, configured, agrees, experiments,
-    budget)."""
+    budget).
+
+    With ``experiments`` (config entries: ``seen``, ``unseen``) the choice also holds ``per_experiment``: for each
+    experiment, the same rule over the scores of the experiments not trained on one of its unseen GPUs (what an
+    experiment's own choice could read without its test GPUs; None when none of them scored every candidate), and
+    ``disagree``: the experiments whose
+    ``per_experiment`` choice is not ``configured``. The pipeline uses one primary feature set for every
+    experiment; those experiments train with a set the evidence without their test GPUs does not pick.
+    """
     from synperf.data.io import write_csv
     from synperf.evaluation.path_selection import MIN_RELATIVE_GAIN
     from synperf.evaluation.selection import choose
@@ -101,8 +109,18 @@ def choose_feature_set(score_tables: list[str], configured: str, training: dict,
     chosen, table = choose(scores, configured)
     means = table.set_index("experiment").drop(columns="best").loc["geometric mean"].astype(float)
     write_csv(table, out_table)
+    per_experiment = {}
+    for name, exp in sorted((experiments or {}).items()):
+        tested = set(exp.get("unseen") or [])
+        keep = [n for n, e in experiments.items() if not set(e.get("seen") or []) & tested]
+        try:
+            per_experiment[name] = choose(scores[scores["experiment"].isin(keep)], configured)[0]
+        except ValueError:  # no experiment left with every candidate scored: no evidence either way
+            per_experiment[name] = None
     write_json({"chosen": chosen, "lowest": str(means.idxmin()), "min_gain": MIN_RELATIVE_GAIN,
                 "configured": configured, "agrees": chosen == configured,
+                "per_experiment": per_experiment,
+                "disagree": sorted(n for n, c in per_experiment.items() if c not in (None, configured)),
                 "experiments": sorted(table["experiment"].iloc[:-1]),
                 "candidates": sorted(scores["feature_set"].unique()), "folds": int(len(scores)),
                 "budget": {k: training[k] for k in ("max_epochs", "max_train_rows") if k in training},

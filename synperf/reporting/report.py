@@ -201,6 +201,13 @@ def evaluation_section(leaks: list[dict], selection_table: str | None, selection
                "The other hyper-parameters and the budgets are fixed in `config/config.yaml`, "
                "not chosen by comparing numbers.", "",
                md_table(table), ""]
+        if choice.get("disagree"):
+            md += ["**Not held out for every experiment.** The table pools every experiment, including some "
+                   "trained on another experiment's unseen GPU. Over only the experiments not trained on its "
+                   "unseen GPUs, the same rule picks "
+                   + ", ".join(f"`{choice['per_experiment'][e]}` for `{e}`" for e in choice["disagree"])
+                   + f"; these experiments still use `{choice['configured']}` (one primary feature set serves "
+                   "every experiment), so their feature set was informed by measurements of their test GPUs.", ""]
     if path_choices:
         rows = []
         for p in path_choices:
