@@ -35,6 +35,8 @@ check_data_dir(config)
 EXPERIMENTS = sorted(config["experiments"])
 
 
+# the configured feature set: every experiment's primary one unless its entry names another (`feature_set`), the
+# leave-one-out folds' default and the ablation's and the P80 ceiling models'
 FEATURE_SET = config["feature_set"]
 COMPARE_SETS = [fs for fs in config.get("compare_feature_sets", []) if fs != FEATURE_SET]
 ABLATION = config.get("ablation", {})

@@ -64,13 +64,31 @@ def path_model_files(experiments):
     ]
 
 
-def model_specs(models):
-    """Per model: feature set, group, budget and its feature table (the rule script adds the output paths)."""
+def primary_fs(experiment):
+    """The experiment's primary feature set: its entry's `feature_set`, else the configured one."""
+    return config["experiments"][experiment].get("feature_set") or FEATURE_SET
+
+
+def primary_file(pattern, experiment):
+    """`pattern` with `{fs}` the experiment's primary feature set and `{experiment}` filled in."""
+    return pattern.format(fs=primary_fs(experiment), experiment=experiment)
+
+
+def primary_input(pattern):
+    """An input function: `pattern` of `primary_file` for the rule's `experiment` wildcard."""
+    return lambda wc: primary_file(pattern, wc.experiment)
+
+
+def model_specs(models, experiment):
+    """Per model: feature set, group, budget, its feature table and whether it is the experiment's primary model
+    (the rule script adds the output paths). The primary one trains with `training`, the others with
+    `compare_training`."""
     return [
         {
             "feature_set": fs,
             "group": g,
-            "training": config["training"] if (fs, g) == (FEATURE_SET, "all") else COMPARE_TRAINING,
+            "primary": (fs, g) == (primary_fs(experiment), "all"),
+            "training": config["training"] if (fs, g) == (primary_fs(experiment), "all") else COMPARE_TRAINING,
             "table": f"results/features/{fs}/{{experiment}}.parquet",
             "meta": f"results/features/{fs}/{{experiment}}.json",
         }
@@ -78,6 +96,8 @@ def model_specs(models):
     ]
 
 
+# every experiment trains one model per feature set of `feature_set` and `compare_feature_sets` (its primary one
+# among them, checked by synperf.model.features.check_feature_set_names)
 TRAINED = [(FEATURE_SET, "all")] + [(fs, "all") for fs in COMPARE_SETS]
 ABLATED = [(FEATURE_SET, g) for g in ABLATION.get("groups", [])]
 

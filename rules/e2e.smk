@@ -1,12 +1,12 @@
 # End-to-end inference latency (synperf/e2e/): every serving configuration with a real run in the public data
-# (pipeweave e2e/real) is generated from its model config and trace, composed from the primary kernel models'
-# bulk predictions, NCCL collectives and a per-iteration overhead fitted leave-one-configuration-out, and scored.
+# (pipeweave e2e/real) is generated from its model config and trace, composed from each kernel family's bulk
+# `synperf.api.predict` (the experiment's recorded prediction path), NCCL collectives and a per-iteration overhead fitted leave-one-configuration-out, and scored.
 E2E_FAMILIES = ["gemm", "attention_prefill", "attention_decode", "rmsnorm", "silu_mul", "fused_moe"]
 
 
 rule e2e:
     input:
-        models=[f"models/{e}/{FEATURE_SET}-all/meta.json" for e in E2E_FAMILIES if e in EXPERIMENTS],
+        models=[primary_file("models/{experiment}/{fs}-all/meta.json", e) for e in E2E_FAMILIES if e in EXPERIMENTS],
         path_models=path_model_files([e for e in E2E_FAMILIES if e in EXPERIMENTS]),
         registry=config["gpu_registry"],
         code=code_inputs("scripts/e2e.py"),
@@ -27,7 +27,6 @@ rule e2e:
         "../environment.yml"
     params:
         data_dir=config["public_data_dir"],
-        feature_set=FEATURE_SET,
         measured_dir=MEASURED_DIR,
         e2e=config.get("e2e", {}),
     script:

@@ -30,7 +30,7 @@ rule fewshot:
 
 rule predict_throughput:
     input:
-        features=[f"results/features/{FEATURE_SET}/{e}.parquet" for e in CORE_EXPERIMENTS],
+        features=[primary_file("results/features/{fs}/{experiment}.parquet", e) for e in CORE_EXPERIMENTS],
         path_choices=[f"models/{e}/path.json" for e in CORE_EXPERIMENTS],
         path_models=path_model_files(CORE_EXPERIMENTS),
         registry=config["gpu_registry"],

@@ -1,7 +1,8 @@
 # Paper-style evaluation: our MLP and the baselines (synperf/evaluation/baselines.py) under the configured split,
 # leave-one-GPU-out and leave-one-architecture-out (synperf/evaluation/protocols.py). Part of the default target: the report
 # reads these tables. `protocols.experiments` run every protocol, `protocols.configured_only` the configured split
-# only. On the configured split synperf_mlp is the experiment's primary model (no retraining).
+# only. On the configured split synperf_mlp is the experiment's primary model (no retraining); each leave-one-out
+# fold's MLP reads the feature set the other experiments' selection scores pick without the fold's tested GPUs.
 
 
 rule evaluate_protocols:
@@ -10,8 +11,15 @@ rule evaluate_protocols:
         meta=f"results/features/{FEATURE_SET}/{{experiment}}.json",
         leak_check=f"results/leak_check/{FEATURE_SET}/{{experiment}}.json",
         registry=config["gpu_registry"],
-        model=f"models/{{experiment}}/{FEATURE_SET}-all/model.pt",
-        model_meta=f"models/{{experiment}}/{FEATURE_SET}-all/meta.json",
+        model=primary_input("models/{experiment}/{fs}-all/model.pt"),
+        model_meta=primary_input("models/{experiment}/{fs}-all/meta.json"),
+        candidate_tables=expand("results/features/{fs}/{{experiment}}.parquet", fs=SELECTION["candidates"]),
+        candidate_metas=expand("results/features/{fs}/{{experiment}}.json", fs=SELECTION["candidates"]),
+        feature_scores=expand(
+            "results/selection/{experiment}/{feature_set}.csv",
+            experiment=SELECTION_EXPERIMENTS,
+            feature_set=SELECTION["candidates"],
+        ),
         path_choice="models/{experiment}/path.json",
         all_path_scores=expand(PATH_SCORES, experiment=EXPERIMENTS),
         code=code_inputs("scripts/evaluate_protocols.py"),
@@ -37,6 +45,8 @@ rule evaluate_protocols:
         measured_dir=MEASURED_DIR,
         scored=EXPERIMENTS,
         experiments={e: config["experiments"][e] for e in EXPERIMENTS},
+        candidates=SELECTION["candidates"],
+        feature_set=FEATURE_SET,
     script:
         "../scripts/evaluate_protocols.py"
 

@@ -3,18 +3,20 @@
 # (captions in workflow/report/).
 rule report:
     input:
-        mape=mape_tables(EXPERIMENTS, FEATURE_SET, "all"),
-        compare=[t for fs in COMPARE_SETS for t in mape_tables(EXPERIMENTS, fs, "all")],
+        mape=[primary_file("results/tables/mape/{experiment}/{fs}-all.csv", e) for e in EXPERIMENTS],
+        compare=[
+            t for fs, _ in TRAINED for e in EXPERIMENTS if fs != primary_fs(e) for t in mape_tables([e], fs, "all")
+        ],
         ablation=[
             t for g in ABLATION.get("groups", []) for t in mape_tables(ABLATION.get("experiments", []), FEATURE_SET, g)
         ],
         merge="results/measurements/summary.json",
-        model_meta=[f"models/{e}/{FEATURE_SET}-all/meta.json" for e in EXPERIMENTS],
-        feature_meta=[f"results/features/{FEATURE_SET}/{e}.json" for e in EXPERIMENTS],
-        predictions=[f"results/predictions/{e}/{FEATURE_SET}-all.parquet" for e in EXPERIMENTS],
+        model_meta=[primary_file("models/{experiment}/{fs}-all/meta.json", e) for e in EXPERIMENTS],
+        feature_meta=[primary_file("results/features/{fs}/{experiment}.json", e) for e in EXPERIMENTS],
+        predictions=[primary_file("results/predictions/{experiment}/{fs}-all.parquet", e) for e in EXPERIMENTS],
         protocol_tables=expand("results/protocols/{experiment}.csv", experiment=PROTOCOL_EXPERIMENTS),
         protocol_cdfs=expand("results/protocols/{experiment}_cdf.csv", experiment=PROTOCOL_EXPERIMENTS),
-        leak_checks=[f"results/leak_check/{FEATURE_SET}/{e}.json" for e in EXPERIMENTS],
+        leak_checks=[primary_file("results/leak_check/{fs}/{experiment}.json", e) for e in EXPERIMENTS],
         selection_table="results/tables/selection.csv",
         selection_choice="results/selection/choice.json",
         path_choices=[f"models/{e}/path.json" for e in EXPERIMENTS],

@@ -11,8 +11,8 @@ rule score_selection:
         registry=config["gpu_registry"],
         code=code_inputs("scripts/score_selection.py"),
         hardware=MEASURED_FILES,
-        primary_table=f"results/features/{FEATURE_SET}/{{experiment}}.parquet",
-        primary_meta=f"results/features/{FEATURE_SET}/{{experiment}}.json",
+        primary_table=primary_input("results/features/{fs}/{experiment}.parquet"),
+        primary_meta=primary_input("results/features/{fs}/{experiment}.json"),
     output:
         **RECIPE_OUTPUTS,
         tables=expand("results/selection/{{experiment}}/{fs}.csv", fs=SELECTION["candidates"]),

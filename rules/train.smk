@@ -1,6 +1,7 @@
-# The models of an experiment: the primary one (models/<experiment>/<feature_set>-all, trained with `training`)
-# and one per compared feature set (trained with `training` updated by `compare_training`, a smaller budget
-# stated in the report) in rule `train`; the ablation groups of the primary feature set in rule `train_ablation`.
+# The models of an experiment: the primary one (models/<experiment>/<feature set>-all of the experiment's primary
+# feature set, trained with `training`) and one per other feature set of `feature_set` and `compare_feature_sets`
+# (trained with `training` updated by `compare_training`, a smaller budget stated in the report) in rule `train`;
+# the ablation groups of the configured `feature_set` in rule `train_ablation`.
 # Each model is scored right after training: results/predictions/<experiment>/<model>.parquet and
 # results/tables/mape/<experiment>/<model>.csv.
 
@@ -33,7 +34,7 @@ rule train:
     threads: 1
     params:
         exp=lambda wc: config["experiments"][wc.experiment],
-        models=model_specs(TRAINED),
+        models=lambda wc: model_specs(TRAINED, wc.experiment),
         seed=config["seed"],
         measured_dir=MEASURED_DIR,
         scored=EXPERIMENTS,
@@ -61,7 +62,7 @@ rule train_ablation:
     threads: 1
     params:
         exp=lambda wc: config["experiments"][wc.experiment],
-        models=model_specs(ABLATED),
+        models=lambda wc: model_specs(ABLATED, wc.experiment),
         seed=config["seed"],
     script:
         "../scripts/train.py"

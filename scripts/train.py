@@ -12,6 +12,7 @@ exp = sm.wildcards.experiment
 models = [{**m, "table": m["table"].format(experiment=exp), "meta": m["meta"].format(experiment=exp),
            "model_dir": str(Path(model).parent), "predictions": pred, "mape": mape}
           for m, model, pred, mape in zip(sm.params.models, sm.output.models, sm.output.predictions, sm.output.mape)]
+models.sort(key=lambda m: not m.get("primary"))  # the primary model first: the path choice is recorded beside it
 path_choice = ({"scores": sm.input.path_scores, "rows": sm.input.path_rows, "registry": sm.input.registry,
                 "measured_dir": sm.params.measured_dir,
                 "all_scores": dict(zip(sm.params.scored, sm.input.all_path_scores)),

@@ -54,24 +54,25 @@ def default_paths() -> dict[str, Path]:
             "measured_dir": root / "data" / "hardware", "config": root / "config" / "config.yaml"}
 
 
-def _primary_feature_set(config_path: Path) -> str | None:
-    """The ``feature_set`` of ``config_path`` (None when absent or unreadable); parsed once per file version
-    (modification time and size)."""
+def _primary_feature_set(config_path: Path, experiment: str) -> str | None:
+    """The primary feature set of ``experiment`` in ``config_path``: its entry's ``feature_set``, else the top-level
+    one (None when absent or unreadable); the file is parsed once per version (modification time and size)."""
     try:
         st = Path(config_path).stat()
     except OSError:
         return None
-    return _feature_set_of(str(config_path), st.st_mtime_ns, st.st_size)
+    return _feature_set_of(str(config_path), st.st_mtime_ns, st.st_size, experiment)
 
 
-@lru_cache(maxsize=8)
-def _feature_set_of(config_path: str, mtime_ns: int, size: int) -> str | None:
-    """``feature_set`` of the YAML file ``config_path`` (None when absent or unreadable); ``mtime_ns`` and ``size``
-    only key the cache."""
+@lru_cache(maxsize=32)
+def _feature_set_of(config_path: str, mtime_ns: int, size: int, experiment: str) -> str | None:
+    """:func:`_primary_feature_set` of the YAML file ``config_path``; ``mtime_ns`` and ``size`` only key the cache."""
     import yaml
 
     try:
-        return yaml.safe_load(Path(config_path).read_text()).get("feature_set")
+        cfg = yaml.safe_load(Path(config_path).read_text())
+        entry = (cfg.get("experiments") or {}).get(experiment) or {}
+        return entry.get("feature_set") or cfg.get("feature_set")
     except (OSError, AttributeError, yaml.YAMLError):
         return None
 
@@ -136,8 +137,9 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
         registry: the GPU registry (default: :func:`synperf.data.hardware.load_registry` of the ``registry``
             and ``measured_dir`` of :func:`default_paths`).
         feature_set: which model of the experiment (``models/<experiment>/<feature_set>-all``); default the
-            primary ``feature_set`` of the ``config`` of :func:`default_paths`, else the first of v2_paper, v2, v1
-            that was trained.
+            MLP folder of the recorded path (``path.json``), else the experiment's primary feature set in the
+            ``config`` of :func:`default_paths` (its entry's ``feature_set``, else the top-level one), else the first
+            of v2_paper, v2, v1 that was trained.
 
     Returns:
         The canonical parameter columns plus ``theoretical_time_us``, ``predicted_efficiency``,
@@ -165,9 +167,11 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
     registry = registry or load_registry(defaults["registry"], defaults["measured_dir"])
     table = launch_table(kernel, params, gpu, registry)
     exp_dir = Path(models_dir or defaults["models_dir"]) / (experiment or kernel)
-    primary = _primary_feature_set(defaults["config"])
+    choice = load_choice(exp_dir) if feature_set is None else None
+    primary = _primary_feature_set(defaults["config"], experiment or kernel)
     order = (feature_set, primary, "v2_paper", "v2", "v1")
-    candidates = [exp_dir / f"{fs}-all" for fs in dict.fromkeys(order) if fs] + [exp_dir]
+    candidates = ([exp_dir / choice["mlp_dir"]] if choice and choice.get("mlp_dir") else []) + \
+        [exp_dir / f"{fs}-all" for fs in dict.fromkeys(order) if fs] + [exp_dir]
     model_dir = next((d for d in candidates if (d / "meta.json").exists()), None)
     if model_dir is None:
         raise InputError(f"{exp_dir}: no trained model; run the pipeline (`snakemake --cores all`) first")
@@ -183,7 +187,6 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
     out["predicted_latency_low_us"] = np.nan
     out["predicted_latency_high_us"] = np.nan
     out.attrs["model_dir"] = str(model_dir)
-    choice = load_choice(exp_dir) if feature_set is None else None
     if choice is not None:
         mlp = _load(str(exp_dir / choice["mlp_dir"])) if choice.get("mlp_dir") else model
         # the features and MLP predictions above serve the path when it uses the same feature set and MLP

@@ -138,8 +138,9 @@ def test_the_feature_set_check_names_experiments_whose_test_gpus_tipped_the_pool
         return pd.DataFrame([{"experiment": name, "feature_set": fs, "fold": f"losgo:{g}", "validation_gpu": g,
                               "n_train": 1, "n_rows": 1, "mape_pct": v} for fs, v in mape.items() for g in "ab"])
 
-    experiments = {"e1": {"seen": ["a", "b"], "unseen": ["t"]}, "e2": {"seen": ["c", "d"], "unseen": ["u"]},
-                   "e3": {"seen": ["t", "c"], "unseen": ["v"]}}
+    experiments = {"e1": {"kernel": "gemm", "seen": ["a", "b"], "unseen": ["t"]},
+                   "e2": {"kernel": "rmsnorm", "seen": ["c", "d"], "unseen": ["u"]},
+                   "e3": {"kernel": "silu_mul", "seen": ["t", "c"], "unseen": ["v"]}}
     files = []
     # e1 and e2 favour v1 by 10%; e3 (trained on e1's test GPU t) favours v2 by far: pooled, v2 wins
     for name, table in (("e1", scores("e1", v1=10.0, v2=11.0)), ("e2", scores("e2", v1=20.0, v2=22.0)),
@@ -151,3 +152,39 @@ def test_the_feature_set_check_names_experiments_whose_test_gpus_tipped_the_pool
     c = json.loads((tmp_path / "c.json").read_text())
     assert c["chosen"] == "v2" and c["agrees"]
     assert c["per_experiment"] == {"e1": "v1", "e2": "v2", "e3": "v2"} and c["disagree"] == ["e1"]
+    assert c["primary"] == {"e1": "v2", "e2": "v2", "e3": "v2"}
+    # e1 naming v1 as its own primary set: the check then agrees for every experiment
+    experiments["e1"]["feature_set"] = "v1"
+    choose_feature_set(files, "v2", {"max_epochs": 1}, str(tmp_path / "t.csv"), str(tmp_path / "c.json"),
+                       experiments=experiments)
+    c = json.loads((tmp_path / "c.json").read_text())
+    assert c["primary"]["e1"] == "v1" and c["per_experiment"]["e1"] == "v1" and c["disagree"] == []
+
+
+def test_an_experiment_that_may_hold_the_same_measurements_never_informs_a_choice():
+    import pandas as pd
+
+    from synperf.evaluation.evidence import informing_experiments
+    from synperf.pipeline.selection import informed_choice
+
+    experiments = {"gemm": {"kernel": "gemm", "sources": ["aiconfigurator"], "seen": ["a", "b"], "unseen": ["t"]},
+                   "gemm_any": {"kernel": "gemm", "seen": ["c", "d"], "unseen": []},
+                   "gemm_other": {"kernel": "gemm", "sources": ["vidur"], "seen": ["c", "d"], "unseen": []},
+                   "norm": {"kernel": "rmsnorm", "sources": ["aiconfigurator"], "seen": ["c", "x"], "unseen": []},
+                   "norm_t": {"kernel": "rmsnorm", "seen": ["c"], "unseen": []}}
+    rows = [{"experiment": n, "feature_set": fs, "fold": f"losgo:{g}", "validation_gpu": g, "mape_pct": v}
+            for n, fs, v in (("gemm", "v1", 10.0), ("gemm", "v2", 30.0), ("gemm_any", "v1", 50.0),
+                             ("gemm_any", "v2", 10.0), ("gemm_other", "v1", 10.0), ("gemm_other", "v2", 12.0),
+                             ("norm", "v1", 10.0), ("norm", "v2", 11.0), ("norm_t", "v1", 90.0),
+                             ("norm_t", "v2", 10.0))
+            for g in (["t"] if n == "norm_t" else ["c", "d"])]
+    scores = pd.DataFrame(rows)
+    frames = {n: g for n, g in scores.groupby("experiment")}
+    # gemm_any reads every source of gemm (so maybe gemm's held-out problems); norm_t validates on the tested GPU t
+    assert informing_experiments("gemm", experiments, ["t"], scores=frames) == ["gemm", "gemm_other", "norm"]
+    assert informing_experiments("gemm", experiments, ["t"], scores=frames, own=False) == ["gemm_other", "norm"]
+    # without them v1 wins by far; with gemm_any and norm_t pooled, v2 would
+    assert informed_choice(scores, "gemm", experiments, ["t"], "v2") == "v1"
+    assert informed_choice(scores, "gemm", experiments, [], "v2", own=False) == "v2"
+    # nothing left to read: no evidence either way
+    assert informed_choice(scores, "gemm", experiments, ["c", "d", "x"], "v2", own=False) is None

@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import LeaveOneGroupOut
 
+from synperf.evaluation.evidence import trained_gpus
 from synperf.evaluation.metrics import ape
 from synperf.model.estimator import TrainConfig, TrainedModel, groups_sha256, train, training_rows
 from synperf.model.features import FeatureFrame
@@ -377,10 +378,7 @@ def pooled_default(scores: dict[str, pd.DataFrame], experiments: dict[str, dict]
     used = []
     for name in sorted(scores):
         sc = scores[name]
-        trained_on = {str(g) for g in experiments[name].get("seen", [])}
-        if len(sc) and "validation_gpu" in sc.columns:
-            trained_on |= set(sc["validation_gpu"].astype(str))
-        if name in exclude or drop & trained_on:
+        if name in exclude or drop & trained_gpus(experiments[name], sc):
             continue
         per = sc[sc["path"].isin(ZERO_SHOT)].groupby("path")["mape_pct"].mean() if len(sc) else pd.Series()
         if all(b in per.index and np.isfinite(per[b]) and per[b] > 0 for b in ZERO_SHOT):

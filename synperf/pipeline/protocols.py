@@ -31,13 +31,21 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
                        training: dict, protocols: list[str], methods: list[str] | None, threads: int,
                        out_table: str, out_cdf: str | None = None, model_dir: str | None = None, *,
                        measured_dir: str | None = None, out_rows: str | None = None,
-                       path_scores: dict[str, str] | None = None, experiments: dict[str, dict] | None = None) -> None:
+                       path_scores: dict[str, str] | None = None, experiments: dict[str, dict] | None = None,
+                       feature_tables: dict[str, tuple[str, str]] | None = None,
+                       feature_scores: list[str] | None = None, configured_feature_set: str | None = None) -> None:
     """All methods (our MLP and every baseline) under the evaluation protocols, for one experiment.
 
-    ``features``/``features_meta``: the experiment's feature table of the primary feature set
+    ``features``/``features_meta``: the experiment's feature table of the configured top-level ``feature_set``
     (:func:`synperf.pipeline.features.experiment_features`: every row of its seen and unseen GPUs with the configured
-    split label). ``protocols`` from ``configured``, ``logo`` (leave one GPU out), ``loao`` (leave one architecture
-    out); every GPU of the experiment (seen and unseen) takes part in the leave-one-out protocols. With
+    split label); the baselines read it in every fold. ``feature_tables`` (feature set -> (table, meta), the same
+    rows in the same order) holds the tables the MLP methods may read instead: on the configured fold the primary
+    model's own (its meta's ``feature_set``); on a leave-one-out fold, with ``feature_scores`` (the
+    leave-one-seen-GPU-out feature-set score CSVs of every experiment) and ``experiments``, the set
+    :func:`synperf.pipeline.selection.informed_choice` picks from the other experiments' scores without the fold's
+    tested GPUs (``configured_feature_set`` kept within the noise margin); without them ``features``.
+    ``protocols`` from ``configured``, ``logo`` (leave one GPU out), ``loao`` (leave one architecture out); every
+    GPU of the experiment (seen and unseen) takes part in the leave-one-out protocols. With
     ``model_dir`` (the experiment's primary model, trained on the configured split's training rows) that model is
     ``synperf_mlp`` on the configured fold, so the configured numbers equal the main table's, and the prediction
     path recorded beside it (``path.json`` in its parent folder, chosen by leave one seen GPU out inside the
@@ -67,6 +75,7 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
 
     from synperf.evaluation.protocols import (
         METHODS,
+        MLP,
         SYNPERF,
         error_cdf,
         make_folds,
@@ -78,6 +87,22 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
     registry = load_registry(registry_path, measured_dir)
     table = read_table(features).reset_index(drop=True)
     meta = json.loads(Path(features_meta).read_text())
+    configured_fs = configured_feature_set or meta.get("feature_set")
+    tables = {meta.get("feature_set"): (table, meta)}
+
+    def feature_table(fs: str) -> tuple[pd.DataFrame, dict]:
+        """The experiment's table and meta of feature set ``fs`` (read once), row-aligned with ``table``."""
+        if fs not in tables:
+            t_path, m_path = (feature_tables or {})[fs]
+            t = read_table(t_path).reset_index(drop=True)
+            if len(t) != len(table) or not t["problem_key"].equals(table["problem_key"]):
+                raise ValueError(f"{t_path}: rows differ from {features}; rebuild the features stage")
+            tables[fs] = (t, json.loads(Path(m_path).read_text()))
+        return tables[fs]
+
+    fs_scores = (pd.concat([pd.read_csv(f) for f in feature_scores], ignore_index=True)
+                 if feature_scores and experiments else None)
+    path_frames = {n: pd.read_csv(f) for n, f in (path_scores or {}).items()}
     gpus = list(exp["seen"]) + list(exp.get("unseen", []))
     cfg = TrainConfig.from_dict({**training, "seed": seed, "threads": threads})
     pretrained = {"configured": TrainedModel.load(model_dir)} if model_dir else None
@@ -90,7 +115,7 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
                                         choice.get("seen_path"))}
                         if choice else None)
     summaries, cdfs, done, configured_preds = [], [], {}, None
-    fit_cache: dict = {}  # the synperf method's inner leave-one-seen-GPU-out models, shared across folds
+    fit_caches: dict = {}  # per feature set: the synperf method's inner models, shared across folds
     for protocol in protocols:
         folds = make_folds(protocol, table, registry, gpus=gpus, heldout_frac=exp.get("heldout_frac", 0.2), seed=seed,
                            heldout_source_files=exp.get("heldout_source_files"))
@@ -98,7 +123,18 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
         fold_methods = list(methods or METHODS)
         parts = []
         for fold in folds:
-            key = (hashlib.sha256(np.asarray(fold.labels, dtype=str).tobytes()).hexdigest(), tuple(fold_methods))
+            tested = tested_gpus(fold, registry)
+            if pretrained and fold.name in pretrained:
+                fs = pretrained[fold.name].meta.get("feature_set", configured_fs)
+            elif fs_scores is not None:
+                from synperf.pipeline.selection import informed_choice
+
+                fs = informed_choice(fs_scores, exp_name, experiments, tested, configured_fs, own=False) \
+                    or configured_fs
+                log.info("%s: feature set %s (chosen without the fold's tested GPUs)", fold.name, fs)
+            else:
+                fs = configured_fs
+            key = (hashlib.sha256(np.asarray(fold.labels, dtype=str).tobytes()).hexdigest(), tuple(fold_methods), fs)
             if key in done:
                 log.info("%s: same rows as %s, predictions reused", fold.name, done[key]["fold"].iloc[0])
                 parts.append(done[key].assign(protocol=fold.protocol, fold=fold.name))
@@ -107,13 +143,27 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
             if path_scores and SYNPERF in fold_methods and fold.name not in (chosen_paths or {}):
                 from synperf.pipeline.selection import path_default
 
-                d = path_default(exp_name, experiments, path_scores, tested_gpus(fold, registry), own_scores=False)
+                d = path_default(exp_name, experiments, path_frames, tested, own_scores=False)
                 defaults = {fold.name: d["default"]}
                 log.info("%s: default path %s (pooled geometric means %s over %d experiments)", fold.name,
                          d["default"], json.dumps(d["geometric_mean"]), len(d["experiments"]))
-            p = predict_protocol(table, [fold], fold_methods, registry, cfg, meta, max_train_rows=cfg.max_train_rows,
-                                 seed=seed, log=log.info, pretrained=pretrained, chosen_paths=chosen_paths,
-                                 fit_cache=fit_cache, defaults=defaults)
+            # the MLP methods read the fold's feature set; the baselines always the configured table
+            mlp_methods = [m for m in fold_methods if m in (MLP, SYNPERF)]
+            groups = ([(fs, fold_methods)] if fs == configured_fs else
+                      [(configured_fs, [m for m in fold_methods if m not in mlp_methods]), (fs, mlp_methods)])
+            p = []
+            for group_fs, group_methods in groups:
+                if not group_methods:
+                    continue
+                t, m = feature_table(group_fs)
+                p.append(predict_protocol(t, [fold], group_methods, registry, cfg, m,
+                                          max_train_rows=cfg.max_train_rows, seed=seed, log=log.info,
+                                          pretrained=pretrained, chosen_paths=chosen_paths,
+                                          fit_cache=fit_caches.setdefault(group_fs, {}), defaults=defaults))
+            p = pd.concat(p, ignore_index=True)
+            if len(groups) > 1:  # the methods in their usual order
+                order = {m: i for i, m in enumerate(fold_methods)}
+                p = p.sort_values("method", key=lambda c: c.map(order), kind="stable").reset_index(drop=True)
             done[key] = p
             parts.append(p)
         if not parts:  # no fold (e.g. leave-one-architecture-out over GPUs of one architecture)
@@ -134,7 +184,8 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
         rows = pd.DataFrame(columns=ROW_COLUMNS)
         if configured_preds is not None:
             p = configured_preds[configured_preds["method"] == SYNPERF]
-            tt = table["theoretical_time_us"].to_numpy(dtype="float64")[p["row"].to_numpy(dtype="int64")]
+            fs = pretrained["configured"].meta.get("feature_set", configured_fs) if pretrained else configured_fs
+            tt = feature_table(fs)[0]["theoretical_time_us"].to_numpy(dtype="float64")[p["row"].to_numpy(dtype="int64")]
             rows = p.assign(experiment=exp_name, theoretical_time_us=tt)[ROW_COLUMNS].reset_index(drop=True)
         write_parquet(rows, out_rows)
     if out_cdf:

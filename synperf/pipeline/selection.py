@@ -87,6 +87,31 @@ def score_selection(candidates: list[tuple[str, str, str]], exp_name: str, regis
             write_parquet(rows, out_path_rows)
 
 
+def primary_feature_set(exp: dict, configured: str) -> str:
+    """An experiment's primary feature set: its config entry's ``feature_set``, else the top-level ``configured``
+    one."""
+    return str(exp.get("feature_set") or configured)
+
+
+def informed_choice(scores: pd.DataFrame, exp_name: str, experiments: dict[str, dict], test_gpus, configured: str,
+                    *, own: bool = True) -> str | None:
+    """The feature-set rule (:func:`synperf.evaluation.selection.choose`, ``configured`` kept within the noise
+    margin) over only the scores that may inform ``exp_name``'s choice when it tests ``test_gpus``
+    (:func:`synperf.evaluation.evidence.informing_experiments`; ``own``: whether its own scores count). ``scores``:
+    :data:`synperf.evaluation.selection.SCORE_COLUMNS` rows of many experiments. None when none of them scored every
+    candidate (no evidence either way)."""
+    from synperf.evaluation.evidence import informing_experiments
+    from synperf.evaluation.selection import choose
+
+    frames = {str(n): g for n, g in scores.groupby("experiment")}
+    keep = informing_experiments(exp_name, experiments, test_gpus,
+                                 scores={n: g for n, g in frames.items() if n in experiments}, own=own)
+    try:
+        return choose(scores[scores["experiment"].isin(keep)], configured)[0]
+    except ValueError:
+        return None
+
+
 def choose_feature_set(score_tables: list[str], configured: str, training: dict, out_table: str,
                        out_choice: str, experiments: dict[str, dict] | None = None) -> None:
     """Pick the primary feature set from the leave-one-seen-GPU-out scores
@@ -94,12 +119,12 @@ def choose_feature_set(score_tables: list[str], configured: str, training: dict,
     the selection table (CSV) and the choice (JSON: chosen, lowest, min_gain, configured, agrees, experiments,
     budget).
 
-    With ``experiments`` (config entries: ``seen``, ``unseen``) the choice also holds ``per_experiment``: for each
-    experiment, the same rule over the scores of the experiments not trained on one of its unseen GPUs (what an
-    experiment's own choice could read without its test GPUs; None when none of them scored every candidate), and
-    ``disagree``: the experiments whose
-    ``per_experiment`` choice is not ``configured``. The pipeline uses one primary feature set for every
-    experiment; those experiments train with a set the evidence without their test GPUs does not pick.
+    With ``experiments`` (config entries: ``seen``, ``unseen``, optional ``feature_set``) the choice also holds,
+    per experiment, ``per_experiment``: the same rule over only the scores that may inform that experiment's choice
+    (:func:`informed_choice` of its configured unseen GPUs), with its configured primary set
+    (:func:`primary_feature_set`) as the one kept within the margin; ``primary``: that configured set; and
+    ``disagree``: the experiments whose ``per_experiment`` choice is not their primary set (they train with a set
+    the evidence without their test GPUs does not pick; the report names them).
     """
     from synperf.data.io import write_csv
     from synperf.evaluation.path_selection import MIN_RELATIVE_GAIN
@@ -109,47 +134,39 @@ def choose_feature_set(score_tables: list[str], configured: str, training: dict,
     chosen, table = choose(scores, configured)
     means = table.set_index("experiment").drop(columns="best").loc["geometric mean"].astype(float)
     write_csv(table, out_table)
-    per_experiment = {}
-    for name, exp in sorted((experiments or {}).items()):
-        tested = set(exp.get("unseen") or [])
-        keep = [n for n, e in experiments.items() if not set(e.get("seen") or []) & tested]
-        try:
-            per_experiment[name] = choose(scores[scores["experiment"].isin(keep)], configured)[0]
-        except ValueError:  # no experiment left with every candidate scored: no evidence either way
-            per_experiment[name] = None
+    experiments = experiments or {}
+    primary = {n: primary_feature_set(e, configured) for n, e in sorted(experiments.items())}
+    per_experiment = {n: informed_choice(scores, n, experiments, e.get("unseen") or [], primary[n])
+                      for n, e in sorted(experiments.items())}
     write_json({"chosen": chosen, "lowest": str(means.idxmin()), "min_gain": MIN_RELATIVE_GAIN,
                 "configured": configured, "agrees": chosen == configured,
-                "per_experiment": per_experiment,
-                "disagree": sorted(n for n, c in per_experiment.items() if c not in (None, configured)),
+                "primary": primary, "per_experiment": per_experiment,
+                "disagree": sorted(n for n, c in per_experiment.items() if c not in (None, primary[n])),
                 "experiments": sorted(table["experiment"].iloc[:-1]),
                 "candidates": sorted(scores["feature_set"].unique()), "folds": int(len(scores)),
                 "budget": {k: training[k] for k in ("max_epochs", "max_train_rows") if k in training},
                 "protocol": "leave one seen GPU out, inside the configured training rows"}, out_choice)
 
 
-def path_default(exp_name: str, experiments: dict[str, dict], score_files: dict[str, str], test_gpus,
+def path_default(exp_name: str, experiments: dict[str, dict], score_files: dict, test_gpus,
                  own_scores: bool = True) -> dict:
     """:func:`synperf.evaluation.path_selection.pooled_default` for one experiment's choice, from the
-    leave-one-seen-GPU-out path scores of every experiment (``score_files``: experiment -> its ``paths.csv``).
+    leave-one-seen-GPU-out path scores of every experiment (``score_files``: experiment -> its ``paths.csv``, or
+    that table already read).
 
-    Left out: every experiment trained on one of ``test_gpus`` (the configured unseen GPUs, or a leave-one-out
-    fold's test GPUs), every other experiment of the same kernel sharing a source with ``exp_name`` (its rows
-    could be the same measurements; an experiment without ``sources`` reads every source), and ``exp_name``'s own
-    scores unless ``own_scores`` (a leave-one-out fold holds out problems the configured training rows include,
-    so its choice reads only the other experiments).
+    Pooled: only :func:`synperf.evaluation.evidence.informing_experiments` of ``test_gpus`` (the configured unseen
+    GPUs, or a leave-one-out fold's test GPUs), ``exp_name``'s own scores only when ``own_scores``.
 
     Raises:
         KeyError: a scored experiment has no entry in ``experiments``.
     """
+    from synperf.evaluation.evidence import informing_experiments
     from synperf.evaluation.path_selection import pooled_default
 
-    exp = experiments[exp_name]
-
-    def share_rows(e: dict) -> bool:  # same kernel and a common source (no `sources`: every source)
-        a, b = set(e.get("sources") or []), set(exp.get("sources") or [])
-        return e["kernel"] == exp["kernel"] and (not a or not b or bool(a & b))
-
-    same_rows = [n for n, e in experiments.items() if n != exp_name and share_rows(e)]
-    exclude = same_rows + ([] if own_scores else [exp_name])
-    scores = {n: pd.read_csv(f) for n, f in score_files.items()}
+    scores = {n: f if isinstance(f, pd.DataFrame) else pd.read_csv(f) for n, f in score_files.items()}
+    missing = sorted(set(scores) - set(experiments))
+    if missing:
+        raise KeyError(f"scored experiments without a config entry: {missing}")
+    keep = informing_experiments(exp_name, experiments, test_gpus, scores=scores, own=own_scores)
+    exclude = [n for n in scores if n not in keep]
     return pooled_default(scores, experiments, exclude_gpus=list(test_gpus), exclude=exclude)

@@ -50,11 +50,9 @@ def _pooled(t: pd.DataFrame) -> pd.DataFrame:
 
 
 def comparison_table(primary: pd.DataFrame, other: pd.DataFrame) -> pd.DataFrame:
-    """Seen/unseen MAPE per experiment for each feature set, side by side."""
-    tables = {}
-    for t in (primary, other):
-        for fs, g in t.groupby("feature_set"):
-            tables[fs] = _pooled(g)
+    """Seen/unseen MAPE per experiment for each feature set, side by side (``primary`` and ``other`` may each
+    hold several feature sets: an experiment's primary set is its own)."""
+    tables = {fs: _pooled(g) for fs, g in pd.concat([primary, other], ignore_index=True).groupby("feature_set")}
     out = pd.DataFrame(index=sorted(primary["experiment"].unique()))
     for fs, piv in tables.items():
         out[f"{fs} seen"] = piv.get("test_seen")
@@ -62,11 +60,14 @@ def comparison_table(primary: pd.DataFrame, other: pd.DataFrame) -> pd.DataFrame
     return out.reset_index(names="experiment")
 
 
-def ablation_table(primary: pd.DataFrame, ablation: pd.DataFrame) -> pd.DataFrame:
-    """Seen/unseen MAPE per experiment with all features, math only and memory only."""
+def ablation_table(full: pd.DataFrame, ablation: pd.DataFrame) -> pd.DataFrame:
+    """Seen/unseen MAPE per experiment with all features, math only and memory only: ``full`` holds the
+    all-feature models (of any feature sets; those of the ablation's feature set are read)."""
     exps = sorted(ablation["experiment"].unique())
     out = pd.DataFrame(index=exps)
-    parts = [("all", primary[primary["experiment"].isin(exps)])] + list(ablation.groupby("feature_group"))
+    sets = set(ablation["feature_set"]) if "feature_set" in ablation.columns else set(full["feature_set"])
+    full = full[full["experiment"].isin(exps) & full["feature_set"].isin(sets)]
+    parts = [("all", full)] + list(ablation.groupby("feature_group"))
     for group, g in parts:
         piv = _pooled(g)
         out[f"{group} seen"] = piv.get("test_seen")
@@ -201,13 +202,20 @@ def evaluation_section(leaks: list[dict], selection_table: str | None, selection
                "The other hyper-parameters and the budgets are fixed in `config/config.yaml`, "
                "not chosen by comparing numbers.", "",
                md_table(table), ""]
+        if choice.get("per_experiment"):
+            prim = choice.get("primary") or {}
+            rows = [{"experiment": e, "primary": prim.get(e, choice["configured"]),
+                     "rule without its test GPUs": c or "no evidence"}
+                    for e, c in choice["per_experiment"].items()]
+            md += ["Per experiment, the same rule over only the experiments that may inform its choice (none "
+                   "trained on its unseen GPUs, none that may hold its measurements), with its primary set as the "
+                   "one kept within the margin; an experiment's config entry may name its primary set "
+                   "(`feature_set`), the others use the top-level one:", "", md_table(pd.DataFrame(rows)), ""]
         if choice.get("disagree"):
-            md += ["**Not held out for every experiment.** The table pools every experiment, including some "
-                   "trained on another experiment's unseen GPU. Over only the experiments not trained on its "
-                   "unseen GPUs, the same rule picks "
-                   + ", ".join(f"`{choice['per_experiment'][e]}` for `{e}`" for e in choice["disagree"])
-                   + f"; these experiments still use `{choice['configured']}` (one primary feature set serves "
-                   "every experiment), so their feature set was informed by measurements of their test GPUs.", ""]
+            md += ["**Not held out for every experiment.** For "
+                   + ", ".join(f"`{e}`" for e in choice["disagree"])
+                   + " the rule without its test GPUs picks another set than the primary one it trains with: that "
+                   "primary set is not backed by evidence held out from its test GPUs.", ""]
     if path_choices:
         rows = []
         for p in path_choices:
@@ -246,8 +254,10 @@ def evaluation_section(leaks: list[dict], selection_table: str | None, selection
                          "folds": c["folds"], "chosen": c["chosen"]})
         md += ["### How each experiment's training recipe was chosen", "",
                "The recipes of `selection.recipes` (loss and mini-batch rule, over `training`), scored the same way "
-               "on the primary feature set; each experiment's MLPs, the protocol folds' included, train with its "
-               "winner. An experiment without folds keeps the first recipe. Validation MAPE (%), mean over folds.", "",
+               "on the experiment's primary feature set; its primary, comparison and ablation MLPs train with its "
+               "winner (the leave-one-out protocol folds with `training` as configured: the recipe was chosen on "
+               "GPUs they test). An experiment without folds keeps the first recipe. Validation MAPE (%), mean over "
+               "folds.", "",
                md_table(pd.DataFrame(rows)), ""]
     return md
 
@@ -345,7 +355,8 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
                                                  "rows": merge["duplicate_rows_merged"]}])], ignore_index=True)
     write_csv(pd.concat([t for t in (mape, compare, ablation) if t is not None], ignore_index=True), out_mape)
     cmp_table = comparison_table(mape, compare) if compare is not None else None
-    abl_table = ablation_table(mape, ablation) if ablation is not None else None
+    abl_table = (ablation_table(pd.concat([mape, compare], ignore_index=True) if compare is not None else mape,
+                                ablation) if ablation is not None else None)
     if out_compare:
         write_csv(cmp_table if cmp_table is not None else pd.DataFrame(), out_compare)
     if out_ablation:
@@ -364,10 +375,13 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
                               for r in leaks for u in r["unseen"]])
         per_gpu = per_gpu.merge(twins, on=["experiment", "gpu", "split"], how="left")
     core = summ[summ["experiment"] == summ["kernel"]]
-    primary = metas[0].get("feature_set", "?") if metas else "?"
+    sets = sorted({m.get("feature_set", "?") for m in metas})
+    primary = sets[0]
     md = ["# synperf report", ""]
-    md += ["Latency MAPE of the per-family efficiency MLPs (feature set "
-           f"`{metas[0].get('feature_set', '?') if metas else '?'}`). *Seen* = held-out problems on the GPUs the "
+    md += ["Latency MAPE of the per-family efficiency MLPs (primary feature set: "
+           + (f"`{primary}`" if len(sets) == 1 else ", ".join(
+               f"`{m.get('feature_set', '?')}` for {m.get('experiment', '?')}" for m in metas))
+           + "). *Seen* = held-out problems on the GPUs the "
            "model trained on; *unseen* = every row of GPUs it never saw. Generated by `snakemake`; "
            "machine-readable tables beside this file in `tables/`.", ""]
     md += ["## MAPE per experiment", "", md_table(summ.rename(columns=_SUMMARY_HEADERS)), ""]
@@ -424,17 +438,18 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
     if cmp_table is not None:
         md += ["## Feature sets compared (same split, same rows)", "",
                "Seen = held-out problems on seen GPUs; unseen = unseen GPUs; MAPE in %. "
-               f"The primary feature set is `{primary}`.", "", md_table(cmp_table), ""]
+               f"The primary feature set is {f'`{primary}`' if len(sets) == 1 else 'per experiment (above)'}.", "",
+               md_table(cmp_table), ""]
     if abl_table is not None:
         md += ["## Ablation: feature groups (cf. the paper's Figure 4)", "",
-               "The primary feature set restricted to its math features (Tensor, FMA, XU demands and cycles) or its "
-               "memory features (DRAM, L2, shared-memory bytes and cycles); launch features (tasks, waves, "
+               "The configured `feature_set` restricted to its math features (Tensor, FMA, XU demands and cycles) or "
+               "its memory features (DRAM, L2, shared-memory bytes and cycles); launch features (tasks, waves, "
                "occupancy) stay in both. MAPE in %.", "", md_table(abl_table), ""]
     rate = [(m.get("rows", 0), m.get("feature_seconds", 0)) for m in fmetas.values()]
     n_rows, secs = sum(r for r, _ in rate), sum(t for _, t in rate)
     if secs > 0:
-        md += [f"Feature extraction (`{primary}`): {n_rows:,} rows in {secs:.1f} s, {n_rows / secs:,.0f} rows/s "
-               "(all experiments, one core each).", ""]
+        md += [f"Feature extraction (primary feature sets): {n_rows:,} rows in {secs:.1f} s, "
+               f"{n_rows / secs:,.0f} rows/s (all experiments, one core each).", ""]
     if registry_path is not None:
         md += _hardware_section(registry_path, measured_dir)
     md += ["## MAPE per GPU", "", "APE: absolute percentage error of the predicted latency, per row. On unseen "

@@ -86,17 +86,30 @@ def build_feature_sets(df: pd.DataFrame, registry, feature_sets) -> dict[str, Fe
 
 def check_feature_set_names(config: dict) -> None:
     """Check every feature-set name the pipeline config uses against :data:`FEATURE_SETS`, the one list of them
-    (``feature_set``, ``compare_feature_sets``, ``selection.candidates``).
+    (``feature_set``, ``compare_feature_sets``, ``selection.candidates``, ``experiments.<name>.feature_set``). An
+    experiment's own ``feature_set`` must also be one the pipeline trains for every experiment (``feature_set`` or
+    one of ``compare_feature_sets``) and one the selection scores (``selection.candidates``, when given), so that
+    its choice can be checked.
 
     Raises:
         InputError: naming the config key, the unknown name and the known ones.
     """
     from synperf.data.io import InputError
 
+    own = [(f"experiments.{n}.feature_set", [e["feature_set"]])
+           for n, e in sorted((config.get("experiments") or {}).items()) if (e or {}).get("feature_set")]
     uses = [("feature_set", [config.get("feature_set")]),
             ("compare_feature_sets", config.get("compare_feature_sets") or []),
-            ("selection.candidates", (config.get("selection") or {}).get("candidates") or [])]
+            ("selection.candidates", (config.get("selection") or {}).get("candidates") or [])] + own
     for key, names in uses:
         for name in names:
             if name is not None and name not in FEATURE_SETS:
                 raise InputError(f"config key {key}: unknown feature set {name!r}; known: {sorted(FEATURE_SETS)}")
+    trained = [config.get("feature_set"), *(config.get("compare_feature_sets") or [])]
+    candidates = (config.get("selection") or {}).get("candidates")
+    for key, (name,) in own:
+        if name not in trained:
+            raise InputError(f"config key {key}: {name!r} is not trained; use `feature_set` or one of "
+                             f"compare_feature_sets {trained[1:]}")
+        if candidates and name not in candidates:
+            raise InputError(f"config key {key}: {name!r} is not scored; add it to selection.candidates")
