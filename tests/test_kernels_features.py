@@ -132,6 +132,15 @@ def test_feature_set_names_come_from_one_list():
                      ({"feature_set": "v2", "selection": {"candidates": ["v1", "V2"]}}, "selection.candidates")):
         with pytest.raises(InputError, match=rf"config key {key}: unknown feature set"):
             check_feature_set_names(cfg)
+    # an experiment's own primary set: known, trained for every experiment and scored by the selection
+    base = {"feature_set": "v2", "compare_feature_sets": ["v1"], "selection": {"candidates": ["v2", "v1"]}}
+    check_feature_set_names({**base, "experiments": {"rmsnorm": {"feature_set": "v1"}, "gemm": {}}})
+    for own, candidates, match in (("v9", ["v2", "v1"], "unknown feature set 'v9'"),
+                                   ("v2_paper", ["v2", "v1", "v2_paper"], "'v2_paper' is not trained"),
+                                   ("v1", ["v2", "v2_paper"], "'v1' is not scored")):
+        cfg = {**base, "selection": {"candidates": candidates}, "experiments": {"rmsnorm": {"feature_set": own}}}
+        with pytest.raises(InputError, match=f"config key experiments.rmsnorm.feature_set: {match}"):
+            check_feature_set_names(cfg)
     snakefile = (Path(__file__).resolve().parent.parent / "Snakefile").read_text()
     assert 'feature_set="|".join(FEATURE_SETS)' in snakefile
 

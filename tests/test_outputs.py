@@ -19,6 +19,11 @@ CONFIG = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
 PRIMARY = CONFIG["feature_set"]
 
 
+def primary(experiment: str) -> str:
+    """The experiment's primary feature set: its config entry's, else the top-level one."""
+    return CONFIG["experiments"][experiment].get("feature_set") or PRIMARY
+
+
 def _need(path: Path) -> Path:
     if not path.exists():
         if os.environ.get("SYNPERF_REQUIRE_OUTPUTS") == "1":
@@ -31,7 +36,7 @@ def _need(path: Path) -> Path:
 def test_no_model_trained_on_an_unseen_gpu(experiment):
     exp = CONFIG["experiments"][experiment]
     metas = sorted((REPO / "models" / experiment).glob("*/meta.json"))
-    _need(REPO / "models" / experiment / f"{PRIMARY}-all" / "meta.json")
+    _need(REPO / "models" / experiment / f"{primary(experiment)}-all" / "meta.json")
     for path in metas:
         meta = json.loads(path.read_text())
         assert set(meta["train_gpus"]) <= set(exp["seen"]), path
@@ -42,9 +47,9 @@ def test_no_model_trained_on_an_unseen_gpu(experiment):
 def test_no_heldout_problem_in_training_and_leak_check_clean(experiment):
     from synperf.data.io import read_table
 
-    rep = json.loads(_need(REPO / "results" / "leak_check" / PRIMARY / f"{experiment}.json").read_text())
+    rep = json.loads(_need(REPO / "results" / "leak_check" / primary(experiment) / f"{experiment}.json").read_text())
     assert rep["ok"] and not any(rep["leaks"].values())
-    t = read_table(_need(REPO / "results" / "features" / PRIMARY / f"{experiment}.parquet"),
+    t = read_table(_need(REPO / "results" / "features" / primary(experiment) / f"{experiment}.parquet"),
                    columns=["gpu", "split", "problem_key", "source_file"])
     train = t[t.split == "train"]
     assert not np.isin(train["problem_key"], t.loc[t.split == "test_seen", "problem_key"]).any()
@@ -59,6 +64,10 @@ def test_selection_chose_the_configured_primary_feature_set():
     assert choice["configured"] == PRIMARY
     assert choice["agrees"], (f"leave-one-seen-GPU-out selection chose {choice['chosen']}, the config says "
                               f"{PRIMARY}: set feature_set to the chosen one")
+    # per experiment, over only the experiments that may inform it: its primary set is the rule's choice
+    assert choice["primary"] == {e: primary(e) for e in CONFIG["experiments"]}
+    assert choice["disagree"] == [], (f"without their test GPUs the rule picks {choice['per_experiment']}: set "
+                                      "those experiments' feature_set")
 
 
 @pytest.mark.parametrize("experiment", sorted(CONFIG["experiments"]))
@@ -67,8 +76,8 @@ def test_models_train_with_the_recipe_their_experiment_chose(experiment):
     if not recipes:
         pytest.skip("no training recipes configured")
     choice = json.loads(_need(REPO / "results" / "selection" / experiment / "recipe.json").read_text())
-    meta = json.loads(_need(REPO / "models" / experiment / f"{PRIMARY}-all" / "meta.json").read_text())
-    assert meta["recipe"] == choice["chosen"]
+    meta = json.loads(_need(REPO / "models" / experiment / f"{primary(experiment)}-all" / "meta.json").read_text())
+    assert meta["recipe"] == choice["chosen"] and meta["feature_set"] == primary(experiment)
     for key, value in choice["overrides"].items():
         assert meta["train_config"][key] == value, (experiment, key)
 
@@ -89,7 +98,7 @@ def test_prediction_path_sources_are_training_rows_of_seen_gpus(experiment):
         return
     src = pd.read_parquet(REPO / "models" / experiment / choice["sources"])
     assert set(src["gpu"]) <= set(exp["seen"])
-    t = read_table(_need(REPO / "results" / "features" / PRIMARY / f"{experiment}.parquet"))
+    t = read_table(_need(REPO / "results" / "features" / primary(experiment) / f"{experiment}.parquet"))
     held = set(t.loc[t.split == "test_seen", "problem_key"])
     assert not set(problem_key(src, CONFIG["seed"]).to_numpy()) & held
     assert len(src) == int((t.split == "train").sum())

@@ -148,9 +148,11 @@ def test_api_predict_follows_the_recorded_path_and_names_the_source(vidur_gemm, 
     mlp.meta["feature_set"] = "v2"  # as the pipeline records it
     mlp.save(exp_dir / "v2-all")
     S.save_choice(exp_dir, "shift+physical", tr, registry, mlp_dir="v2-all", feature_set="v2")
+    mlp.save(exp_dir / "v1-all")  # the config's primary set of gemm_fp16_vidur: the recorded path's MLP comes first
     a40 = table[table.gpu == "a40"].head(40).reset_index(drop=True)
     params = a40[["implementation", "dtype", "m", "n", "k", "batch"]]
     out = predict("gemm", params, "a40", experiment="gemm_fp16_vidur", models_dir=tmp_path, registry=registry)
+    assert out.attrs["model_dir"] == str(exp_dir / "v2-all")
     covered = out["source_gpu"].notna().to_numpy()
     assert covered.any() and (~covered).any()
     # the nearest seen GPU of an Ampere target is the Ampere A100; uncovered rows use the physical model

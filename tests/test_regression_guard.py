@@ -235,6 +235,17 @@ def test_other_feature_sets_and_groups_are_not_guarded(setup):
     assert run(mape=_edit(t, ~_primary(t), "mape_pct", lambda v: v * 3)) == 0
 
 
+def test_an_experiments_own_primary_feature_set_is_the_guarded_one(tmp_path):
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("feature_set: v2\nexperiments:\n  gemm: {kernel: gemm}\n  rmsnorm: {kernel: rmsnorm, "
+                   "feature_set: v1}\n")
+    assert guard.primary_feature_set(cfg) == {"gemm": "v2", "rmsnorm": "v1"}
+    rows = [{"experiment": e, "kernel": e, "feature_set": fs, "feature_group": "all", "gpu": "ALL",
+             "split": "unseen", "n_rows": 3, "mape_pct": 1.0} for e in ("gemm", "rmsnorm") for fs in ("v1", "v2")]
+    got = guard.extract_mape(pd.DataFrame(rows), guard.primary_feature_set(cfg))
+    assert list(zip(got["experiment"], got["feature_set"])) == [("gemm", "v2"), ("rmsnorm", "v1")]
+
+
 def test_missing_inputs_fail(setup, tmp_path):
     run, expected = setup
     (expected / "protocols.csv").unlink()

@@ -191,6 +191,54 @@ def test_protocols_run_on_real_rows(vidur_measurements, tmp_path):
     assert set(pd.read_csv(tmp_path / "p1.csv")["protocol"]) == {"logo"}
 
 
+@pytest.mark.xdist_group("vidur_measurements")
+def test_each_leave_one_out_fold_reads_the_feature_set_chosen_without_its_tested_gpus(vidur_measurements, tmp_path,
+                                                                                       caplog):
+    import logging
+
+    reg, allp, alls = vidur_measurements
+    cfg = _config()
+    exp = cfg["experiments"]["rmsnorm"]
+    tables = {fs: (str(tmp_path / f"{fs}.parquet"), str(tmp_path / f"{fs}.json")) for fs in ("v2_paper", "v1")}
+    experiment_features(str(allp), "rmsnorm", exp, reg, tables, 0)
+    # the other experiments' selection scores: one trained on A100 favours v1 strongly, one trained on H100 mildly
+    # favours v2_paper; rmsnorm's own scores (which saw every fold's GPUs) favour v2_paper and must not count
+    experiments = {"rmsnorm": exp, "on_a100": {"kernel": "gemm", "seen": ["a100_sxm4_80gb", "l40s"]},
+                   "on_h100": {"kernel": "silu_mul", "seen": ["h100_sxm", "b200"]}}
+    score_rows = [{"experiment": n, "feature_set": fs, "fold": f"losgo:{g}", "validation_gpu": g, "mape_pct": v}
+                  for n, per in (("on_a100", {"v1": 10.0, "v2_paper": 30.0}),
+                                 ("on_h100", {"v1": 12.0, "v2_paper": 10.0}),
+                                 ("rmsnorm", {"v1": 90.0, "v2_paper": 10.0}))
+                  for fs, v in per.items() for g in experiments[n]["seen"]]
+    scores = tmp_path / "scores.csv"
+    pd.DataFrame(score_rows).to_csv(scores, index=False)
+    training = {**cfg["training"], "max_epochs": 3}
+    methods = ["synperf_mlp", "roofline"]
+
+    def run(out, **kw):
+        evaluate_protocols(*tables["v2_paper"], "rmsnorm", exp, reg, 0, training, ["logo", "loao"], methods, 1,
+                           str(out), **kw)
+        t = pd.read_csv(out)
+        return t[(t.scope == "all") & (t.gpu == "ALL")].set_index(["fold", "method", "split"])["mape_pct"]
+
+    with caplog.at_level(logging.INFO, logger="synperf.pipeline.protocols"):
+        chosen = run(tmp_path / "chosen.csv", feature_tables=tables, feature_scores=[str(scores)],
+                     experiments=experiments, configured_feature_set="v2_paper")
+    picked = {m.split(":")[0] + ":" + m.split(":")[1]: m.split("feature set ")[1].split()[0]
+              for m in caplog.messages if "feature set" in m}
+    # A40 tested: both others count (v1 wins); A100 tested: only on_h100 (v2_paper); H100 tested: only on_a100 (v1);
+    # Ampere held out: on_a100 is out; Hopper held out: on_h100 is out
+    assert picked == {"logo:a100_sxm4_80gb": "v2_paper", "logo:a40": "v1", "logo:h100_sxm": "v1",
+                      "loao:Ampere": "v2_paper", "loao:Hopper": "v1"}
+    fixed = run(tmp_path / "fixed.csv")
+    # the baselines read the configured table in every fold; the MLP of a v1 fold trained on other features
+    roof = [k for k in fixed.index if k[1] == "roofline"]
+    assert chosen.loc[roof].equals(fixed.loc[roof])
+    assert chosen.loc[("logo:a40", "synperf_mlp", "unseen")] != fixed.loc[("logo:a40", "synperf_mlp", "unseen")]
+    assert chosen.loc[("logo:a100_sxm4_80gb", "synperf_mlp", "unseen")] == \
+        fixed.loc[("logo:a100_sxm4_80gb", "synperf_mlp", "unseen")]
+
+
 def test_neusight_experiment_keeps_the_upstream_train_and_test_files(public_data, tmp_path):
     reg = str(REPO / "config/gpus.yaml")
     cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())

@@ -6,8 +6,9 @@
 
 Three tables, each a tidy CSV of keys + values:
 
-* ``mape.csv``, from ``<results>/tables/mape.csv``: the primary models (``feature_set`` equal to ``feature_set``
-  of ``config/config.yaml``, ``feature_group == "all"``), one row per experiment, split (``train``,
+* ``mape.csv``, from ``<results>/tables/mape.csv``: the primary models (``feature_set`` equal to the experiment's
+  primary feature set in ``config/config.yaml``: its entry's ``feature_set``, else the top-level one;
+  ``feature_group == "all"``), one row per experiment, split (``train``,
   ``test_seen``, ``unseen``) and GPU, including ``gpu == "ALL"``. Columns :data:`MAPE_KEYS` + ``n_rows``,
   ``mape_pct``.
 * ``e2e.csv`` (when ``<results>/e2e/e2e_summary.csv`` exists; once expected, it must exist): the end-to-end
@@ -99,17 +100,25 @@ class Tolerance:
 
 
 # ---------------------------------------------------------------------------------------------- extraction
-def primary_feature_set(config: Path) -> str:
-    """``feature_set`` of the pipeline config (the primary models' feature set)."""
-    fs = (yaml.safe_load(config.read_text()) or {}).get("feature_set")
+def primary_feature_set(config: Path) -> str | dict[str, str]:
+    """The primary models' feature set of the pipeline config: the top-level ``feature_set``, or, when an
+    experiment's entry names its own (``feature_set``), ``{experiment: its primary set}`` for every experiment."""
+    cfg = yaml.safe_load(config.read_text()) or {}
+    fs = cfg.get("feature_set")
     if not fs:
         raise ValueError(f"{config}: no feature_set")
-    return str(fs)
+    exps = cfg.get("experiments") or {}
+    if not any((e or {}).get("feature_set") for e in exps.values()):
+        return str(fs)
+    return {str(n): str((e or {}).get("feature_set") or fs) for n, e in exps.items()}
 
 
-def extract_mape(mape: pd.DataFrame, feature_set: str) -> pd.DataFrame:
-    """The guarded rows of ``results/tables/mape.csv``: primary models, every GPU and ``ALL``, MAPE_SPLITS."""
-    t = mape[(mape["feature_set"] == feature_set) & (mape["feature_group"] == "all")
+def extract_mape(mape: pd.DataFrame, feature_set: str | dict[str, str]) -> pd.DataFrame:
+    """The guarded rows of ``results/tables/mape.csv``: primary models (``feature_set``: one for all experiments, or
+    per experiment), every GPU and ``ALL``, MAPE_SPLITS."""
+    want = (mape["experiment"].map(feature_set) if isinstance(feature_set, dict)
+            else pd.Series(feature_set, index=mape.index))
+    t = mape[(mape["feature_set"] == want) & (mape["feature_group"] == "all")
              & mape["split"].isin(MAPE_SPLITS)]
     out = t[MAPE_KEYS + MAPE_VALUES].copy()
     out["n_rows"] = out["n_rows"].astype("int64")
