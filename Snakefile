@@ -41,8 +41,8 @@ FEATURE_SET = config["feature_set"]
 COMPARE_SETS = [fs for fs in config.get("compare_feature_sets", []) if fs != FEATURE_SET]
 ABLATION = config.get("ablation", {})
 SELECTION = config.get("selection") or {"candidates": [FEATURE_SET]}
-# training recipes chosen per experiment on the seen GPUs (rules/selection.smk); every MLP of the experiment, the
-# protocol folds' included, trains with the chosen one
+# training recipes chosen per experiment on the seen GPUs (rules/selection.smk); the experiment's primary, comparison
+# and ablation MLPs train with the chosen one (the leave-one-out protocol folds with `training` as configured)
 RECIPES = SELECTION.get("recipes") or {}
 RECIPE_CHOICE = "results/selection/{experiment}/recipe.json"
 RECIPE_INPUT = {"recipe": RECIPE_CHOICE} if RECIPES else {}

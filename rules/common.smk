@@ -118,8 +118,8 @@ def protocol_names(experiment):
 
 # ---- selection
 SELECTION_EXPERIMENTS = list(SELECTION.get("experiments") or EXPERIMENTS)
-# Training recipes (`selection.recipes`, overrides of `training`) are scored on the primary feature set in the same
-# job; the experiment's models then train with the recipe its scores chose (RECIPE_CHOICE, see the Snakefile).
+# Training recipes (`selection.recipes`, overrides of `training`) are scored on each experiment's primary set in
+# the same job; the experiment's models then train with the recipe its scores chose (RECIPE_CHOICE, see the Snakefile).
 RECIPE_OUTPUTS = {"recipes": "results/selection/{experiment}/recipes.csv", "recipe": RECIPE_CHOICE} if RECIPES else {}
 # prediction paths scored in the same job on the chosen recipe's folds; `train` records the chosen one
 PATH_SCORES = "results/selection/{experiment}/paths.csv"

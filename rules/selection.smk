@@ -1,6 +1,7 @@
 # Model selection without the test GPUs (synperf/evaluation/selection.py): each candidate feature set is scored by leave one
 # seen GPU out inside every experiment's configured training rows; `choose_feature_set` writes the selection table
-# and whether the configured primary `feature_set` is the winner (the report shows both).
+# and whether the configured `feature_set` is the winner, and per experiment whether its primary set is the rule's
+# choice over only the experiments that may inform it (synperf/evaluation/evidence.py; the report shows all three).
 
 
 rule score_selection:
