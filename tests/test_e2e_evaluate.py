@@ -74,8 +74,9 @@ def test_report_section_states_the_mape_beside_the_paper(tmp_path):
     pd.DataFrame({"metric": ["prefill", "decode", "total"], "synperf_mape_pct": [12.5, 8.25, 9.0],
                   "paper_mape_pct": [5.7, 10.3, 7.2], "neusight_mape_pct": [78.4, 24.4, 43.7],
                   "configurations": 3}).to_csv(tmp_path / "s.csv", index=False)
-    pd.DataFrame({"config": ["a", "b"], "total_measured_s": [1.0, 2.0], "total_predicted_s": [1.1, 1.8],
-                  "total_ape_pct": [10.0, 10.0]}).to_csv(tmp_path / "c.csv", index=False)
+    pd.DataFrame({"config": ["a", "b", "c"], "gpu": ["A100", "H200", "H200"], "total_measured_s": [1.0, 2.0, 2.0],
+                  "total_predicted_s": [1.1, 1.8, 2.5], "total_ape_pct": [10.0, 10.0, 25.0]}
+                 ).to_csv(tmp_path / "c.csv", index=False)
     pd.DataFrame({"config": ["a", "a", "b"], "phase": "decode", "op": ["qkv", "attn", "qkv"],
                   "family": ["gemm", "attention_decode", "gemm"], "time_s": [3.0, 1.0, 1.0],
                   "share": [0.75, 0.25, 1.0]}).to_csv(tmp_path / "b.csv", index=False)
@@ -84,6 +85,8 @@ def test_report_section_states_the_mape_beside_the_paper(tmp_path):
                                str(tmp_path / "o.json"), "e2e/e2e_breakdown.png"))
     assert "| median decode step | 8.2 | 10.3 | 24.4 | 3 |" in md
     assert "a = 2.00 ms, b = 0.100 ms" in md
+    # per GPU: A100 one configuration at 10%, H200 two at 10 and 25%
+    assert "| A100 | 1 | 10.0 |" in md and "| H200 | 2 | 17.5 |" in md
     # gemm: mean of 0.75 (a) and 1.0 (b) = 87.5%; attention 0.25 in a and nothing in b: 12.5%
     assert "| gemm | 87.5 |" in md and "| attention_decode | 12.5 |" in md
     assert "![Per-operator breakdown](e2e/e2e_breakdown.png)" in md
