@@ -13,7 +13,7 @@ from synperf.data.download import load_manifest
 from synperf.data.hardware import load_registry
 from synperf.evaluation.goals import CORE_FAMILIES
 from synperf.imports import code_closure
-from synperf.model.features import FEATURE_SETS, check_feature_set_names
+from synperf.model.features import FEATURE_SETS, check_feature_set_names, primary_feature_set
 
 
 configfile: "config/config.yaml"

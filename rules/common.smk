@@ -65,8 +65,8 @@ def path_model_files(experiments):
 
 
 def primary_fs(experiment):
-    """The experiment's primary feature set: its entry's `feature_set`, else the configured one."""
-    return config["experiments"][experiment].get("feature_set") or FEATURE_SET
+    """The experiment's primary feature set (synperf.model.features.primary_feature_set)."""
+    return primary_feature_set(config["experiments"][experiment], FEATURE_SET)
 
 
 def primary_file(pattern, experiment):

@@ -25,7 +25,7 @@ from synperf.data.launches import check_launches
 from synperf.data.schema import KERNEL_PARAMS, LAUNCH_COLUMNS, conform
 from synperf.evaluation.path_selection import CHOICE_FILE, load_choice, predict_with_choice
 from synperf.model.estimator import TrainedModel
-from synperf.model.features import build_features
+from synperf.model.features import build_features, primary_feature_set
 from synperf.model.uncertainty import INTERVAL_QUANTILES, INTERVALS_FILE, interval_bounds, load_intervals
 
 DEFAULT_IMPLEMENTATION = {
@@ -71,8 +71,7 @@ def _feature_set_of(config_path: str, mtime_ns: int, size: int, experiment: str)
 
     try:
         cfg = yaml.safe_load(Path(config_path).read_text())
-        entry = (cfg.get("experiments") or {}).get(experiment) or {}
-        return entry.get("feature_set") or cfg.get("feature_set")
+        return primary_feature_set((cfg.get("experiments") or {}).get(experiment) or {}, cfg.get("feature_set"))
     except (OSError, AttributeError, yaml.YAMLError):
         return None
 

@@ -21,7 +21,9 @@ PRIMARY = CONFIG["feature_set"]
 
 def primary(experiment: str) -> str:
     """The experiment's primary feature set: its config entry's, else the top-level one."""
-    return CONFIG["experiments"][experiment].get("feature_set") or PRIMARY
+    from synperf.model.features import primary_feature_set
+
+    return primary_feature_set(CONFIG["experiments"][experiment], PRIMARY)
 
 
 def _need(path: Path) -> Path:

@@ -87,12 +87,6 @@ def score_selection(candidates: list[tuple[str, str, str]], exp_name: str, regis
             write_parquet(rows, out_path_rows)
 
 
-def primary_feature_set(exp: dict, configured: str) -> str:
-    """An experiment's primary feature set: its config entry's ``feature_set``, else the top-level ``configured``
-    one."""
-    return str(exp.get("feature_set") or configured)
-
-
 def informed_choice(scores: pd.DataFrame, exp_name: str, experiments: dict[str, dict], test_gpus, configured: str,
                     *, own: bool = True) -> str | None:
     """The feature-set rule (:func:`synperf.evaluation.selection.choose`, ``configured`` kept within the noise
@@ -122,13 +116,15 @@ def choose_feature_set(score_tables: list[str], configured: str, training: dict,
     With ``experiments`` (config entries: ``seen``, ``unseen``, optional ``feature_set``) the choice also holds,
     per experiment, ``per_experiment``: the same rule over only the scores that may inform that experiment's choice
     (:func:`informed_choice` of its configured unseen GPUs), with its configured primary set
-    (:func:`primary_feature_set`) as the one kept within the margin; ``primary``: that configured set; and
+    (:func:`synperf.model.features.primary_feature_set`) as the one kept within the margin; ``primary``: that
+    configured set; and
     ``disagree``: the experiments whose ``per_experiment`` choice is not their primary set (they train with a set
     the evidence without their test GPUs does not pick; the report names them).
     """
     from synperf.data.io import write_csv
     from synperf.evaluation.path_selection import MIN_RELATIVE_GAIN
     from synperf.evaluation.selection import choose
+    from synperf.model.features import primary_feature_set
 
     scores = pd.concat([pd.read_csv(p) for p in score_tables], ignore_index=True)
     chosen, table = choose(scores, configured)

@@ -84,6 +84,12 @@ def build_feature_sets(df: pd.DataFrame, registry, feature_sets) -> dict[str, Fe
     return out
 
 
+def primary_feature_set(exp: dict, configured: str | None) -> str | None:
+    """An experiment's primary feature set: its config entry's ``feature_set``, else the top-level ``configured``
+    one (None when neither is set)."""
+    return exp.get("feature_set") or configured
+
+
 def check_feature_set_names(config: dict) -> None:
     """Check every feature-set name the pipeline config uses against :data:`FEATURE_SETS`, the one list of them
     (``feature_set``, ``compare_feature_sets``, ``selection.candidates``, ``experiments.<name>.feature_set``). An
