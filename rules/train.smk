@@ -22,6 +22,7 @@ rule train:
         **model_outputs(TRAINED),
         path_choice="models/{experiment}/path.json",
         path_residual="models/{experiment}/path_residual.joblib",
+        path_local="models/{experiment}/path_local.joblib",
         path_sources="models/{experiment}/path_sources.parquet",
         intervals="models/{experiment}/intervals.json",
     log:

@@ -52,7 +52,7 @@ def test_the_seen_scores_reproduce_the_mlps_validation_rows_and_refuse_other_row
     assert (len(fit), len(val)) == (mlp.meta["n_train_rows"], mlp.meta["n_val_rows"])
     assert not set(tr.problem_key.iloc[fit]) & set(tr.problem_key.iloc[val])
     scores = S.score_seen_paths(tr, meta, registry, mlp, "gemm_fp16_vidur", log=lambda *_: None)
-    assert sorted(set(scores.path)) == sorted(S.ZERO_SHOT)
+    assert sorted(set(scores.path)) == sorted(S.SEEN_PATHS)
     assert sorted(set(scores.validation_gpu)) == SEEN
     assert scores[scores.path == "mlp"]["n_rows"].sum() == len(val)
     # the physical model is fitted on every row outside the validation problems, the capped-out ones included
@@ -84,8 +84,8 @@ def test_the_seen_path_reads_only_training_rows(vidur_gemm, fitted, registry, tm
                         tmp_path / name, mlp_dir="v2-all", mlp=mlp, log=lambda *_: None)
         recs.append(S.load_choice(tmp_path / name))
     clean, dirty = (pd.DataFrame(r["seen_scores"]) for r in recs)
-    assert recs[0]["seen_path"] == recs[1]["seen_path"] in S.ZERO_SHOT
-    assert len(clean) == 2 * len(S.ZERO_SHOT)  # every zero-shot path on two training GPUs
+    assert recs[0]["seen_path"] == recs[1]["seen_path"] in S.SEEN_PATHS
+    assert len(clean) == 2 * len(S.SEEN_PATHS)  # every seen-path candidate on two training GPUs
     np.testing.assert_allclose(clean["mape_pct"], dirty["mape_pct"])
     # the validation rows among the training rows do move the scores
     tr = table.split.eq("train").to_numpy()
@@ -205,7 +205,7 @@ def test_a_leave_one_out_fold_chooses_its_seen_path_from_its_mlp_without_trainin
                                        log=lambda *_: None)
     assert calls == []  # physical paths train no LOSGO MLP; the seen path reuses the fold's MLP
     seen_path = res.attrs["seen_path"]
-    assert seen_path in S.ZERO_SHOT and len(res.attrs["seen_scores"]) == 2 * len(S.ZERO_SHOT)
+    assert seen_path in S.SEEN_PATHS and len(res.attrs["seen_scores"]) == 2 * len(S.SEEN_PATHS)
     assert seen_path == S.choose_seen_path(S.score_seen_paths(tr, meta, registry, mlp, log=lambda *_: None), "")
     on = te.gpu.isin(SEEN).to_numpy()
     assert set(res["prediction_path"][on]) == {seen_path} and res["source_gpu"][on].isna().all()
@@ -214,7 +214,9 @@ def test_a_leave_one_out_fold_chooses_its_seen_path_from_its_mlp_without_trainin
             "physical": lambda: PhysicalModel.fit(tr, registry).predict(te[on], registry),
             "residual": lambda: S.fit_residual(tr, meta, registry, TRAIN).predict(te[on], registry),
             "ensemble": lambda: S.fit_paths(tr, meta, registry, TRAIN, ("ensemble",), mlp=mlp).base_predict(
-                "ensemble", te[on], registry)}[seen_path]()
+                "ensemble", te[on], registry),
+            "local": lambda: S.fit_paths(tr, meta, registry, TRAIN, ("local",)).base_predict(
+                "local", te[on], registry)}[seen_path]()
     np.testing.assert_allclose(res["predicted_latency_us"][on], want, rtol=1e-6)
     # whichever zero-shot path wins (the MLP here, forced), the training GPUs' rows take it and only they
     monkeypatch.setattr(S, "choose_seen_path", lambda scores, experiment: "mlp")
@@ -256,11 +258,80 @@ def test_the_training_stage_records_the_seen_path_of_its_primary_model(vidur_gem
                  path_choice={"scores": str(tmp_path / "scores.csv"), "registry": str(registry.path)})
     assert calls == []  # the stage's own MLP is trained by train_experiment, not through path selection
     rec = S.load_choice(mdir.parent)
-    assert rec["path"] == "mlp" and rec["seen_path"] in S.ZERO_SHOT
+    assert rec["path"] == "mlp" and rec["seen_path"] in S.SEEN_PATHS
     model = TrainedModel.load(mdir)
     assert len(model.meta["validation_groups_sha256"]) == 64
     tr = table[table.split == "train"].reset_index(drop=True)
     want = S.score_seen_paths(tr, meta, load_registry(registry.path), model, "gemm_fp16_vidur", log=lambda *_: None)
     got = pd.DataFrame(rec["seen_scores"])
     np.testing.assert_allclose(got["mape_pct"], want["mape_pct"], rtol=1e-6)
-    assert got["n_rows"].groupby(got["path"]).sum().tolist() == [model.meta["n_val_rows"]] * len(S.ZERO_SHOT)
+    assert got["n_rows"].groupby(got["path"]).sum().tolist() == [model.meta["n_val_rows"]] * len(S.SEEN_PATHS)
+
+
+def test_the_local_model_is_the_residual_model_times_its_nearest_same_gpu_ratios(vidur_gemm, registry, tmp_path):
+    from synperf.model.paths import LocalModel, ResidualModel
+
+    table, meta = vidur_gemm
+    tr = with_spec_columns(table[table.split == "train"].reset_index(drop=True), registry)
+    fit_rows, new = tr.iloc[::2].reset_index(drop=True), tr.iloc[1::2].reset_index(drop=True)
+    residual = ResidualModel.fit(fit_rows, meta, registry, max_train_rows=len(fit_rows) // 2, seed=0)
+    local = LocalModel.fit(fit_rows, residual, registry)
+    # a training row is its own nearest neighbour (distance 0, up to the rounding of scikit-learn's distances):
+    # its measured latency comes back
+    np.testing.assert_allclose(local.predict(fit_rows.head(50), registry), fit_rows["latency_us"].head(50),
+                               rtol=1e-5)
+    # a new row: the residual model times the 1/distance-weighted mean log ratio of its 5 nearest same-GPU rows,
+    # distances over the standardized log1p-numeric and linear design columns (a plain numpy reimplementation)
+    x_fit = ResidualModel._design(fit_rows, residual.numeric, residual.linear, [], {})
+    x_new = ResidualModel._design(new, residual.numeric, residual.linear, [], {})
+    sd = np.where(x_fit.std(axis=0) > 0, x_fit.std(axis=0), 1.0)
+    x_fit, x_new = (x_fit - x_fit.mean(axis=0)) / sd, (x_new - x_fit.mean(axis=0)) / sd
+    ratio = np.log(fit_rows["latency_us"].to_numpy() / residual.predict(fit_rows, registry))
+    base = residual.predict(new, registry)
+    want = []
+    for i in range(0, len(new), max(1, len(new) // 40)):
+        same = np.flatnonzero(fit_rows["gpu"].to_numpy() == new["gpu"].iloc[i])
+        d = np.sqrt(((x_fit[same] - x_new[i]) ** 2).sum(axis=1))
+        near = same[np.argsort(d, kind="stable")[:5]]
+        dn = np.sort(d)[:5]
+        r = ratio[near[0]] if dn[0] == 0 else np.sum(ratio[near] / dn) / np.sum(1 / dn)
+        want.append((i, base[i] * np.exp(r)))
+    idx, val = map(np.array, zip(*want))
+    got = local.predict(new, registry)
+    np.testing.assert_allclose(got[idx], val, rtol=1e-6)
+    assert np.mean(np.abs(got / new["latency_us"] - 1)) < np.mean(np.abs(base / new["latency_us"] - 1))
+    # a GPU without training rows is refused, by name
+    with pytest.raises(ValueError, match="a40"):
+        local.predict(table[table.gpu == "a40"].head(3), registry)
+    local.save(tmp_path / "local.joblib")
+    np.testing.assert_allclose(LocalModel.load(tmp_path / "local.joblib").predict(new.head(20), registry), got[:20])
+    residual.save(tmp_path / "residual.joblib")
+    with pytest.raises(TypeError, match="LocalModel"):
+        LocalModel.load(tmp_path / "residual.joblib")
+
+
+def test_a_recorded_local_seen_path_predicts_training_gpus_from_its_file(vidur_gemm, fitted, registry, tmp_path):
+    from synperf.api import predict
+    from synperf.model.paths import LocalModel
+
+    table, meta = vidur_gemm
+    tr, mlp = fitted
+    mlp.meta["feature_set"] = "v2"
+    exp_dir = tmp_path / "gemm_fp16_vidur"
+    mlp.save(exp_dir / "v2-all")
+    S.save_choice(exp_dir, "physical", tr, registry, mlp_dir="v2-all", feature_set="v2", seen_path="local",
+                  meta=meta, train_cfg=TRAIN)
+    rec = S.load_choice(exp_dir)
+    assert rec["seen_path"] == "local" and rec["local"] == S.LOCAL_FILE and rec["residual"] == S.RESIDUAL_FILE
+    cols = ["implementation", "dtype", "m", "n", "k", "batch"]
+    a100 = table[table.gpu == SEEN[0]].head(40).reset_index(drop=True)
+    got = predict("gemm", a100[cols], SEEN[0], experiment="gemm_fp16_vidur", models_dir=tmp_path,
+                  registry=registry)
+    assert set(got["prediction_path"]) == {"local"} and got["source_gpu"].isna().all()
+    feats = S._with_features(a100[cols].assign(kernel="gemm", gpu=SEEN[0]), registry, "v2")[0]
+    want = LocalModel.load(exp_dir / S.LOCAL_FILE).predict(with_spec_columns(feats, registry), registry)
+    np.testing.assert_allclose(got["predicted_latency_us"], want, rtol=1e-9)
+    # another GPU keeps the recorded path
+    a40 = predict("gemm", table[table.gpu == "a40"].head(5)[cols], "a40", experiment="gemm_fp16_vidur",
+                  models_dir=tmp_path, registry=registry)
+    assert set(a40["prediction_path"]) == {"physical"}

@@ -18,9 +18,10 @@ training rows' GPUs) are those of :func:`synperf.evaluation.selection.losgo_fold
 reporting per row the path used (``transfer`` rows without a sibling fall back to their base) and the source GPU.
 
 The LOSGO choice answers "which path predicts a GPU that was not trained on"; rows on a training GPU (held-out
-problems of a seen GPU) get their own *seen path* instead, a zero-shot path (:data:`ZERO_SHOT`) chosen by held-out
-problems inside the training rows (:func:`score_seen_paths`, :func:`choose_seen_path`): the MLP's own
-early-stopping validation rows, reproduced from its meta, so no further MLP is trained.
+problems of a seen GPU) get their own *seen path* instead, a zero-shot path or the local correction by the GPU's own
+measured neighbours (:data:`SEEN_PATHS`), chosen by held-out problems inside the training rows
+(:func:`score_seen_paths`, :func:`choose_seen_path`): the MLP's own early-stopping validation rows, reproduced from
+its meta, so no further MLP is trained.
 """
 
 from __future__ import annotations
@@ -40,8 +41,10 @@ from synperf.model.paths import (
     BASE,
     BASE_MODELS,
     BASES,
+    LOCAL,
     PATHS,
     TRANSFER,
+    LocalModel,
     PhysicalModel,
     ResidualModel,
     source_keys,
@@ -77,6 +80,8 @@ class FittedPaths:
         mlp: the efficiency MLP, or None when no path needs it.
         physical: the physical time model, or None when no path needs it.
         residual: the physical model with its tree-fitted correction, or None when no path needs it.
+        local: the residual model corrected by measured neighbours on the same GPU (:class:`LocalModel`), or None
+            when no path needs it.
         base_train: base model name -> its predicted latency on every ``train`` row (microseconds), given when
             known (a recorded path's sources); other bases are predicted on the source rows a transfer reads, when
             it reads them (:meth:`train_base`).
@@ -87,6 +92,7 @@ class FittedPaths:
     mlp: TrainedModel | None = None
     physical: PhysicalModel | None = None
     residual: ResidualModel | None = None
+    local: LocalModel | None = None
     base_train: dict = field(default_factory=dict)
     _model_train: dict = field(default_factory=dict, repr=False)  # model -> latency on train rows, NaN unpredicted
 
@@ -118,7 +124,7 @@ class FittedPaths:
 
 
 def models_of(paths) -> set:
-    """The fitted models (``mlp``, ``physical``, ``residual``) that ``paths`` (path names, base names or None
+    """The fitted models (``mlp``, ``physical``, ``residual``, ``local``) that ``paths`` (path names, base names or None
     entries, which are skipped) need, through their bases (:data:`synperf.model.paths.BASE_MODELS`)."""
     return {m for p in paths if p for m in BASE_MODELS[BASE.get(p, p)]}
 
@@ -142,6 +148,8 @@ def base_predictions(fitted: FittedPaths, bases, rows: pd.DataFrame, registry, k
                 preds[m] = fitted.mlp.predict_latency_us(_frame(rows, fitted.meta))
             else:
                 preds[m] = getattr(fitted, m).predict(rows, registry)
+    if LOCAL in models_of(bases) and LOCAL not in preds:  # the residual model's latencies, corrected
+        preds[LOCAL] = fitted.local.predict(rows, registry, residual_pred=preds["residual"])
     if "ensemble" in bases:
         preds["ensemble"] = ensemble(preds)
     return {b: np.asarray(preds[b], dtype="float64") for b in bases}
@@ -168,7 +176,7 @@ def fit_paths(rows: pd.DataFrame, meta: dict, registry, train_cfg: TrainConfig, 
     if unknown:
         raise KeyError(f"unknown path(s) {unknown}; known: {list(PATHS)}")
     rows = with_spec_columns(rows.reset_index(drop=True), registry)
-    bases = sorted({BASE[p] for p in paths}, key=BASES.index)
+    bases = sorted({BASE[p] for p in paths}, key=(BASES + (LOCAL,)).index)
     models = models_of(bases)
     fitted = FittedPaths(rows, meta)
     if "mlp" in models:
@@ -178,6 +186,8 @@ def fit_paths(rows: pd.DataFrame, meta: dict, registry, train_cfg: TrainConfig, 
     if "physical" in models:  # the residual model's own physical model is fitted on the same rows
         fitted.physical = fitted.residual.physical if fitted.residual is not None else PhysicalModel.fit(rows,
                                                                                                           registry)
+    if LOCAL in models:
+        fitted.local = LocalModel.fit(rows, fitted.residual, registry)
     return fitted
 
 
@@ -335,6 +345,8 @@ def choose_paths(scores: pd.DataFrame, paths=PATHS, default: str = "mlp",
 
 #: the paths that need no sibling measurement, candidates for the rows a transfer path cannot cover
 ZERO_SHOT = BASES
+#: the candidates of the seen path (rows of a training GPU): the zero-shot paths and the local correction
+SEEN_PATHS = ZERO_SHOT + (LOCAL,)
 
 
 def choose_fallback(scores: pd.DataFrame, experiment: str, min_gain: float = MIN_RELATIVE_GAIN,
@@ -428,14 +440,15 @@ def seen_validation_rows(rows: pd.DataFrame, mlp: TrainedModel) -> tuple[np.ndar
 
 def score_seen_paths(rows: pd.DataFrame, meta: dict, registry, mlp: TrainedModel, experiment: str = "",
                      log=print, rows_out: list | None = None) -> pd.DataFrame:
-    """Held-out-problem score of the zero-shot paths (:data:`ZERO_SHOT`) on the training GPUs, the analog inside
-    the training rows of the seen-GPU held-out test (``test_seen``).
+    """Held-out-problem score of the seen-path candidates (:data:`SEEN_PATHS`) on the training GPUs, the analog
+    inside the training rows of the seen-GPU held-out test (``test_seen``).
 
     The scored rows are ``mlp``'s early-stopping validation rows (:func:`seen_validation_rows`): whole problems
     ``mlp`` was not fitted on. ``mlp`` predicts them as trained; the physical and residual models are fitted on
     every row of ``rows`` whose problem is not a validation problem (the rows the row cap left out included; the
     residual model's trees then take the MLP's own row cap and seed) and predict them; the ensemble combines the
-    three. No MLP is trained. Each
+    three; the local model takes its neighbours among the same rows, against that residual model. No MLP is
+    trained. Each
     path's score is, per training GPU, the MAPE (percent) over that GPU's validation rows; :func:`choose_seen_path`
     averages over GPUs, so every training GPU weighs the same, as in the LOSGO folds.
 
@@ -473,8 +486,10 @@ def score_seen_paths(rows: pd.DataFrame, meta: dict, registry, mlp: TrainedModel
         residual = fit_residual(rest, meta, registry, TrainConfig.from_dict(mlp.meta["train_config"]))
         preds["residual"] = (len(rest), residual.predict(va, registry))
         preds["ensemble"] = (len(rest), ensemble({m: v for m, (_, v) in preds.items()}))
+        local = LocalModel.fit(rest, residual, registry)
+        preds[LOCAL] = (len(rest), local.predict(va, registry, residual_pred=preds["residual"][1]))
     except ValueError as e:
-        log(f"{experiment} seen path: {', '.join(sorted(set(ZERO_SHOT) - set(preds)))} skipped ({e})")
+        log(f"{experiment} seen path: {', '.join(sorted(set(SEEN_PATHS) - set(preds)))} skipped ({e})")
     gpu = va["gpu"].astype(str).to_numpy()
     out = []
     for p, (n_train, pred) in preds.items():
@@ -495,10 +510,10 @@ def score_seen_paths(rows: pd.DataFrame, meta: dict, registry, mlp: TrainedModel
 
 def choose_seen_path(scores: pd.DataFrame, experiment: str, min_gain: float = MIN_RELATIVE_GAIN) -> str:
     """The seen path of ``experiment`` from :func:`score_seen_paths`'s ``scores``: :func:`choose_paths` over
-    :data:`ZERO_SHOT` with default ``mlp`` (mean over training GPUs of the per-GPU MAPE; another path only when
+    :data:`SEEN_PATHS` with default ``mlp`` (mean over training GPUs of the per-GPU MAPE; another path only when
     ``min_gain`` lower; ``mlp`` without scores)."""
-    sub = scores[scores["path"].isin(ZERO_SHOT)] if len(scores) else scores
-    chosen, _ = choose_paths(sub, ZERO_SHOT, default="mlp", min_gain=min_gain)
+    sub = scores[scores["path"].isin(SEEN_PATHS)] if len(scores) else scores
+    chosen, _ = choose_paths(sub, SEEN_PATHS, default="mlp", min_gain=min_gain)
     return chosen.get(experiment, "mlp")
 
 
@@ -510,7 +525,7 @@ def predict_rows(fitted: FittedPaths, path: str, rows: pd.DataFrame, registry, *
     Args:
         rows: feature table rows, any GPUs.
         fallback: as :func:`predict_path`, for the rows not on ``seen_gpus``.
-        seen_path: a :data:`ZERO_SHOT` path for the rows whose ``gpu`` is in ``seen_gpus`` (the GPUs the models
+        seen_path: a :data:`SEEN_PATHS` path for the rows whose ``gpu`` is in ``seen_gpus`` (the GPUs the models
             were trained on); None predicts every row with ``path``.
         mlp_pred: the MLP's latency on ``rows`` (microseconds, positional), used for the bases that need the MLP
             (``mlp``, ``ensemble``) instead of predicting it again; computed by :func:`predict_path` when None.
@@ -521,7 +536,7 @@ def predict_rows(fitted: FittedPaths, path: str, rows: pd.DataFrame, registry, *
         ``seen_path`` and ``source_gpu`` <NA>.
 
     Raises:
-        ValueError: ``seen_path`` not in :data:`ZERO_SHOT`.
+        ValueError: ``seen_path`` not in :data:`SEEN_PATHS`.
     """
     rows = rows.reset_index(drop=True)
 
@@ -537,8 +552,8 @@ def predict_rows(fitted: FittedPaths, path: str, rows: pd.DataFrame, registry, *
 
     if seen_path is None:
         return part(path, fallback, None)
-    if seen_path not in ZERO_SHOT:
-        raise ValueError(f"seen path {seen_path!r}: expected one of {list(ZERO_SHOT)}")
+    if seen_path not in SEEN_PATHS:
+        raise ValueError(f"seen path {seen_path!r}: expected one of {list(SEEN_PATHS)}")
     seen = rows["gpu"].astype(str).isin({str(g) for g in seen_gpus}).to_numpy()
     parts = [part(p, fb, mask).set_axis(np.flatnonzero(mask))
              for mask, p, fb in ((~seen, path, fallback), (seen, seen_path, None)) if mask.any()]
@@ -612,6 +627,8 @@ CHOICE_FILE = "path.json"
 SOURCES_FILE = "path_sources.parquet"
 #: file of a model directory holding the residual model (joblib)
 RESIDUAL_FILE = "path_residual.joblib"
+#: file of a model directory holding the local model of the seen path (joblib)
+LOCAL_FILE = "path_local.joblib"
 
 
 def _with_features(rows: pd.DataFrame, registry, feature_set: str, ff: FeatureFrame | None = None
@@ -638,7 +655,9 @@ def save_choice(directory, chosen: str, train_rows: pd.DataFrame, registry, scor
     Writes :data:`CHOICE_FILE` (path, its fallback for rows no sibling measured, the seen path for rows on the
     training GPUs, MLP folder name, feature set, training GPUs, the physical model fitted on ``train_rows``, the
     LOSGO and seen-path scores), :data:`RESIDUAL_FILE` (the residual model fitted on ``train_rows``; with ``meta``
-    it is written whichever path is recorded, and the record names it when one of the paths has it as base) and
+    it is written whichever path is recorded, and the record names it when one of the paths has it as base),
+    :data:`LOCAL_FILE` (the local model on ``train_rows`` against that residual model; written with it, named in
+    the record when the seen path is ``local``) and
     :data:`SOURCES_FILE` (the canonical key columns and ``latency_us`` of ``train_rows``: the only rows a sibling
     may come from; always written, named in the record for a transfer path). The pipeline declares all three
     files as outputs, so a missing one reruns the training.
@@ -646,7 +665,7 @@ def save_choice(directory, chosen: str, train_rows: pd.DataFrame, registry, scor
     Args:
         train_rows: the experiment's training rows (seen GPUs, problems not held out), canonical columns.
         mlp_dir: the MLP folder inside ``directory`` the path uses (e.g. ``v2-all``).
-        seen_path: the :data:`ZERO_SHOT` path of rows on a training GPU (:func:`choose_seen_path`); None records
+        seen_path: the :data:`SEEN_PATHS` path of rows on a training GPU (:func:`choose_seen_path`); None records
             none, and :func:`predict_with_choice` then predicts those rows with ``chosen`` too.
         seen_scores: :func:`score_seen_paths` behind ``seen_path``.
         meta: the feature table's sidecar, needed when a recorded path has the residual model as base
@@ -655,7 +674,8 @@ def save_choice(directory, chosen: str, train_rows: pd.DataFrame, registry, scor
         default: the :func:`pooled_default` record behind the choice's default path (stored as ``default``).
 
     Raises:
-        ValueError: ``fallback`` or ``seen_path`` not in :data:`ZERO_SHOT`; the residual model is needed and
+        ValueError: ``fallback`` not in :data:`ZERO_SHOT`, ``seen_path`` not in :data:`SEEN_PATHS`; the residual
+            model is needed and
             ``meta`` is None.
     """
     import json
@@ -669,8 +689,8 @@ def save_choice(directory, chosen: str, train_rows: pd.DataFrame, registry, scor
     fallback = fallback or BASE[chosen]
     if fallback not in ZERO_SHOT:
         raise ValueError(f"fallback {fallback!r}: expected one of {list(ZERO_SHOT)}")
-    if seen_path is not None and seen_path not in ZERO_SHOT:
-        raise ValueError(f"seen path {seen_path!r}: expected one of {list(ZERO_SHOT)}")
+    if seen_path is not None and seen_path not in SEEN_PATHS:
+        raise ValueError(f"seen path {seen_path!r}: expected one of {list(SEEN_PATHS)}")
     rec = {"path": chosen, "base": BASE[chosen], "transfer": TRANSFER[chosen], "fallback": fallback,
            "mlp_dir": mlp_dir,
            "feature_set": feature_set, "training_gpus": sorted(train_rows["gpu"].astype(str).unique()),
@@ -684,9 +704,12 @@ def save_choice(directory, chosen: str, train_rows: pd.DataFrame, registry, scor
     if "residual" in used and meta is None:
         raise ValueError("save_choice: the residual model needs the feature table's meta")
     if meta is not None:  # written whichever path is recorded, so the folder always holds the same files
-        residual = fit_residual(with_spec_columns(train_rows.reset_index(drop=True), registry), meta, registry,
-                                train_cfg or TrainConfig())
+        spec_rows = with_spec_columns(train_rows.reset_index(drop=True), registry)
+        residual = fit_residual(spec_rows, meta, registry, train_cfg or TrainConfig())
         residual.save(directory / RESIDUAL_FILE)
+        LocalModel.fit(spec_rows, residual, registry).save(directory / LOCAL_FILE)
+        if LOCAL in used:
+            rec["local"] = LOCAL_FILE
         if "residual" in used:
             rec["residual"] = RESIDUAL_FILE
             rec["physical"] = residual.physical.to_dict()
@@ -748,7 +771,8 @@ def predict_with_choice(choice: dict, directory, rows: pd.DataFrame, registry, m
     rows, meta = _with_features(rows, registry, fs, features)
     train = rows.iloc[:0]
     physical = PhysicalModel.from_dict(choice["physical"]) if "physical" in used else None
-    residual = _cached_residual(Path(directory) / choice["residual"]) if "residual" in used else None
+    residual = _cached_model(Path(directory) / choice["residual"], ResidualModel) if "residual" in used else None
+    local = _cached_model(Path(directory) / choice["local"], LocalModel) if LOCAL in used else None
     base_train, sources = {}, None
     if TRANSFER[path]:
         # only the MLP and the residual model read the sources' features; the physical model and the sibling
@@ -760,7 +784,8 @@ def predict_with_choice(choice: dict, directory, rows: pd.DataFrame, registry, m
         single = {m: cached.base_prediction(m, models[m], meta, registry) for m in models_of((path,))}
         base_train[BASE[path]] = single[BASE[path]] if BASE[path] in single else ensemble(single)
         sources = transfer_sources(train, rows, registry, train_keys=cached.keys)
-    fitted = FittedPaths(train, meta, mlp=mlp, physical=physical, residual=residual, base_train=base_train)
+    fitted = FittedPaths(train, meta, mlp=mlp, physical=physical, residual=residual, local=local,
+                         base_train=base_train)
     if mlp_pred is not None and len(mlp_pred) != len(rows):
         raise ValueError(f"mlp_pred: {len(mlp_pred)} predictions for {len(rows)} rows")
     return predict_rows(fitted, path, rows, registry, fallback=fallback, seen_path=seen_path, seen_gpus=seen_gpus,
@@ -837,27 +862,30 @@ def _cached_sources(file, registry, feature_set: str | None) -> _SourceCache:
     return hit
 
 
-#: residual model file, its mtime and size -> :class:`ResidualModel`; the newest :data:`_SOURCE_CACHE_SIZE` kept
-_RESIDUAL_CACHE: dict = {}
+#: model file, its mtime and size -> :class:`ResidualModel` or :class:`LocalModel`; the newest
+#: :data:`_SOURCE_CACHE_SIZE` kept
+_MODEL_CACHE: dict = {}
 
 
-def _cached_residual(file) -> ResidualModel:
-    """The :class:`ResidualModel` of ``file``, read once per file version (path, modification time, size).
+def _cached_model(file, cls):
+    """The model of class ``cls`` (:class:`ResidualModel`, :class:`LocalModel`) in ``file``, read once per file
+    version (path, modification time, size).
 
     Raises:
         FileNotFoundError: ``file`` does not exist.
+        TypeError: the file holds another class.
     """
     from pathlib import Path
 
     file = Path(file).resolve()
     st = file.stat()
     key = (str(file), st.st_mtime_ns, st.st_size)
-    hit = _RESIDUAL_CACHE.pop(key, None)
+    hit = _MODEL_CACHE.pop(key, None)
     if hit is None:
-        hit = ResidualModel.load(file)
-    _RESIDUAL_CACHE[key] = hit
-    while len(_RESIDUAL_CACHE) > _SOURCE_CACHE_SIZE:
-        _RESIDUAL_CACHE.pop(next(iter(_RESIDUAL_CACHE)))
+        hit = cls.load(file)
+    _MODEL_CACHE[key] = hit
+    while len(_MODEL_CACHE) > _SOURCE_CACHE_SIZE:
+        _MODEL_CACHE.pop(next(iter(_MODEL_CACHE)))
     return hit
 
 

@@ -46,6 +46,10 @@ Ensemble (base ``ensemble``)
     are not the same, the mean's error is smaller than the worst one's, and a model that runs away on a GPU outside
     the training range moves the prediction by the cube root of its error only.
 
+Local correction (path ``local``, :class:`LocalModel`, rows of a training GPU only)
+    The residual model times the inverse-distance-weighted mean ratio ``latency / residual`` of the launch's nearest
+    measured training rows on the same GPU: the seen path's candidate for a held-out problem of a measured GPU.
+
 Path names (:data:`PATHS`): the base models ``mlp``, ``physical``, ``residual`` and ``ensemble``, and
 ``<mode>+<base>`` with mode
 ``transfer`` (ratio), ``shift`` (difference) or ``sibling`` (ratio, from a source of the target's own architecture
@@ -69,17 +73,20 @@ PHYSICAL_TERMS = ("bl_memory_us", "bl_compute_us", "bl_xu_us", "work_per_sm_cycl
 PHYSICAL_LOWER = (0.0, 1.0, 1.0, 1.0, 0.0)
 #: the base models, each a path of its own
 BASES = ("mlp", "physical", "residual", "ensemble")
-#: the models each base needs fitted
+#: the seen-GPU-only path: :class:`LocalModel`, for rows of a GPU with measured training rows; not in :data:`PATHS`
+#: (it has nothing to say about a GPU without measurements)
+LOCAL = "local"
+#: the models each base (and :data:`LOCAL`) needs fitted
 BASE_MODELS = {"mlp": ("mlp",), "physical": ("physical",), "residual": ("residual",),
-               "ensemble": ("mlp", "physical", "residual")}
+               "ensemble": ("mlp", "physical", "residual"), LOCAL: ("residual", LOCAL)}
 #: transfer modes of :func:`transfer_predict`
 TRANSFER_MODES = ("transfer", "shift", "sibling")
 #: every prediction path, in tie-break order (a tie in selection keeps the earlier one)
 PATHS = BASES + tuple(f"{mode}+{base}" for mode in TRANSFER_MODES for base in BASES)
-#: the base model of each path
-BASE = {p: p.split("+")[-1] for p in PATHS}
+#: the base model of each path (:data:`PATHS` and :data:`LOCAL`)
+BASE = {p: p.split("+")[-1] for p in PATHS + (LOCAL,)}
 #: how a path carries a sibling's latency over (None: no transfer), see :func:`transfer_predict`
-TRANSFER = {p: (p.split("+")[0] if "+" in p else None) for p in PATHS}
+TRANSFER = {p: (p.split("+")[0] if "+" in p else None) for p in PATHS + (LOCAL,)}
 
 
 def with_spec_columns(rows: pd.DataFrame, registry) -> pd.DataFrame:
@@ -272,6 +279,118 @@ class ResidualModel:
         model = joblib.load(file)
         if not isinstance(model, cls):
             raise TypeError(f"{file}: expected a ResidualModel, found {type(model).__name__}")
+        return model
+
+
+#: neighbours of :class:`LocalModel`, chosen on the seen-path validation rows of the training GPUs only (the
+#: primary MLPs' early-stopping validation problems of gemm, attention_prefill, attention_decode and fused_moe; mean
+#: per-GPU MAPE % for k = 3 / 5 / 10: gemm 4.58 / 4.51 / 4.49, prefill 4.18 / 4.03 / 4.14, decode 3.66 / 3.74 /
+#: 3.87, MoE 7.11 / 7.10 / 7.41, against 5.22 / 5.16 / 4.76 / 9.01 for the residual model alone)
+LOCAL_NEIGHBOURS = 5
+
+
+@dataclass
+class LocalModel:
+    """The residual model corrected by a launch's measured neighbours on the same GPU, for GPUs with training rows.
+
+    ``latency_us = residual(row) * exp(sum_j w_j r_j / sum_j w_j)`` over the :data:`LOCAL_NEIGHBOURS` nearest
+    training rows ``j`` of the row's GPU, with ``r_j = log(latency_j / residual(row_j))`` and ``w_j = 1 /
+    distance`` (scikit-learn ``KNeighborsRegressor(weights="distance")``; a training row at distance 0 gives its own
+    ratio). Distance: Euclidean over the residual model's numeric and linear design columns (``log1p`` of the
+    numeric features, the linear ones as they are), each standardized by the training rows' mean and standard
+    deviation. A held-out problem of a measured GPU sits between measured shapes of that GPU; the neighbours carry
+    what the residual model's trees, fitted across GPUs under a row cap, leave of that GPU's own deviation.
+
+    Attributes:
+        residual: the residual model the ratios are taken against (fitted on the same or a subset of the rows).
+        mean, scale: the design columns' training mean and standard deviation (1 where it is 0).
+        neighbours: GPU id -> the fitted regressor over that GPU's training rows.
+    """
+
+    residual: ResidualModel
+    mean: np.ndarray
+    scale: np.ndarray
+    neighbours: dict
+
+    def _design(self, rows: pd.DataFrame) -> np.ndarray:
+        x = ResidualModel._design(rows, self.residual.numeric, self.residual.linear, [], {})
+        return (x - self.mean) / self.scale
+
+    @classmethod
+    def fit(cls, rows: pd.DataFrame, residual: ResidualModel, registry, *, k: int = LOCAL_NEIGHBOURS,
+            residual_pred: np.ndarray | None = None) -> "LocalModel":
+        """Fit on feature-table ``rows`` (``gpu``, ``latency_us`` > 0 and ``residual``'s feature columns).
+
+        ``residual_pred``: ``residual``'s latency on ``rows`` (microseconds, positional), predicted here when None.
+
+        Raises:
+            ValueError: no rows, or a latency that is not positive.
+        """
+        from sklearn.neighbors import KNeighborsRegressor
+
+        if len(rows) == 0:
+            raise ValueError("local model: no training rows")
+        y = rows["latency_us"].to_numpy(dtype="float64")
+        if not (y > 0).all():
+            raise ValueError("local model: every training latency_us must be > 0")
+        pred = residual.predict(rows, registry) if residual_pred is None else np.asarray(residual_pred, "float64")
+        x = ResidualModel._design(rows, residual.numeric, residual.linear, [], {})
+        mean, scale = x.mean(axis=0), x.std(axis=0)
+        scale = np.where(scale > 0, scale, 1.0)
+        x = (x - mean) / scale
+        r = np.log(y / pred)
+        gpu = rows["gpu"].astype(str).to_numpy()
+        neighbours = {}
+        for g in np.unique(gpu):
+            on = gpu == g
+            neighbours[str(g)] = KNeighborsRegressor(n_neighbors=int(min(k, on.sum())), weights="distance").fit(
+                x[on], r[on])
+        return cls(residual, mean, scale, neighbours)
+
+    def predict(self, rows: pd.DataFrame, registry, residual_pred: np.ndarray | None = None) -> np.ndarray:
+        """Predicted latency per row, microseconds, shape ``(len(rows),)`` (``residual_pred`` as :meth:`fit`).
+
+        Raises:
+            ValueError: a row's GPU has no training rows here (the model predicts measured GPUs only).
+        """
+        if len(rows) == 0:
+            return np.zeros(0)
+        gpu = rows["gpu"].astype(str).to_numpy()
+        unknown = sorted(set(np.unique(gpu)) - set(self.neighbours))
+        if unknown:
+            raise ValueError(f"local model: no training rows of GPU(s) {unknown}; it predicts only "
+                             f"{sorted(self.neighbours)}")
+        pred = self.residual.predict(rows, registry) if residual_pred is None else np.asarray(residual_pred,
+                                                                                             "float64")
+        x = self._design(rows)
+        r = np.zeros(len(rows))
+        for g in np.unique(gpu):
+            on = gpu == g
+            r[on] = self.neighbours[g].predict(x[on])
+        return pred * np.exp(r)
+
+    def save(self, file) -> None:
+        """Write the model to ``file`` (joblib) atomically."""
+        import joblib
+
+        from synperf.data.io import atomic_path
+
+        with atomic_path(file) as tmp:
+            joblib.dump(self, tmp)
+
+    @classmethod
+    def load(cls, file) -> "LocalModel":
+        """Read a model :meth:`save` wrote.
+
+        Raises:
+            FileNotFoundError: no such file.
+            TypeError: the file holds something else.
+        """
+        import joblib
+
+        model = joblib.load(file)
+        if not isinstance(model, cls):
+            raise TypeError(f"{file}: expected a LocalModel, found {type(model).__name__}")
         return model
 
 
