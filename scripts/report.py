@@ -29,7 +29,7 @@ def main():
                  registry_path=sm.input.registry, measured_dir=sm.params.measured_dir,
                  e2e={"summary": sm.input.e2e_summary, "configs": sm.input.e2e_configs,
                       "breakdown": sm.input.e2e_breakdown, "overhead": sm.input.e2e_overhead,
-                      "figure": sm.input.e2e_figure},
+                      "figure": sm.input.e2e_figure, "models": sm.input.e2e_models},
                  benchmarks=list(sm.input.benchmarks), out_stage_times=sm.output.stage_times,
                  ceiling={"dir": str(Path(sm.input.ceiling_summary).parent), "figure": sm.input.ceiling_figure},
                  fewshot={"table": sm.input.fewshot_table, "choice": sm.input.fewshot_choice,

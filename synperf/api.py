@@ -150,9 +150,9 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
         ``feature_set`` is not given, that path predicts: ``prediction_path`` is a base model (``mlp``,
         ``physical``, ``residual`` or ``ensemble``) or ``<transfer|shift|sibling>+<base>`` where a seen GPU's
         training row measured the launch (``source_gpu`` names that GPU; <NA> elsewhere), except on the experiment's
-        training GPUs, where the recorded seen path (a base model, chosen on held-out training problems) predicts, and
-        ``attrs["path_choice"]`` names the record. Otherwise every row is ``mlp:<model folder>`` with
-        ``source_gpu`` <NA>.
+        training GPUs, where the recorded seen path (a base model or ``local``, chosen on held-out training problems)
+        predicts, and ``attrs["path_choice"]`` names the record, ``attrs["training_gpus"]`` those GPUs. Otherwise
+        every row is ``mlp:<model folder>`` with ``source_gpu`` <NA>.
         ``predicted_latency_low_us`` and ``predicted_latency_high_us`` bound an 80% interval per row
         (:mod:`synperf.model.uncertainty`: the measured/predicted spread of the row's path on the rows it was
         checked on without training on them), when the folder records intervals beside the path
@@ -198,6 +198,7 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
         out["prediction_path"] = chosen["prediction_path"].to_numpy()
         out["source_gpu"] = chosen["source_gpu"].astype("string").to_numpy()
         out.attrs["path_choice"] = str(exp_dir / CHOICE_FILE)
+        out.attrs["training_gpus"] = [str(g) for g in choice.get("training_gpus", [])]
         intervals = load_intervals(exp_dir)
         if intervals is not None:
             for key in ("path", "seen_path"):

@@ -28,8 +28,10 @@ class FakePredictor:
             lat = params["m"] * params["n"] * params["k"] * 1e-6
         else:
             lat = pd.Series(CONST_US[kernel], index=params.index)
-        out = pd.DataFrame({"predicted_latency_us": np.asarray(lat, dtype="float64")})
+        out = pd.DataFrame({"predicted_latency_us": np.asarray(lat, dtype="float64"),
+                            "prediction_path": "residual" if kernel == "gemm" else "mlp"})
         out.attrs["model_dir"] = f"fake/{kernel}"
+        out.attrs["training_gpus"] = ["h200_sxm"] if kernel == "gemm" else ["a100_sxm4_80gb"]
         return out
 
 
@@ -65,6 +67,12 @@ def test_prefill_decode_total_by_hand(qwen14, registry):
     assert set(silu["hidden_size"]) == {13824}
     assert res.models.set_index("family").loc["attention_decode", "model"] == "fake/attention_decode"
     assert res.models.set_index("family").loc["attention_prefill", "path"] == "fa3"   # H200 is sm_90
+    # which families the GPU trained (their launches priced by the seen path), and the paths with launch counts
+    models = res.models.set_index("family")
+    assert models["training_gpu"].to_dict() == {"gemm": True, "attention_prefill": False,
+                                                "attention_decode": False, "rmsnorm": False, "silu_mul": False}
+    assert models.loc["gemm", "prediction_path"] == "residual 9"
+    assert models.loc["attention_decode", "prediction_path"] == "mlp 121"
     shares = res.family_shares()
     assert shares.sum() == pytest.approx(1.0) and shares.index[0] == "gemm"
 

@@ -90,3 +90,13 @@ def test_report_section_states_the_mape_beside_the_paper(tmp_path):
     # gemm: mean of 0.75 (a) and 1.0 (b) = 87.5%; attention 0.25 in a and nothing in b: 12.5%
     assert "| gemm | 87.5 |" in md and "| attention_decode | 12.5 |" in md
     assert "![Per-operator breakdown](e2e/e2e_breakdown.png)" in md
+    # with the models table: per GPU, the families trained on it and those it is unseen for
+    pd.DataFrame({"config": ["a", "a", "a", "b", "b", "c"],
+                  "family": ["gemm", "rmsnorm", "all_reduce", "gemm", "rmsnorm", "gemm"],
+                  "model": "m", "path": "", "prediction_path": ["residual 3", "mlp 1", "measured table",
+                                                                "ensemble 2", "mlp 1", "ensemble 2"],
+                  "training_gpu": [True, True, False, False, True, False]}).to_csv(tmp_path / "m.csv", index=False)
+    md = "\n".join(e2e_section(str(tmp_path / "s.csv"), str(tmp_path / "c.csv"), str(tmp_path / "b.csv"),
+                               str(tmp_path / "o.json"), "e2e/e2e_breakdown.png", str(tmp_path / "m.csv")))
+    assert "| A100 | 1 | 10.0 | gemm, rmsnorm | – |" in md
+    assert "| H200 | 2 | 17.5 | rmsnorm | gemm |" in md

@@ -81,6 +81,10 @@ def fit_overhead(batch, residual_s) -> Overhead:
     return Overhead(float(a), float(b))
 
 
+#: columns of :attr:`E2EResult.models`
+MODEL_COLUMNS = ["family", "model", "path", "prediction_path", "training_gpu"]
+
+
 @dataclass
 class E2EResult:
     """One configuration's prediction.
@@ -91,8 +95,12 @@ class E2EResult:
             ``kernel_s``, ``comm_s``, ``overhead_s``, ``latency_s`` (seconds).
         launches: one row per (iteration, operator): ``op``, ``family``, ``count``, canonical params,
             ``latency_us`` (one launch, microseconds) and ``time_s`` (= count * latency, seconds).
-        models: per family: ``model`` (the model folder predict used, or the collective model's description) and
-            ``path`` (attention: fa2/fa3 path; collectives: proxy GPU).
+        models: per family (:data:`MODEL_COLUMNS`): ``model`` (the model folder predict used, or the collective
+            model's description), ``path`` (attention: fa2/fa3 path; collectives: proxy GPU),
+            ``prediction_path`` (the predictor's ``prediction_path`` labels with their launch counts, e.g.
+            ``residual 120``; ``measured table`` for collectives) and ``training_gpu`` (whether ``gpu`` is one of the
+            training GPUs of the family's experiment, ``attrs["training_gpus"]`` of :func:`synperf.api.predict`: its
+            launches are then priced by the seen path).
         overhead: the overhead applied.
     """
 
@@ -242,8 +250,11 @@ def compose(workload: Workload, gpu: str, *, predict_fn: Callable = predict,
                              f"(min {np.nanmin(pred) if len(pred) else 'n/a'})")
         merged = df.loc[sel, cols].astype(uniq.dtypes.to_dict()).merge(uniq.assign(_lat=pred), on=cols, how="left")
         df.loc[sel, "latency_us"] = merged["_lat"].to_numpy()
+        paths = out["prediction_path"].astype(str) if "prediction_path" in out.columns else pd.Series([], dtype=str)
         models.append({"family": family, "model": model_dir_used(out),
-                       "path": attention_path(gpu, registry) if family.startswith("attention") else ""})
+                       "path": attention_path(gpu, registry) if family.startswith("attention") else "",
+                       "prediction_path": ", ".join(f"{p} {n}" for p, n in paths.value_counts().items()),
+                       "training_gpu": gpu in out.attrs.get("training_gpus", ())})
     for op in [c for c in COLLECTIVES if c in set(df["family"])]:
         if collectives is None:
             raise InputError(f"the workload has {op} (tp={workload.model.tp}, pp={workload.model.pp}) but no "
@@ -252,7 +263,8 @@ def compose(workload: Workload, gpu: str, *, predict_fn: Callable = predict,
         for w, g in df.loc[sel].groupby("workers"):
             df.loc[g.index, "latency_us"] = collectives.latency_us(op, g["size_bytes"].to_numpy(), int(w), gpu)
             models.append({"family": op, "model": "collectives (pipeweave NCCL tables)",
-                           "path": collectives.describe(op, int(w), gpu)})
+                           "path": collectives.describe(op, int(w), gpu), "prediction_path": "measured table",
+                           "training_gpu": False})
     df["time_s"] = df["count"] * df["latency_us"] / 1e6
     kern = df[df["family"].isin(KERNEL_FAMILIES)].groupby("iteration")["time_s"].sum()
     comm = df[df["family"].isin(COLLECTIVES)].groupby("iteration")["time_s"].sum()
@@ -262,5 +274,5 @@ def compose(workload: Workload, gpu: str, *, predict_fn: Callable = predict,
     its["comm_s"] = its["iteration"].map(comm).fillna(0.0)
     its["overhead_s"] = 0.0
     its["latency_s"] = its["kernel_s"] + its["comm_s"]
-    res = E2EResult(gpu, its, df, pd.DataFrame(models, columns=["family", "model", "path"]))
+    res = E2EResult(gpu, its, df, pd.DataFrame(models, columns=MODEL_COLUMNS))
     return res.with_overhead(overhead)

@@ -127,7 +127,8 @@ def run_e2e_evaluation(public_data_dir: str | os.PathLike, registry_path: str | 
     Writes (atomically) in ``out_dir``: ``e2e_configs.csv`` (per configuration: measured and predicted prefill,
     decode step and total in seconds, APE in %, the overhead used), ``e2e_summary.csv`` (MAPE per metric beside
     the paper's and NeuSight's), ``e2e_breakdown.csv`` (per configuration, phase, operator: seconds and share),
-    ``e2e_models.csv`` (per configuration and family: the model folder and path used), ``overhead.json`` (fit
+    ``e2e_models.csv`` (per configuration and family: :data:`synperf.e2e.compose.MODEL_COLUMNS`, the model folder,
+    prediction paths and whether the GPU trained the family's model), ``overhead.json`` (fit
     on all configurations) and ``e2e_breakdown.png`` (stacked bars of the per-family share).
 
     Returns:

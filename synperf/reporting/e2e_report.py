@@ -13,10 +13,12 @@ _METRIC_LABELS = {"prefill": "prefill latency", "decode": "median decode step", 
 
 
 def e2e_section(summary_csv: str, configs_csv: str, breakdown_csv: str, overhead_json: str,
-                figure_rel: str) -> list[str]:
+                figure_rel: str, models_csv: str | None = None) -> list[str]:
     """Markdown lines: MAPE per metric beside the paper's predictor and NeuSight, the per-configuration table
-    (seconds), MAPE per GPU (when the configurations name their ``gpu``), each operator family's mean share of the
-    total time, and the fitted overhead."""
+    (seconds), MAPE per GPU (when the configurations name their ``gpu``; with ``models_csv``, the
+    ``e2e_models.csv`` of :func:`synperf.e2e.evaluate.evaluate_e2e`, also the kernel families whose experiment
+    trained on that GPU and those it is unseen for), each operator family's mean share of the total time, and the
+    fitted overhead."""
     summary = pd.read_csv(summary_csv)
     configs = pd.read_csv(configs_csv)
     breakdown = pd.read_csv(breakdown_csv)
@@ -45,6 +47,15 @@ def e2e_section(summary_csv: str, configs_csv: str, breakdown_csv: str, overhead
     if "gpu" in configs.columns and ape:
         by_gpu = configs.groupby("gpu")[ape].mean().round(1)
         by_gpu.insert(0, "configurations", configs.groupby("gpu").size())
+        if models_csv is not None:
+            models = pd.read_csv(models_csv)
+            if {"training_gpu", "config", "family"} <= set(models.columns):
+                kern = models[models["prediction_path"].astype(str) != "measured table"].merge(
+                    configs[["config", "gpu"]], on="config")
+                for col, flag in (("seen path (trained on this GPU)", True), ("unseen GPU for", False)):
+                    fams = kern[kern["training_gpu"].astype(bool) == flag].groupby("gpu")["family"].agg(
+                        lambda f: ", ".join(sorted(set(f))))
+                    by_gpu[col] = fams.reindex(by_gpu.index).fillna("–")
         md += ["### MAPE per GPU (%)", "", "A GPU that a family's experiment trained on is priced by that "
                "experiment's seen path (its training rows and held-out problems); only on the others is the "
                "kernel prediction an unseen-GPU one, so the pooled MAPE above mixes both.", "",

@@ -163,8 +163,15 @@ def evaluation_section(leaks: list[dict], selection_table: str | None, selection
            "few per cent of the best on that GPU; their unseen rows are predicted given that config, which was "
            "chosen by measuring the unseen GPU.",
            "- *One label, two kernels.* aiconfigurator's `fp8_block` GEMM on H200 (vLLM 0.18.0) is a median 2.1x "
-           "slower than on H100 (vLLM 0.19.0) over the shapes both have (public-data README); it is kept and "
-           "dominates H200's error in `gemm_fp8_aiconfigurator`.",
+           "slower than on H100 (vLLM 0.19.0) over the shapes both have (public-data README, which advises "
+           "leaving these rows out of cross-GPU comparisons). The merge's sibling check drops the whole group "
+           "(`sibling_slower:*` in the dropped-rows table), a rule that reads the unseen GPU's own latencies: "
+           "H200's number in `gemm_fp8_aiconfigurator` covers its per-tensor `fp8` rows only, and would be far "
+           "higher with the dropped rows scored.",
+           "- *Physical bounds written after seeing A40.* The physical model's lower bounds (each spec-sheet time "
+           "paid at least once, `c_j >= 1`, `synperf/model/paths.py`) were added after the configured split's A40 "
+           "errors had been seen; RMSNorm and SiLU&Mul on A40, whose paths rest on that model, are therefore not "
+           "independent evidence for them.",
            "- *Candidates were designed while looking at unseen GPUs.* The selection below is clean among the "
            "candidates, but the candidates themselves (the roofline target and shape parameters of `v2`, the "
            "3 us floor of `v2_launch`) were first tried on numbers that included test GPUs.", ""]
@@ -323,7 +330,8 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
     Parquets), ``experiments`` (those that ran every protocol) and the outputs ``out_summary``,
     ``out_per_gpu``, ``out_methods_fig``, ``out_cdf_fig``, ``out_scatter_fig``.
     ``e2e`` (optional) adds the end-to-end section (:func:`synperf.reporting.e2e_report.e2e_section`): a dict with
-    ``summary``, ``configs``, ``breakdown`` (CSVs), ``overhead`` (JSON) and ``figure`` (PNG path).
+    ``summary``, ``configs``, ``breakdown`` (CSVs), ``overhead`` (JSON), ``figure`` (PNG path) and optionally
+    ``models`` (``e2e_models.csv``: which families a GPU trained).
     ``ceiling`` (optional) adds the performance-ceiling section
     (:func:`synperf.reporting.ceiling_report.ceiling_section`): a dict with ``dir`` (``results/ceiling``) and ``figure``
     (the gap CDF PNG).
@@ -429,7 +437,8 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
         from .e2e_report import e2e_section
 
         rel = str(Path(e2e["figure"]).resolve().relative_to(Path(out_md).resolve().parent))
-        md += e2e_section(e2e["summary"], e2e["configs"], e2e["breakdown"], e2e["overhead"], rel)
+        md += e2e_section(e2e["summary"], e2e["configs"], e2e["breakdown"], e2e["overhead"], rel,
+                          e2e.get("models"))
     if ceiling:
         from .ceiling_report import ceiling_section
 
