@@ -134,11 +134,6 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
                 log.info("%s: feature set %s (chosen without the fold's tested GPUs)", fold.name, fs)
             else:
                 fs = configured_fs
-            key = (hashlib.sha256(np.asarray(fold.labels, dtype=str).tobytes()).hexdigest(), tuple(fold_methods), fs)
-            if key in done:
-                log.info("%s: same rows as %s, predictions reused", fold.name, done[key]["fold"].iloc[0])
-                parts.append(done[key].assign(protocol=fold.protocol, fold=fold.name))
-                continue
             defaults = None
             if path_scores and SYNPERF in fold_methods and fold.name not in (chosen_paths or {}):
                 from synperf.pipeline.selection import path_default
@@ -147,6 +142,14 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
                 defaults = {fold.name: d["default"]}
                 log.info("%s: default path %s (pooled geometric means %s over %d experiments)", fold.name,
                          d["default"], json.dumps(d["geometric_mean"]), len(d["experiments"]))
+            # two folds share predictions only when their rows and every choice their tested GPUs may not inform
+            # (the feature set and the default path) agree
+            key = (hashlib.sha256(np.asarray(fold.labels, dtype=str).tobytes()).hexdigest(), tuple(fold_methods), fs,
+                   (defaults or {}).get(fold.name))
+            if key in done:
+                log.info("%s: same rows and choices as %s, predictions reused", fold.name, done[key]["fold"].iloc[0])
+                parts.append(done[key].assign(protocol=fold.protocol, fold=fold.name))
+                continue
             # the MLP methods read the fold's feature set; the baselines always the configured table
             mlp_methods = [m for m in fold_methods if m in (MLP, SYNPERF)]
             groups = ([(fs, fold_methods)] if fs == configured_fs else
