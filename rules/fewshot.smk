@@ -1,8 +1,8 @@
 # Few-shot calibration (synperf/evaluation/fewshot.py): per experiment with unseen GPUs, the chosen path's
 # leave-one-seen-GPU-out predictions of the seen GPUs (from the selection stage) and its predictions of the unseen
-# rows (from the protocol stage); the calibration per k is chosen on the seen GPUs alone and scored on the unseen
-# GPUs with k rows of a short sweep (rule fewshot). Rule predict_throughput times batch predict on one CPU core for
-# the report's goals table.
+# rows (from the protocol stage); the calibration per k is chosen, per experiment, on the seen GPUs of the experiments
+# not trained on its unseen GPUs, and scored on the unseen GPUs with k rows of a short sweep (rule fewshot). Rule
+# predict_throughput times batch predict on one CPU core for the report's goals table.
 
 
 rule fewshot:
@@ -23,6 +23,7 @@ rule fewshot:
         "../environment.yml"
     params:
         experiments=FEWSHOT_EXPERIMENTS,
+        configs={e: config["experiments"][e] for e in FEWSHOT_EXPERIMENTS},
         figure_experiments=CORE_EXPERIMENTS,
     script:
         "../scripts/fewshot.py"

@@ -10,4 +10,5 @@ from synperf.pipeline.rule import run
 sm = snakemake  # noqa: F821
 run(sm, lambda: fewshot_stage(list(sm.params.experiments), list(sm.input.path_rows), list(sm.input.protocol_rows),
                               [str(Path(p).parent) for p in sm.input.path_choices], sm.output.table, sm.output.choice,
-                              sm.output.figure, figure_experiments=list(sm.params.figure_experiments)))
+                              sm.output.figure, figure_experiments=list(sm.params.figure_experiments),
+                              configs=dict(sm.params.configs)))

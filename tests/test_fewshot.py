@@ -258,3 +258,37 @@ def test_fewshot_rows_take_the_chosen_path_and_its_fallback_from_the_stage_outpu
     assert base[base.role == "seen_losgo"]["predicted_latency_us"].tolist() == [11.0, 25.0]
     with pytest.raises(ValueError, match="shift"):
         fewshot_rows(path_rows, protocol_rows, {"path": "shift+mlp", "base": "mlp"}, "e")
+
+
+def test_each_experiment_chooses_without_the_experiments_trained_on_its_unseen_gpus(tmp_path):
+    # experiment "a" tests GPU "u"; experiment "b" trains on "u" and its seen rows carry a size-dependent error that
+    # only the slope-fitting candidates correct; "a"'s own seen rows are a pure factor
+    a_seen = pd.concat([_rows(400, factor=f, seed=s, experiment="a", gpu=g)
+                        for f, s, g in ((1.3, 0, "x"), (0.8, 1, "y"))]).assign(role="seen_losgo")
+    b_seen = pd.concat([_rows(400, factor=1.0, slope=0.6, seed=s, experiment="b", gpu=g)
+                        for s, g in ((2, "u"), (3, "z"))]).assign(role="seen_losgo")
+    a_unseen = _rows(400, factor=2.0, seed=5, experiment="a", gpu="u").assign(role="unseen")
+    b_unseen = _rows(400, factor=1.5, slope=0.6, seed=6, experiment="b", gpu="w").assign(role="unseen")
+    rows = pd.concat([a_seen, b_seen, a_unseen, b_unseen], ignore_index=True)
+    configs = {"a": {"kernel": "gemm", "seen": ["x", "y"], "unseen": ["u"]},
+               "b": {"kernel": "rmsnorm", "seen": ["u", "z"], "unseen": ["w"]}}
+    out = {k: tmp_path / f"{k}" for k in ("table.csv", "choice.csv", "fig.png")}
+    fewshot_summary([rows], str(out["table.csv"]), str(out["choice.csv"]), str(out["fig.png"]), ks=(0, 32),
+                    seeds=(0,), experiments=configs)
+    choice = pd.read_csv(out["choice.csv"])
+    picked = choice[choice["chosen"]].set_index(["for_experiment", "k"])["calibration"]
+    # "a" reads its own rows only ("b" trained on "u"); "b" reads both ("a" never trained on "w")
+    assert set(choice.loc[choice.for_experiment == "a", "n_folds"]) == {2}
+    assert set(choice.loc[choice.for_experiment == "b", "n_folds"]) == {4}
+    assert picked[("a", 32)] == "median_scale" and picked[("a", 0)] == picked[("b", 0)] == "none"
+    pooled, _ = choose_calibrations(rows[rows.role == "seen_losgo"], ks=(0, 32), seeds=(0,))
+    assert picked[("b", 32)] == pooled[32] != picked[("a", 32)]  # "b" reads every row, as the pooled choice does
+    own_a, _ = choose_calibrations(a_seen, ks=(0, 32), seeds=(0,))
+    assert picked[("a", 32)] == own_a[32]
+    table = pd.read_csv(out["table.csv"])
+    got = table.set_index(["experiment", "k"])["calibration"]
+    assert got[("a", 32)] == "median_scale" and got[("b", 32)] == picked[("b", 32)]
+    # an experiment of the rows without a config entry is refused, by name
+    with pytest.raises(KeyError, match="b"):
+        fewshot_summary([rows], str(out["table.csv"]), str(out["choice.csv"]), str(out["fig.png"]), ks=(0, 32),
+                        seeds=(0,), experiments={"a": configs["a"]})

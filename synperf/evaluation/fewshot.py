@@ -284,32 +284,51 @@ def simulate(rows: pd.DataFrame, ks=KS, seeds=SEEDS, calibrations: dict | None =
 
 
 def choose_calibrations(seen_rows: pd.DataFrame, ks=KS, seeds=SEEDS, calibrations: dict | None = None,
-                        min_gain: float = MIN_RELATIVE_GAIN) -> tuple[dict, pd.DataFrame]:
+                        min_gain: float = MIN_RELATIVE_GAIN,
+                        informing: dict | None = None) -> tuple[dict, pd.DataFrame]:
     """The calibration per ``k``, chosen on leave-one-seen-GPU-out predictions of the seen GPUs only.
 
     Args:
         seen_rows: a row frame (:data:`ROW_COLUMNS`) of seen GPUs, each predicted by a model that did not train on
             it; nothing else is read.
+        informing: experiment -> the experiments whose seen rows may inform its choice
+            (:func:`synperf.evaluation.evidence.informing_experiments` of its unseen GPUs); each experiment then
+            gets its own choice, from those rows only (one simulation serves all). None: one choice from every row.
 
     Returns:
-        ``(chosen, table)``: ``k -> calibration name``, and one row per (k, calibration) with the mean MAPE over
-        experiments, seen GPUs and seeds (``mape_pct``), the number of (experiment, GPU) folds and ``chosen``.
+        ``(chosen, table)``: ``k -> calibration name`` (with ``informing``: experiment -> that), and one row per
+        (k, calibration) with the mean MAPE over experiments, seen GPUs and seeds (``mape_pct``), the number of
+        (experiment, GPU) folds and ``chosen`` (with ``informing``: per experiment, column ``for_experiment``). A
+        ``k`` without scores keeps the first calibration.
     """
     calibrations = CALIBRATIONS if calibrations is None else calibrations
     sim = simulate(seen_rows, ks, seeds, calibrations)
     per_fold = sim.groupby(["k", "calibration", "experiment", "gpu"], observed=True)["mape_pct"].mean()
-    table = per_fold.groupby(["k", "calibration"], observed=True).agg(mape_pct="mean", n_folds="size").reset_index()
     names = list(calibrations)
-    chosen = {}
-    for k, t in table.groupby("k"):
-        score = t.set_index("calibration")["mape_pct"].reindex(names)
-        best = names[0]
-        for name in names[1:]:
-            if pd.notna(score[name]) and score[name] < (1.0 - min_gain) * score[best]:
-                best = name
-        chosen[int(k)] = names[0] if int(k) == 0 else best
-    table["chosen"] = [chosen.get(int(k)) == c for k, c in zip(table["k"], table["calibration"])]
-    return chosen, table
+
+    def choose(folds: pd.Series) -> tuple[dict, pd.DataFrame]:
+        table = folds.groupby(["k", "calibration"], observed=True).agg(mape_pct="mean", n_folds="size").reset_index()
+        chosen = {int(k): names[0] for k in ks}
+        for k, t in table.groupby("k"):
+            score = t.set_index("calibration")["mape_pct"].reindex(names)
+            best = names[0]
+            for name in names[1:]:
+                if pd.notna(score[name]) and score[name] < (1.0 - min_gain) * score[best]:
+                    best = name
+            chosen[int(k)] = names[0] if int(k) == 0 else best
+        table["chosen"] = [chosen.get(int(k)) == c for k, c in zip(table["k"], table["calibration"])]
+        return chosen, table
+
+    if informing is None:
+        return choose(per_fold)
+    out, tables = {}, []
+    exp_of = per_fold.index.get_level_values("experiment").astype(str)
+    for exp, keep in sorted(informing.items()):
+        out[exp], t = choose(per_fold[exp_of.isin([str(e) for e in keep])])
+        tables.append(t.assign(for_experiment=exp))
+    table = (pd.concat(tables, ignore_index=True) if tables
+             else pd.DataFrame(columns=["k", "calibration", "mape_pct", "n_folds", "chosen", "for_experiment"]))
+    return out, table
 
 
 def evaluate_unseen(unseen_rows: pd.DataFrame, chosen: dict, ks=KS, seeds=SEEDS,

@@ -13,10 +13,10 @@ from synperf.data.io import write_csv
 
 def fewshot_stage(experiments: list[str], path_rows: list[str], protocol_rows: list[str], model_dirs: list[str],
                   out_table: str, out_choice: str, out_figure: str,
-                  figure_experiments: list[str] | None = None) -> None:
+                  figure_experiments: list[str] | None = None, configs: dict[str, dict] | None = None) -> None:
     """:func:`fewshot_summary` of the rows :func:`synperf.pipeline.fewshot.fewshot_rows` assembles per experiment
     from its selection path rows (Parquet), protocol rows (Parquet) and model folder (``path.json``), in the order
-    of ``experiments``.
+    of ``experiments``; ``configs`` (the experiments' config entries) as :func:`fewshot_summary`'s ``experiments``.
 
     Raises:
         InputError: a model folder without ``path.json``.
@@ -31,12 +31,19 @@ def fewshot_stage(experiments: list[str], path_rows: list[str], protocol_rows: l
         if choice is None:
             raise InputError(f"{md}: no path.json (run the train rule first)")
         frames.append(fewshot_rows(pd.read_parquet(pr), pd.read_parquet(rr), choice, exp))
-    fewshot_summary(frames, out_table, out_choice, out_figure, figure_experiments=figure_experiments)
+    fewshot_summary(frames, out_table, out_choice, out_figure, figure_experiments=figure_experiments,
+                    experiments=configs)
 
 
 def fewshot_summary(row_files: list, out_table: str, out_choice: str, out_figure: str,
-                    ks=None, seeds=None, figure_experiments: list[str] | None = None) -> None:
-    """Choose the calibration per k on the ``seen_losgo`` rows of every experiment, score it on the ``unseen`` rows.
+                    ks=None, seeds=None, figure_experiments: list[str] | None = None,
+                    experiments: dict[str, dict] | None = None) -> None:
+    """Choose the calibration per k on ``seen_losgo`` rows, score it on the ``unseen`` rows.
+
+    With ``experiments`` (config entries, ``seen``/``unseen``, of every experiment in the rows) each experiment's
+    calibration is chosen on the ``seen_losgo`` rows of the experiments that may inform it
+    (:func:`synperf.evaluation.evidence.informing_experiments` of its unseen GPUs: no experiment trained on one of
+    them); without it, one choice from every experiment's rows.
 
     Args:
         row_files: row frames of :func:`synperf.pipeline.fewshot.fewshot_rows`, or Parquet files of them.
@@ -53,8 +60,22 @@ def fewshot_summary(row_files: list, out_table: str, out_choice: str, out_figure
     rows = pd.concat([p if isinstance(p, pd.DataFrame) else pd.read_parquet(p) for p in row_files],
                      ignore_index=True)
     role = rows["role"].astype(str).to_numpy()
-    chosen, choice_table = choose_calibrations(rows[role == "seen_losgo"], ks, seeds)
-    table = evaluate_unseen(rows[role == "unseen"], chosen, ks, seeds)
+    unseen = rows[role == "unseen"]
+    if experiments is None:
+        chosen, choice_table = choose_calibrations(rows[role == "seen_losgo"], ks, seeds)
+        table = evaluate_unseen(unseen, chosen, ks, seeds)
+    else:
+        from synperf.evaluation.evidence import informing_experiments
+
+        names = sorted(set(unseen["experiment"].astype(str)))
+        missing = [n for n in sorted(set(rows["experiment"].astype(str))) if n not in experiments]
+        if missing:
+            raise KeyError(f"few-shot: no config entry for experiment(s) {missing}")
+        informing = {n: informing_experiments(n, experiments, experiments[n].get("unseen") or []) for n in names}
+        chosen, choice_table = choose_calibrations(rows[role == "seen_losgo"], ks, seeds, informing=informing)
+        exp = unseen["experiment"].astype(str).to_numpy()
+        table = pd.concat([evaluate_unseen(unseen[exp == n], chosen[n], ks, seeds) for n in names],
+                          ignore_index=True)
     kernels = rows.drop_duplicates("experiment").set_index("experiment")["kernel"]
     table.insert(1, "kernel", table["experiment"].map(kernels))
     write_csv(choice_table, out_choice)
