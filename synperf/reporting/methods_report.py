@@ -329,7 +329,10 @@ def methods_section(tables: pd.DataFrame, cdf: pd.DataFrame, predictions: pd.Dat
           "measured the shape (share of rows in brackets); *GBT* gradient-boosted trees on log shapes and GPU specs; "
           "*NeuSight-style* tiles and waves with an MLP utilisation; *ridge* on our features; *roofline* the "
           "spec-sheet bound (`synperf/evaluation/baselines.py`).", "",
-          f"### Mean MAPE (%) over the {len(experiments)} core families and their folds", "",
+          f"### Mean MAPE (%) over the folds of the {len(experiments)} core families", "",
+          "Each (family, fold) pair weighs the same here, so a family with more GPUs (more leave-one-out folds) "
+          "weighs more; the goals table instead averages each family's mean over its folds, each family weighing "
+          "the same, and the two means differ.", "",
           md_table(means_matrix(means)), ""]
     if "budget" in tables.columns:
         b = (tables[tables["budget"].notna() & (tables["budget"] != "")]
