@@ -296,7 +296,8 @@ class LocalModel:
     ``latency_us = residual(row) * exp(sum_j w_j r_j / sum_j w_j)`` over the :data:`LOCAL_NEIGHBOURS` nearest
     training rows ``j`` of the row's GPU, with ``r_j = log(latency_j / residual(row_j))`` and ``w_j = 1 /
     distance`` (scikit-learn ``KNeighborsRegressor(weights="distance")``; a training row at distance 0 gives its own
-    ratio). Distance: Euclidean over the residual model's numeric and linear design columns (``log1p`` of the
+    ratio; an exact k-d tree search, whose order among equidistant rows decides ties). Distance: Euclidean over the
+    residual model's numeric and linear design columns (``log1p`` of the
     numeric features, the linear ones as they are), each standardized by the training rows' mean and standard
     deviation. A held-out problem of a measured GPU sits between measured shapes of that GPU; the neighbours carry
     what the residual model's trees, fitted across GPUs under a row cap, leave of that GPU's own deviation.
@@ -343,8 +344,8 @@ class LocalModel:
         neighbours = {}
         for g in np.unique(gpu):
             on = gpu == g
-            neighbours[str(g)] = KNeighborsRegressor(n_neighbors=int(min(k, on.sum())), weights="distance").fit(
-                x[on], r[on])
+            neighbours[str(g)] = KNeighborsRegressor(n_neighbors=int(min(k, on.sum())), weights="distance",
+                                                     algorithm="kd_tree").fit(x[on], r[on])
         return cls(residual, mean, scale, neighbours)
 
     def predict(self, rows: pd.DataFrame, registry, residual_pred: np.ndarray | None = None) -> np.ndarray:
