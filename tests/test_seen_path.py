@@ -335,3 +335,53 @@ def test_a_recorded_local_seen_path_predicts_training_gpus_from_its_file(vidur_g
     a40 = predict("gemm", table[table.gpu == "a40"].head(5)[cols], "a40", experiment="gemm_fp16_vidur",
                   models_dir=tmp_path, registry=registry)
     assert set(a40["prediction_path"]) == {"physical"}
+
+
+def test_a_leave_one_gpu_out_fold_with_the_configured_rows_reuses_them_only_under_the_same_default(
+        vidur_gemm, registry, tmp_path, caplog):
+    """logo:a40 has the configured fold's rows (A40 the one unseen GPU): it takes the configured predictions (the
+    primary model and its recorded path) when its own default path is the one the recorded path was chosen with,
+    and is fitted afresh when not."""
+    import json
+    import logging
+    from dataclasses import asdict
+
+    from synperf.data.io import write_parquet
+    from synperf.pipeline.protocols import evaluate_protocols
+    from synperf.pipeline.train import train_models
+
+    table, meta = vidur_gemm
+    write_parquet(table, tmp_path / "f.parquet")
+    (tmp_path / "f.json").write_text(json.dumps(meta))
+    pd.DataFrame(columns=S.PATH_SCORE_COLUMNS).to_csv(tmp_path / "scores.csv", index=False)
+    exp = {"kernel": "gemm", "sources": ["vidur"], "seen": SEEN, "unseen": ["a40"], "heldout_frac": 0.2}
+    mdir = tmp_path / "models" / "gemm_fp16_vidur" / "v2-all"
+    training = {k: v for k, v in asdict(TRAIN).items() if k not in ("seed", "threads")}
+    train_models("gemm_fp16_vidur", exp, [{"feature_set": "v2", "group": "all", "training": training,
+                                           "table": str(tmp_path / "f.parquet"), "meta": str(tmp_path / "f.json"),
+                                           "model_dir": str(mdir), "predictions": str(tmp_path / "p.parquet"),
+                                           "mape": str(tmp_path / "mape.csv")}], 0, 1,
+                 path_choice={"scores": str(tmp_path / "scores.csv"), "registry": str(registry.path)})
+    assert (S.load_choice(mdir.parent).get("default") or {}).get("default", "mlp") == "mlp"
+    # another experiment's path scores, trained on GPUs the fold does not test, that favour the physical model
+    other = {"kernel": "rmsnorm", "seen": ["b200", "gb200"]}
+    pd.DataFrame([{"experiment": "other", "path": p, "fold": f"losgo:{g}", "validation_gpu": g, "n_train": 10,
+                   "n_rows": 10, "mape_pct": v} for p, v in (("mlp", 30.0), ("physical", 5.0), ("residual", 30.0),
+                                                             ("ensemble", 30.0)) for g in other["seen"]]
+                 ).to_csv(tmp_path / "other.csv", index=False)
+
+    def run(name, **kw):
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="synperf.pipeline.protocols"):
+            evaluate_protocols(str(tmp_path / "f.parquet"), str(tmp_path / "f.json"), "gemm_fp16_vidur", exp,
+                               str(registry.path), 0, {**training, "max_epochs": 2}, ["configured", "logo"],
+                               ["synperf", "roofline"], 1, str(tmp_path / f"{name}.csv"), model_dir=str(mdir), **kw)
+        return list(caplog.messages)
+
+    same = run("same")  # no pooled evidence: the fold's default is the MLP, as the recorded choice's
+    assert any(m.startswith("logo:a40: same rows and choices as configured") for m in same)
+    moved = run("moved", path_scores={"other": str(tmp_path / "other.csv")},
+                experiments={"gemm_fp16_vidur": exp, "other": other})
+    assert any(m.startswith("logo:a40: default path physical") for m in moved)
+    assert not any(m.startswith("logo:a40: same rows") for m in moved)
+    assert any(m.startswith("logo:a40 synperf:") for m in moved)  # fitted, not copied

@@ -106,7 +106,7 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
     gpus = list(exp["seen"]) + list(exp.get("unseen", []))
     cfg = TrainConfig.from_dict({**training, "seed": seed, "threads": threads})
     pretrained = {"configured": TrainedModel.load(model_dir)} if model_dir else None
-    chosen_paths = None
+    chosen_paths, recorded_defaults = None, {}
     if model_dir:  # the path recorded beside the primary model, chosen on the configured training rows alone
         from synperf.evaluation.path_selection import load_choice
 
@@ -114,6 +114,8 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
         chosen_paths = ({"configured": (choice["path"], choice.get("fallback") or choice["base"],
                                         choice.get("seen_path"))}
                         if choice else None)
+        if choice:  # the default path the recorded choice was made with (pooled without the unseen GPUs)
+            recorded_defaults["configured"] = (choice.get("default") or {}).get("default", "mlp")
     summaries, cdfs, done, configured_preds = [], [], {}, None
     fit_caches: dict = {}  # per feature set: the synperf method's inner models, shared across folds
     for protocol in protocols:
@@ -143,9 +145,12 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
                 log.info("%s: default path %s (pooled geometric means %s over %d experiments)", fold.name,
                          d["default"], json.dumps(d["geometric_mean"]), len(d["experiments"]))
             # two folds share predictions only when their rows and every choice their tested GPUs may not inform
-            # (the feature set and the default path) agree
+            # agree: the feature set and, for the synperf method, the default path (the configured fold's is the one
+            # its recorded path was chosen with)
+            default = (((defaults or {}).get(fold.name) or recorded_defaults.get(fold.name) or "mlp")
+                       if SYNPERF in fold_methods else None)
             key = (hashlib.sha256(np.asarray(fold.labels, dtype=str).tobytes()).hexdigest(), tuple(fold_methods), fs,
-                   (defaults or {}).get(fold.name))
+                   default)
             if key in done:
                 log.info("%s: same rows and choices as %s, predictions reused", fold.name, done[key]["fold"].iloc[0])
                 parts.append(done[key].assign(protocol=fold.protocol, fold=fold.name))
