@@ -232,15 +232,13 @@ def test_a_leave_one_out_fold_chooses_its_seen_path_from_its_mlp_without_trainin
     assert res.attrs["seen_path"] is None and calls == [] and set(res["prediction_path"]) == {"physical"}
 
 
-def test_the_training_stage_records_the_seen_path_of_its_primary_model(vidur_gemm, registry, tmp_path, monkeypatch):
-    """The pipeline's training stage records the seen path from the primary model it just trained, reproducing
-    that model's validation rows from the feature table (no other MLP trained)."""
+def _vidur_training_stage(vidur_gemm, registry, tmp_path):
+    """Run the pipeline's training stage on the Vidur GEMM table (files under ``tmp_path``, no LOSGO path scores).
+    Returns ``(experiment entry, model folder, training dict)``."""
     import json
     from dataclasses import asdict
 
-    from synperf.data.hardware import load_registry
     from synperf.data.io import write_parquet
-    from synperf.model.estimator import TrainedModel
     from synperf.pipeline.train import train_models
 
     table, meta = vidur_gemm
@@ -250,12 +248,23 @@ def test_the_training_stage_records_the_seen_path_of_its_primary_model(vidur_gem
     exp = {"kernel": "gemm", "sources": ["vidur"], "seen": SEEN, "unseen": ["a40"], "heldout_frac": 0.2}
     mdir = tmp_path / "models" / "gemm_fp16_vidur" / "v2-all"
     training = {k: v for k, v in asdict(TRAIN).items() if k not in ("seed", "threads")}
-    calls = count_train(monkeypatch)
     train_models("gemm_fp16_vidur", exp, [{"feature_set": "v2", "group": "all", "training": training,
                                            "table": str(tmp_path / "f.parquet"), "meta": str(tmp_path / "f.json"),
                                            "model_dir": str(mdir), "predictions": str(tmp_path / "p.parquet"),
                                            "mape": str(tmp_path / "mape.csv")}], 0, 1,
                  path_choice={"scores": str(tmp_path / "scores.csv"), "registry": str(registry.path)})
+    return exp, mdir, training
+
+
+def test_the_training_stage_records_the_seen_path_of_its_primary_model(vidur_gemm, registry, tmp_path, monkeypatch):
+    """The pipeline's training stage records the seen path from the primary model it just trained, reproducing
+    that model's validation rows from the feature table (no other MLP trained)."""
+    from synperf.data.hardware import load_registry
+    from synperf.model.estimator import TrainedModel
+
+    table, meta = vidur_gemm
+    calls = count_train(monkeypatch)
+    exp, mdir, training = _vidur_training_stage(vidur_gemm, registry, tmp_path)
     assert calls == []  # the stage's own MLP is trained by train_experiment, not through path selection
     rec = S.load_choice(mdir.parent)
     assert rec["path"] == "mlp" and rec["seen_path"] in S.SEEN_PATHS
@@ -342,26 +351,11 @@ def test_a_leave_one_gpu_out_fold_with_the_configured_rows_reuses_them_only_unde
     """logo:a40 has the configured fold's rows (A40 the one unseen GPU): it takes the configured predictions (the
     primary model and its recorded path) when its own default path is the one the recorded path was chosen with,
     and is fitted afresh when not."""
-    import json
     import logging
-    from dataclasses import asdict
 
-    from synperf.data.io import write_parquet
     from synperf.pipeline.protocols import evaluate_protocols
-    from synperf.pipeline.train import train_models
 
-    table, meta = vidur_gemm
-    write_parquet(table, tmp_path / "f.parquet")
-    (tmp_path / "f.json").write_text(json.dumps(meta))
-    pd.DataFrame(columns=S.PATH_SCORE_COLUMNS).to_csv(tmp_path / "scores.csv", index=False)
-    exp = {"kernel": "gemm", "sources": ["vidur"], "seen": SEEN, "unseen": ["a40"], "heldout_frac": 0.2}
-    mdir = tmp_path / "models" / "gemm_fp16_vidur" / "v2-all"
-    training = {k: v for k, v in asdict(TRAIN).items() if k not in ("seed", "threads")}
-    train_models("gemm_fp16_vidur", exp, [{"feature_set": "v2", "group": "all", "training": training,
-                                           "table": str(tmp_path / "f.parquet"), "meta": str(tmp_path / "f.json"),
-                                           "model_dir": str(mdir), "predictions": str(tmp_path / "p.parquet"),
-                                           "mape": str(tmp_path / "mape.csv")}], 0, 1,
-                 path_choice={"scores": str(tmp_path / "scores.csv"), "registry": str(registry.path)})
+    exp, mdir, training = _vidur_training_stage(vidur_gemm, registry, tmp_path)
     assert (S.load_choice(mdir.parent).get("default") or {}).get("default", "mlp") == "mlp"
     # another experiment's path scores, trained on GPUs the fold does not test, that favour the physical model
     other = {"kernel": "rmsnorm", "seen": ["b200", "gb200"]}

@@ -176,8 +176,36 @@ class PhysicalModel:
 RESIDUAL_TREES = {"max_iter": 100, "learning_rate": 0.3, "max_leaf_nodes": 31}
 
 
+class JoblibModel:
+    """A fitted model stored as one joblib file (:meth:`save`, :meth:`load`)."""
+
+    def save(self, file) -> None:
+        """Write the model to ``file`` (joblib) atomically."""
+        import joblib
+
+        from synperf.data.io import atomic_path
+
+        with atomic_path(file) as tmp:
+            joblib.dump(self, tmp)
+
+    @classmethod
+    def load(cls, file):
+        """Read a model :meth:`save` wrote, of this class.
+
+        Raises:
+            FileNotFoundError: no such file.
+            TypeError: the file holds something else.
+        """
+        import joblib
+
+        model = joblib.load(file)
+        if not isinstance(model, cls):
+            raise TypeError(f"{file}: expected a {cls.__name__}, found {type(model).__name__}")
+        return model
+
+
 @dataclass
-class ResidualModel:
+class ResidualModel(JoblibModel):
     """The physical time model times a tree-fitted correction: ``latency_us = physical(row) * exp(r(row))``.
 
     ``r`` is a scikit-learn ``HistGradientBoostingRegressor`` fitted to ``log(latency_us / physical(row))`` on the
@@ -257,30 +285,6 @@ class ResidualModel:
             r = self.trees.predict(x)
         return self.physical.predict(rows, registry) * np.exp(r)
 
-    def save(self, file) -> None:
-        """Write the model to ``file`` (joblib) atomically."""
-        import joblib
-
-        from synperf.data.io import atomic_path
-
-        with atomic_path(file) as tmp:
-            joblib.dump(self, tmp)
-
-    @classmethod
-    def load(cls, file) -> "ResidualModel":
-        """Read a model :meth:`save` wrote.
-
-        Raises:
-            FileNotFoundError: no such file.
-            TypeError: the file holds something else.
-        """
-        import joblib
-
-        model = joblib.load(file)
-        if not isinstance(model, cls):
-            raise TypeError(f"{file}: expected a ResidualModel, found {type(model).__name__}")
-        return model
-
 
 #: neighbours of :class:`LocalModel`, chosen on the seen-path validation rows of the training GPUs only (the
 #: primary MLPs' early-stopping validation problems of gemm, attention_prefill, attention_decode and fused_moe; mean
@@ -290,7 +294,7 @@ LOCAL_NEIGHBOURS = 5
 
 
 @dataclass
-class LocalModel:
+class LocalModel(JoblibModel):
     """The residual model corrected by a launch's measured neighbours on the same GPU, for GPUs with training rows.
 
     ``latency_us = residual(row) * exp(sum_j w_j r_j / sum_j w_j)`` over the :data:`LOCAL_NEIGHBOURS` nearest
@@ -369,30 +373,6 @@ class LocalModel:
             on = gpu == g
             r[on] = self.neighbours[g].predict(x[on])
         return pred * np.exp(r)
-
-    def save(self, file) -> None:
-        """Write the model to ``file`` (joblib) atomically."""
-        import joblib
-
-        from synperf.data.io import atomic_path
-
-        with atomic_path(file) as tmp:
-            joblib.dump(self, tmp)
-
-    @classmethod
-    def load(cls, file) -> "LocalModel":
-        """Read a model :meth:`save` wrote.
-
-        Raises:
-            FileNotFoundError: no such file.
-            TypeError: the file holds something else.
-        """
-        import joblib
-
-        model = joblib.load(file)
-        if not isinstance(model, cls):
-            raise TypeError(f"{file}: expected a LocalModel, found {type(model).__name__}")
-        return model
 
 
 def _family_columns(rows: pd.DataFrame) -> pd.DataFrame:
