@@ -97,6 +97,24 @@ def test_path_choice_never_reads_heldout_or_unseen_rows(vidur_gemm, registry):
     assert all(r.n_rows == n[r.validation_gpu] for r in clean.itertuples())
 
 
+def test_validation_row_cap_scores_a_seeded_sample_of_each_validation_gpu(vidur_gemm, registry):
+    """With ``max_val_rows`` each fold scores that many of its validation GPU's rows (the models fitted on every
+    training row), and the MAPE is that of the sampled rows' predictions: a per-row record of the sample."""
+    table, meta = vidur_gemm
+    rows_out = []
+    capped = S.score_paths(table, meta, "gemm_fp16_vidur", registry, TRAIN, paths=("physical",),
+                           log=lambda *_: None, rows_out=rows_out, max_val_rows=300)
+    full = S.score_paths(table, meta, "gemm_fp16_vidur", registry, TRAIN, paths=("physical",), log=lambda *_: None)
+    assert capped["n_rows"].tolist() == [300, 300]
+    assert (full["n_rows"] > 300).all() and capped["n_train"].tolist() == full["n_train"].tolist()
+    for fold, part in zip(capped.itertuples(), rows_out):
+        assert part["row"].is_unique and len(part) == 300 and (part["gpu"] == fold.validation_gpu).all()
+        err = 100 * np.abs(part["predicted_latency_us"] / part["latency_us"] - 1)
+        assert fold.mape_pct == pytest.approx(err.mean())
+    # the sample differs from the whole GPU's rows, so the cap is not a no-op
+    assert not np.allclose(capped["mape_pct"], full["mape_pct"])
+
+
 def test_synperf_predict_uses_training_rows_as_the_only_sources(vidur_gemm, registry):
     table, meta = vidur_gemm
     tr = table[table.split == "train"]

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from synperf.data.io import read_table  # noqa: E402
 from synperf.evaluation.metrics import ape  # noqa: E402
+from synperf.evaluation.path_selection import MIN_RELATIVE_GAIN  # noqa: E402
 from synperf.evaluation.selection import losgo_folds  # noqa: E402
 from synperf.model.estimator import TrainConfig, train  # noqa: E402
 from synperf.model.features import FeatureFrame  # noqa: E402
@@ -40,8 +41,9 @@ BUDGETS = {"40x10000": {"max_epochs": 40, "max_train_rows": 10000},
            "25x10000": {"max_epochs": 25, "max_train_rows": 10000},
            "40x5000": {"max_epochs": 40, "max_train_rows": 5000},
            "25x5000": {"max_epochs": 25, "max_train_rows": 5000}}
-#: a budget within this relative margin of the lowest geometric-mean MAPE counts as equal
-WITHIN = 0.01
+#: a budget within this relative margin of the lowest geometric-mean MAPE counts as equal: the margin of every other
+#: choice of the pipeline (retraining with another seed moves a MAPE by more)
+WITHIN = MIN_RELATIVE_GAIN
 
 
 def score(results: Path, config: dict) -> pd.DataFrame:

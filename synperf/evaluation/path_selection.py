@@ -56,6 +56,10 @@ from synperf.model.paths import (
 #: MLP budget of the LOSGO folds inside a protocol fold (``TrainConfig`` fields), as the feature-set selection's
 #: ``selection.training`` of config/config.yaml: one MLP per seen GPU of every fold
 SELECTION_TRAINING = {"max_epochs": 25, "max_train_rows": 5000}
+#: validation rows per LOSGO fold inside a protocol fold (a seeded sample of the validation GPU's rows; the
+#: configured choice scores every row): the standard error of a fold MAPE from 5,000 rows is about 1% of its
+#: value, a fifth of :data:`MIN_RELATIVE_GAIN`
+SELECTION_VALIDATION_ROWS = 5000
 #: columns of :func:`score_paths`'s result
 PATH_SCORE_COLUMNS = ["experiment", "path", "fold", "validation_gpu", "n_train", "n_rows", "mape_pct"]
 
@@ -233,7 +237,7 @@ PATH_ROW_COLUMNS = ["experiment", "kernel", "gpu", "fold", "row", "path", "laten
 
 def score_paths(table: pd.DataFrame, meta: dict, experiment: str, registry, train_cfg: TrainConfig, paths=PATHS,
                 log=print, fold_mlps: dict | None = None, rows_out: list | None = None,
-                fit_cache: dict | None = None) -> pd.DataFrame:
+                fit_cache: dict | None = None, max_val_rows: int = 0) -> pd.DataFrame:
     """LOSGO score of every path on an experiment's training rows.
 
     Args:
@@ -250,10 +254,12 @@ def score_paths(table: pd.DataFrame, meta: dict, experiment: str, registry, trai
         fit_cache: a dict kept by the caller across calls: the fitted MLP and residual model of a fold are stored
             under the fold's fitted rows (:func:`rows_key`) and budget, and a later fold with the same rows and
             budget reuses them (leave-one-GPU-out protocol folds share their inner folds in pairs).
+        max_val_rows: score each fold on a seeded sample (``train_cfg.seed``) of at most this many of the
+            validation GPU's rows (0: every row); the models are fitted on every training row either way.
 
     Returns:
         :data:`PATH_SCORE_COLUMNS`, one row per (path, fold): MAPE (percent) on the validation GPU's training
-        rows; empty when fewer than two seen GPUs have training rows.
+        rows (``n_rows`` of them); empty when fewer than two seen GPUs have training rows.
     """
     if "split" not in table.columns:
         raise ValueError("path selection: the table has no 'split' column")
@@ -266,6 +272,8 @@ def score_paths(table: pd.DataFrame, meta: dict, experiment: str, registry, trai
     # the sibling lookup's shape keys once for every fold (a fold's training rows are a subset of these rows)
     keys = source_keys(rows) if any(TRANSFER[p] for p in paths) else None
     for fit_idx, val_idx in LeaveOneGroupOut().split(rows, groups=gpu):
+        if max_val_rows and len(val_idx) > max_val_rows:
+            val_idx = np.sort(np.random.default_rng(train_cfg.seed).choice(val_idx, max_val_rows, replace=False))
         tr, va = rows.iloc[fit_idx], rows.iloc[val_idx]
         name = f"losgo:{gpu[val_idx[0]]}"
         key = (rows_key(tr), repr(train_cfg), tuple(meta[k] for k in ("numeric", "linear", "categorical")).__repr__())
@@ -563,10 +571,12 @@ def predict_rows(fitted: FittedPaths, path: str, rows: pd.DataFrame, registry, *
 
 
 def select_path(table: pd.DataFrame, meta: dict, experiment: str, registry, train_cfg: TrainConfig, paths=PATHS,
-                default: str = "mlp", log=print, fit_cache: dict | None = None) -> tuple[str, pd.DataFrame]:
+                default: str = "mlp", log=print, fit_cache: dict | None = None,
+                max_val_rows: int = 0) -> tuple[str, pd.DataFrame]:
     """The chosen path of one experiment (:func:`score_paths` then :func:`choose_paths`) and its fold scores
-    (``fit_cache`` as :func:`score_paths`)."""
-    scores = score_paths(table, meta, experiment, registry, train_cfg, paths, log, fit_cache=fit_cache)
+    (``fit_cache`` and ``max_val_rows`` as :func:`score_paths`)."""
+    scores = score_paths(table, meta, experiment, registry, train_cfg, paths, log, fit_cache=fit_cache,
+                         max_val_rows=max_val_rows)
     chosen, _ = choose_paths(scores, paths, default)
     return chosen.get(experiment, default), scores
 
@@ -574,7 +584,7 @@ def select_path(table: pd.DataFrame, meta: dict, experiment: str, registry, trai
 def synperf_predict(train_rows: pd.DataFrame, test_rows: pd.DataFrame, meta: dict, registry,
                     select_cfg: TrainConfig, train_cfg: TrainConfig | None = None, mlp: TrainedModel | None = None,
                     experiment: str = "", paths=PATHS, log=print, fit_cache: dict | None = None,
-                    default: str = "mlp") -> tuple[pd.DataFrame, str, pd.DataFrame]:
+                    default: str = "mlp", max_val_rows: int = 0) -> tuple[pd.DataFrame, str, pd.DataFrame]:
     """The ``synperf`` method of a protocol fold: choose a path on ``train_rows`` only, fit it there, predict.
 
     Test rows on a GPU of ``train_rows`` (held-out problems of a seen GPU) take the seen path instead
@@ -593,6 +603,7 @@ def synperf_predict(train_rows: pd.DataFrame, test_rows: pd.DataFrame, meta: dic
             folds passes one dict to all of them).
         default: the path the choice keeps unless another is ``MIN_RELATIVE_GAIN`` better, also the fallback's
             (:func:`pooled_default` of evidence that excludes the fold's test GPUs).
+        max_val_rows: as :func:`score_paths`, for the LOSGO folds of the choice.
 
     Returns:
         ``(predictions, chosen path, LOSGO scores)``; predictions as :func:`predict_rows`, with
@@ -601,7 +612,7 @@ def synperf_predict(train_rows: pd.DataFrame, test_rows: pd.DataFrame, meta: dic
     """
     rows = train_rows.reset_index(drop=True).assign(split="train")
     chosen, scores = select_path(rows, meta, experiment, registry, select_cfg, paths, default=default, log=log,
-                                 fit_cache=fit_cache)
+                                 fit_cache=fit_cache, max_val_rows=max_val_rows)
     fallback = choose_fallback(scores, experiment, default=default) if TRANSFER[chosen] else BASE[chosen]
     test = test_rows.drop(columns=["latency_us"], errors="ignore")
     gpus = sorted(rows["gpu"].astype(str).unique())

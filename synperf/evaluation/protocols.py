@@ -359,12 +359,17 @@ def _iter_fold_predictions(table, folds, methods, registry, train_cfg, features,
                 seen_text = f"; seen GPUs {seen_path}" if seen_path else ""
                 budget = f"{chosen} (fallback {fallback}, chosen before){seen_text}; {budget}"
             elif method == SYNPERF:
-                from synperf.evaluation.path_selection import SELECTION_TRAINING, synperf_predict
+                from synperf.evaluation.path_selection import (
+                    SELECTION_TRAINING,
+                    SELECTION_VALIDATION_ROWS,
+                    synperf_predict,
+                )
 
                 default = (defaults or {}).get(fold.name, "mlp")
                 res, chosen, _ = synperf_predict(tr, te, meta, registry, replace(cfg, **SELECTION_TRAINING), cfg,
                                                  mlp=fold_mlp, experiment=fold.name, log=lambda *_: None,
-                                                 fit_cache=fit_cache, default=default)
+                                                 fit_cache=fit_cache, default=default,
+                                                 max_val_rows=SELECTION_VALIDATION_ROWS)
                 pred = res["predicted_latency_us"].to_numpy()
                 seen_text = f"; seen GPUs {res.attrs['seen_path']}" if res.attrs.get("seen_path") else ""
                 budget = f"{chosen}{seen_text}; default {default}; {budget}"
