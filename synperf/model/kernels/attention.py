@@ -384,8 +384,8 @@ def decompose_prefill(df: pd.DataFrame, registry) -> pd.DataFrame:
             "implementation": g["implementation"].astype(str).to_numpy(),
             "prefix": np.maximum(0, L.to_numpy().astype("int64") - S_rows)})
         # one simulation per distinct launch (first-appearance order, so the first bad row raises first)
-        codes, distinct = pd.MultiIndex.from_frame(keys).factorize()
-        for B, S, H, Hkv, D, w, impl, P in distinct:
+        codes = keys.groupby(list(keys.columns), sort=False).ngroup().to_numpy()
+        for B, S, H, Hkv, D, w, impl, P in keys.drop_duplicates().itertuples(index=False):
             B, S, H, Hkv, D, w, impl, P = int(B), int(S), int(H), int(Hkv), int(D), int(w), str(impl), int(P)
             path = path_of.get(impl) or path_of.setdefault(impl, attention_path(impl, spec))
             gkey = (path, S, H, Hkv, D)
