@@ -513,6 +513,30 @@ def test_residual_tree_budget_choice_is_the_cheapest_within_one_percent_of_the_l
         "max_iter": 100, "learning_rate": 0.3}
 
 
+def test_protocol_mlp_budget_is_the_cheapest_within_the_choice_margin_of_the_lowest():
+    """The leave-one-out MLP budget takes the margin of every other choice (``MIN_RELATIVE_GAIN``, 5%)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "protocol_mlp_budget", Path(__file__).resolve().parent.parent / "tools" / "protocol_mlp_budget.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    assert tool.WITHIN == S.MIN_RELATIVE_GAIN == 0.05
+
+    def scores(mape: dict) -> pd.DataFrame:
+        fit_s = {"40x10000": 4.0, "25x10000": 2.5, "40x5000": 2.0, "25x5000": 1.0}
+        return pd.DataFrame([{"experiment": e, "validation_gpu": "g", "budget": b, "mape_pct": m * f,
+                              "fit_s": fit_s[b]} for e, f in (("a", 1.0), ("b", 3.0)) for b, m in mape.items()])
+
+    chosen, geo, secs = tool.choose(scores({"40x10000": 10.0, "25x10000": 10.8, "40x5000": 10.3, "25x5000": 10.6}))
+    assert chosen == "40x5000"  # 3% above the lowest; 25x5000 (cheaper) is 6% above
+    assert geo["40x10000"] == pytest.approx(10.0 * 3 ** 0.5) and secs["25x5000"] == pytest.approx(2.0)
+    chosen, _, _ = tool.choose(scores({"40x10000": 10.0, "25x10000": 10.8, "40x5000": 10.6, "25x5000": 10.6}))
+    assert chosen == "40x10000"  # nothing cheaper within 5%
+    assert tool.BUDGETS["40x5000"] == {"max_epochs": 40, "max_train_rows": 5000}
+
+
 def test_transfer_reads_the_base_model_only_at_its_source_rows_and_predicts_as_with_every_row(vidur_gemm, registry):
     from synperf.model.paths import transfer_sources, with_spec_columns
 
