@@ -489,7 +489,8 @@ def test_the_ensemble_is_the_geometric_mean_of_the_three_base_models_on_every_ro
         S.predict_with_choice(rec, exp_dir, a40, registry, None)
 
 
-def test_residual_tree_budget_choice_is_the_cheapest_within_one_percent_of_the_lowest():
+def test_residual_tree_budget_choice_is_the_cheapest_within_the_choice_margin_of_the_lowest():
+    """The residual model's tree budget takes the margin of every other choice (``MIN_RELATIVE_GAIN``, 5%)."""
     import importlib.util
     from pathlib import Path
 
@@ -497,6 +498,7 @@ def test_residual_tree_budget_choice_is_the_cheapest_within_one_percent_of_the_l
         "residual_tree_budget", Path(__file__).resolve().parent.parent / "tools" / "residual_tree_budget.py")
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
+    assert tool.WITHIN == S.MIN_RELATIVE_GAIN == 0.05
 
     def scores(mape: dict, fit_s: dict) -> pd.DataFrame:
         return pd.DataFrame([{"experiment": e, "validation_gpu": "g", "budget": b, "mape_pct": m * f,
@@ -504,13 +506,15 @@ def test_residual_tree_budget_choice_is_the_cheapest_within_one_percent_of_the_l
                              for e, f in (("a", 1.0), ("b", 2.0)) for b, m in mape.items()])
 
     fit_s = {"300x0.1": 3.0, "100x0.3": 1.0, "60x0.5": 0.5}
-    chosen, geo, _ = tool.choose(scores({"300x0.1": 10.0, "100x0.3": 10.05, "60x0.5": 10.2}, fit_s))
-    assert chosen == "100x0.3"  # 0.5% above the lowest; 60x0.5 is 2% above
+    chosen, geo, _ = tool.choose(scores({"300x0.1": 10.0, "100x0.3": 10.05, "60x0.5": 10.45}, fit_s))
+    assert chosen == "60x0.5"  # 4.5% above the lowest: within the margin, and the cheapest
     assert geo["300x0.1"] == pytest.approx(10.0 * 2 ** 0.5)
-    chosen, _, _ = tool.choose(scores({"300x0.1": 10.0, "100x0.3": 10.2, "60x0.5": 10.3}, fit_s))
-    assert chosen == "300x0.1"  # nothing cheaper within 1%
-    assert tool.BUDGETS[tool.choose(scores({"300x0.1": 10.0, "100x0.3": 10.05, "60x0.5": 10.2}, fit_s))[0]] == {
-        "max_iter": 100, "learning_rate": 0.3}
+    chosen, _, _ = tool.choose(scores({"300x0.1": 10.0, "100x0.3": 10.4, "60x0.5": 10.6}, fit_s))
+    assert chosen == "100x0.3"  # 60x0.5 is 6% above the lowest
+    chosen, _, _ = tool.choose(scores({"300x0.1": 10.0, "100x0.3": 10.6, "60x0.5": 10.8}, fit_s))
+    assert chosen == "300x0.1"  # nothing cheaper within 5%
+    assert tool.BUDGETS[tool.choose(scores({"300x0.1": 10.0, "100x0.3": 10.05, "60x0.5": 10.45}, fit_s))[0]] == {
+        "max_iter": 60, "learning_rate": 0.5}
 
 
 def test_protocol_mlp_budget_is_the_cheapest_within_the_choice_margin_of_the_lowest():

@@ -54,3 +54,31 @@ def test_the_intervals_section_lists_each_paths_range_and_coverage(tmp_path):
     assert "| gemm | transfer+mlp | transfer+mlp 0.80–1.30 (200 rows); mlp 0.50–2.00 (100 rows) | – | a100 62% |" in md
     with pytest.raises(ValueError, match="different quantiles"):
         intervals_section([record("a"), record("b", (0.05, 0.95))])
+
+
+def test_stage_times_sum_wall_per_rule_and_leave_out_the_sampled_cpu_time(tmp_path):
+    import pytest
+
+    from synperf.data.io import InputError
+    from synperf.reporting.stage_times import STAGE_COLUMNS, stage_section, stage_times
+
+    head = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+    bench = tmp_path / "benchmarks"
+    (bench / "train").mkdir(parents=True)
+    files = []
+    for name, wall, rss, cpu in (("train/gemm.tsv", 40.0, 900.0, 15.0), ("train/rmsnorm.tsv", 10.0, 300.0, 9.5),
+                                 ("report.tsv", 5.0, 200.0, 4.0)):
+        (bench / name).write_text(head + f"{wall}\t0:00:{int(wall)}\t{rss}\t0\t0\t0\t0\t0\t90\t{cpu}\n")
+        files.append(str(bench / name))
+    t = stage_times(files)
+    assert list(t.columns) == STAGE_COLUMNS and "cpu_s" not in t.columns
+    assert t["rule"].tolist() == ["train", "report", "total"]  # largest summed wall first, then the total
+    train = t.set_index("rule").loc["train"]
+    assert (train["jobs"], train["wall_s"], train["longest_job_s"], train["sampled_max_rss_mb"]) == (2, 50.0, 40.0,
+                                                                                                    900.0)
+    assert t.set_index("rule").loc["total", "wall_s"] == 55.0
+    assert "misses most of a longer job's CPU time" in "\n".join(stage_section(t))
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("seconds\n1\n")
+    with pytest.raises(InputError, match="bad.tsv: not a Snakemake benchmark file"):
+        stage_times([str(bad)])
