@@ -78,3 +78,15 @@ def test_default_profile_caps_the_gpu_resource():
     slurm = yaml.safe_load((REPO / "workflow/profiles/slurm/profile.yaml").read_text())
     assert slurm["executor"] == "slurm"
     assert {"slurm_partition", "gpu_model"} <= set(slurm["set-resources"]["profile_kernel"])
+
+
+def test_default_profile_rate_limiter_reevaluates_rarely_and_never_limits():
+    """The job rate limiter's re-evaluation period (one re-check of every ready job's inputs per timespan and per
+    finished job) is at least 10 s, at most 30 s (a run waits that long after its last job), and its limit is
+    above any number of jobs the default target can start in that time (one per core)."""
+    from snakemake.settings.types import MaxJobsPerTimespan
+
+    profile = yaml.safe_load((REPO / "profiles/default/profile.yaml").read_text())
+    limit = MaxJobsPerTimespan.parse_choice(profile["max-jobs-per-timespan"])
+    assert 10 <= limit.timespan <= 30
+    assert limit.max_jobs >= 100

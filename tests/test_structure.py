@@ -72,6 +72,22 @@ def test_rule_scripts_import_only_their_stage():
     assert all(Path(p).is_file() for p in code_closure(REPO / "scripts" / "train.py"))
 
 
+def test_leak_check_and_feature_jobs_never_load_torch():
+    """Every module the check_leaks, features, ingest and merge scripts import, lazily too, loads without torch
+    (its import takes seconds of every such job)."""
+    mods = sorted({m for s in ("check_leaks", "features", "ingest", "merge_measurements")
+                   for m in module_closure(REPO / "scripts" / f"{s}.py")})
+    assert "synperf.evaluation.leak_check" in mods and "synperf.model.training" in mods
+    code = ("import importlib, sys\n"
+            f"for m in {mods!r}:\n    importlib.import_module(m)\n"
+            "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.'))[:5])")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
 def test_no_checkout_relative_defaults_in_library_modules():
     bad = []
     for p in sorted(ROOT.rglob("*.py")):

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from synperf.data.io import InputError
-from synperf.model.estimator import TrainConfig, training_rows
+from synperf.model.training import TrainConfig, training_rows
 
 #: registry fields that are provenance or identity, not performance: left out of the spec vector
 _NOT_SPEC = {"id", "name", "device_names", "raw", "sources_used", "datasheet_values", "memory_gb"}
@@ -51,7 +51,7 @@ def check_split(table: pd.DataFrame, exp_name: str, exp: dict, registry, trainin
         exp: the experiment's config block (``seen``, ``unseen``, optional ``heldout_source_files``).
         registry: GPU registry (spec vectors for the twin share).
         training: the ``training`` config (``max_train_rows``, ``validation_frac``); its early-stopping
-            validation rows (:func:`synperf.model.estimator.training_rows` with ``seed``) are checked too.
+            validation rows (:func:`synperf.model.training.training_rows` with ``seed``) are checked too.
 
     Returns:
         ``{"experiment", "ok": True, "leaks": {check: 0, ...}, "rows": {split: count},

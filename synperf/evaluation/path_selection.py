@@ -419,7 +419,7 @@ def pooled_default(scores: dict[str, pd.DataFrame], experiments: dict[str, dict]
 def seen_validation_rows(rows: pd.DataFrame, mlp: TrainedModel) -> tuple[np.ndarray, np.ndarray]:
     """The fitted and early-stopping validation rows of ``mlp`` among ``rows``, the rows it was trained on.
 
-    :func:`synperf.model.estimator.training_rows` with ``rows["problem_key"]`` (the groups every caller of
+    :func:`synperf.model.training.training_rows` with ``rows["problem_key"]`` (the groups every caller of
     :func:`synperf.model.estimator.train` here passes) and the model's recorded ``train_config`` reproduces
     :func:`synperf.model.estimator.train`'s split; the result is checked against the model's meta
     (``n_train_rows``, ``n_val_rows`` and, when recorded, ``validation_groups_sha256``).

@@ -502,7 +502,7 @@ def run_protocol(table: pd.DataFrame, folds: list[Fold], methods, registry, trai
             :func:`make_folds`.
         methods: names from :data:`METHODS` (``synperf_mlp`` and the baselines); ``None`` = all.
         registry: GPU registry.
-        train_cfg: the MLP's hyper-parameters (:class:`synperf.model.estimator.TrainConfig`; small epoch budgets
+        train_cfg: the MLP's hyper-parameters (:class:`synperf.model.training.TrainConfig`; small epoch budgets
             keep CI fast); ``None`` = defaults.
         features: the feature table's sidecar meta (``numeric``, ``linear``, ``categorical`` lists) or a
             feature-set name (``v1``, ``v2``).

@@ -56,7 +56,7 @@ def score_feature_set(table: pd.DataFrame, meta: dict, experiment: str, registry
     Args:
         table, meta: the feature table and its sidecar (``numeric``, ``linear``, ``categorical``,
             ``feature_set``), as written by :func:`synperf.pipeline.features.experiment_features`.
-        train_cfg: the MLP's :class:`synperf.model.estimator.TrainConfig` (the selection budget).
+        train_cfg: the MLP's :class:`synperf.model.training.TrainConfig` (the selection budget).
         models_out: a dict that receives each fold's MLP by fold name (``losgo:<gpu>``), e.g. for
             :func:`synperf.evaluation.path_selection.score_paths` to score the prediction paths on the same folds.
 

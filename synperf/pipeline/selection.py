@@ -9,7 +9,7 @@ import pandas as pd
 
 from synperf.data.hardware import load_registry
 from synperf.data.io import read_table, write_json
-from synperf.model.estimator import TrainConfig
+from synperf.model.training import TrainConfig
 
 
 def score_selection(candidates: list[tuple[str, str, str]], exp_name: str, registry_path: str, seed: int,
