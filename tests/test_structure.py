@@ -26,6 +26,19 @@ def cpu_modules() -> list[str]:
     return mods
 
 
+def loaded_packages(mods: list[str], package: str) -> list[str]:
+    """The modules of ``package`` (itself or below) loaded after importing every module of ``mods`` in a fresh
+    Python process (this checkout first on its path)."""
+    code = ("import importlib, json, sys\n"
+            f"for m in {mods!r}:\n    importlib.import_module(m)\n"
+            f"print(json.dumps(sorted(m for m in sys.modules if m == {package!r} or m.startswith({package + '.'!r}))))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def test_no_import_cycle_between_modules():
     graph = import_graph()
     assert len(graph) > 40 and "synperf.model.estimator" in graph
@@ -38,15 +51,7 @@ def test_find_cycles_sees_a_cycle():
 
 
 def test_cpu_pipeline_never_imports_the_gpu_package():
-    mods = cpu_modules()
-    code = ("import importlib, json, sys\n"
-            f"for m in {mods!r}:\n    importlib.import_module(m)\n"
-            "print(json.dumps(sorted(m for m in sys.modules if m == 'synperf.gpu' or m.startswith('synperf.gpu.'))))")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
-    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
+    assert loaded_packages(cpu_modules(), "synperf.gpu") == []
 
 
 def test_rule_scripts_import_only_their_stage():
@@ -78,14 +83,7 @@ def test_leak_check_and_feature_jobs_never_load_torch():
     mods = sorted({m for s in ("check_leaks", "features", "ingest", "merge_measurements")
                    for m in module_closure(REPO / "scripts" / f"{s}.py")})
     assert "synperf.evaluation.leak_check" in mods and "synperf.model.training" in mods
-    code = ("import importlib, sys\n"
-            f"for m in {mods!r}:\n    importlib.import_module(m)\n"
-            "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.'))[:5])")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
-    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.strip().splitlines()[-1] == "[]"
+    assert loaded_packages(mods, "torch") == []
 
 
 def test_no_checkout_relative_defaults_in_library_modules():
