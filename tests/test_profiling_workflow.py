@@ -82,8 +82,8 @@ def test_default_profile_caps_the_gpu_resource():
 
 def test_default_profile_rate_limiter_reevaluates_rarely_and_never_limits():
     """The job rate limiter's re-evaluation period (one re-check of every ready job's inputs per timespan and per
-    finished job) is at least 10 s, at most 30 s (a run waits that long after its last job), and its limit is
-    above any number of jobs the default target can start in that time (one per core)."""
+    finished job) is at least 10 s, at most 30 s (a run waits that long after its last job), and its limit is at
+    least Snakemake's default of 100 jobs, far above the jobs a run starts in that time (at most one per core)."""
     from snakemake.settings.types import MaxJobsPerTimespan
 
     profile = yaml.safe_load((REPO / "profiles/default/profile.yaml").read_text())
