@@ -184,7 +184,8 @@ CEILING_COMPARISON_FILES = [
 # ---- scheduling
 # Job priorities (Snakemake runs the ready job with the highest first): a later stage before an earlier one, so an
 # experiment's chain goes on as soon as it can, and among experiments the one with the most protocol folds (a
-# proxy of its cost) first, so the longest jobs start early instead of running alone at the end.
+# proxy of its cost) first, so the longest jobs start early instead of running alone at the end. The few-shot
+# simulation, the longest job only the report waits for, starts as soon as its inputs exist, beside the ablation models.
 STAGE_RANK = {
     "train_ablation": 1,
     "features": 2,
@@ -194,6 +195,7 @@ STAGE_RANK = {
     "e2e": 4,
     "train": 5,
     "evaluate_protocols": 6,
+    "fewshot": 7,
 }
 
 

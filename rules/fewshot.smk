@@ -19,6 +19,7 @@ rule fewshot:
         "results/logs/fewshot.log",
     benchmark:
         "results/benchmarks/fewshot.tsv"
+    priority: stage_priority("fewshot")
     conda:
         "../environment.yml"
     params:

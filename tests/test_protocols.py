@@ -211,3 +211,61 @@ def test_every_fitted_method_of_a_fold_gets_the_row_cap_of_its_mlp(vidur_gemm, r
     out = P.predict_protocol(table, folds, ["linear"], registry, TRAIN, meta, max_train_rows=300,
                              log=lambda *_: None)
     assert out["budget"].iloc[0].startswith("<= 300 rows")
+
+
+def _reference_summary(preds, on_rows_covered_by=None):
+    """The summary by a plain pandas groupby: per (protocol, fold, method) in order of appearance, every
+    (gpu, split) sorted, then ("ALL", split)."""
+    p = preds
+    if on_rows_covered_by is not None:
+        ref = p[p["method"] == on_rows_covered_by]
+        p = p.merge(ref.loc[np.isfinite(ref["predicted_latency_us"]), ["fold", "row"]], on=["fold", "row"])
+    rows = []
+    for (proto, fold, method), g in p.groupby(["protocol", "fold", "method"], sort=False):
+        cells = [(gpu, s) for (gpu, _), s in g.groupby(["gpu", "split"])] + [("ALL", s) for _, s in g.groupby("split")]
+        for gpu, sub in cells:
+            cov = np.isfinite(sub["predicted_latency_us"].to_numpy())
+            e = sub["ape_pct"].to_numpy()[cov]
+            rows.append((proto, fold, method, gpu, sub["split"].iloc[0], len(e), len(sub), cov.mean(),
+                         e.mean() if len(e) else np.nan, np.median(e) if len(e) else np.nan,
+                         np.percentile(e, 90) if len(e) else np.nan, round(float(sub["fit_seconds"].iloc[0]), 2),
+                         sub["budget"].iloc[0]))
+    return pd.DataFrame(rows, columns=P.SUMMARY_COLUMNS)
+
+
+def test_summary_and_cdf_equal_a_plain_groupby_over_several_folds_and_protocols():
+    """Folds of two protocols, methods and GPUs interleaved, uncovered rows: the same numbers, in the same
+    order, as a per-group pandas computation (the summary reads integer codes, not a groupby over strings)."""
+    rng = np.random.default_rng(3)
+    parts = []
+    for proto, fold, gpus in [("logo", "logo:l40s", ["l40s", "h100", "a100"]), ("logo", "logo:a100", ["a100", "l40s"]),
+                              ("loao", "loao:Ampere", ["a100"])]:
+        n = 300
+        gpu = rng.choice(gpus, n)
+        gpu[0] = gpus[0]  # GPUs first appear out of alphabetical order
+        split = np.where(gpu == gpus[0], "unseen", "test_seen")
+        for method in ("roofline", "nearest_gpu_roofline", "synperf"):
+            pred = rng.uniform(1, 100, n)
+            if method == "nearest_gpu_roofline":
+                pred[rng.random(n) < 0.3] = np.nan
+            lat = rng.uniform(1, 100, n)
+            parts.append(pd.DataFrame({
+                "protocol": proto, "fold": fold, "method": method, "row": np.arange(n), "gpu": gpu, "kernel": "gemm",
+                "split": split, "latency_us": lat, "predicted_latency_us": pred,
+                "ape_pct": 100 * np.abs(pred - lat) / lat, "fit_seconds": rng.uniform(0, 5),
+                "budget": f"{method} budget"}))
+    preds = pd.concat(parts, ignore_index=True)
+    for cover in (None, "nearest_gpu_roofline"):
+        got = P.summarize_predictions(preds, on_rows_covered_by=cover)
+        pd.testing.assert_frame_equal(got, _reference_summary(preds, cover), check_dtype=False)
+    cdf = P.error_cdf(preds)
+    ok = preds[np.isfinite(preds["predicted_latency_us"])]
+    groups = list(ok.groupby(["protocol", "method", "split"]))
+    assert len(cdf) == len(groups) * len(P.CDF_QUANTILES)
+    for i, ((proto, method, split), g) in enumerate(groups):
+        block = cdf.iloc[i * len(P.CDF_QUANTILES):(i + 1) * len(P.CDF_QUANTILES)]
+        assert (block["protocol"] == proto).all() and (block["method"] == method).all()
+        assert (block["split"] == split).all() and (block["n_rows"] == len(g)).all()
+        np.testing.assert_array_equal(block["ape_pct"], np.quantile(g["ape_pct"].to_numpy(), P.CDF_QUANTILES))
+    with pytest.raises(ValueError, match="more than once"):
+        P.summarize_predictions(pd.concat([preds, preds]), on_rows_covered_by="nearest_gpu_roofline")

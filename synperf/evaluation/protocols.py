@@ -448,26 +448,75 @@ def summarize_predictions(preds: pd.DataFrame, on_rows_covered_by: str | None = 
     Raises:
         ValueError: ``on_rows_covered_by`` is not a method of ``preds``.
     """
-    p = preds
+    keep = None  # the rows scored (all of them without on_rows_covered_by)
     if on_rows_covered_by is not None:
-        if not p["method"].eq(on_rows_covered_by).any():
+        method, methods = pd.factorize(preds["method"].astype(str), sort=False)
+        if on_rows_covered_by not in set(methods):
             raise ValueError(f"method {on_rows_covered_by!r} not in the predictions")
-        ref = p[p["method"] == on_rows_covered_by]
-        ok = ref.loc[np.isfinite(ref["predicted_latency_us"]), ["fold", "row"]]
-        p = p.merge(ok, on=["fold", "row"], how="inner")
+        # the rows whose (fold, row) the reference method predicts (finite), in their order
+        fold = pd.factorize(preds["fold"].astype(str), sort=False)[0].astype("int64")
+        pair = fold * (int(preds["row"].max()) + 1) + preds["row"].to_numpy(dtype="int64")
+        ref = ((method == list(methods).index(on_rows_covered_by))
+               & np.isfinite(preds["predicted_latency_us"].to_numpy(dtype="float64")))
+        if len(np.unique(pair[ref])) != int(ref.sum()):
+            raise ValueError(f"method {on_rows_covered_by!r} predicts a (fold, row) more than once")
+        keep = np.isin(pair, pair[ref])
+    if len(preds) == 0 or (keep is not None and not keep.any()):
+        return pd.DataFrame(columns=SUMMARY_COLUMNS)
+
+    def kept(values: np.ndarray) -> np.ndarray:
+        return values if keep is None else values[keep]
+
+    # integer codes instead of a groupby over strings: (protocol, fold, method) in order of appearance, gpu and
+    # split sorted; each group's rows keep their order (a stable sort), so every statistic is the per-group one
+    pfm, pfm_first = _codes(preds, ["protocol", "fold", "method"], keep)
+    gpu_codes, gpus = pd.factorize(preds["gpu"].astype(str), sort=True)
+    split_codes, splits = pd.factorize(preds["split"].astype(str), sort=True)
+    gpu_codes, split_codes = kept(gpu_codes), kept(split_codes)
+    ape_pct = kept(preds["ape_pct"].to_numpy(dtype="float64"))
+    covered = np.isfinite(kept(preds["predicted_latency_us"].to_numpy(dtype="float64")))
+    secs = kept(preds["fit_seconds"].to_numpy(dtype="float64"))
+    # the first row of each (protocol, fold, method), in group order
+    firsts = preds.iloc[pfm_first if keep is None else np.flatnonzero(keep)[pfm_first]]
+    keys = {c: firsts[c].astype(str).to_numpy() for c in ("protocol", "fold", "method")}
+    budgets = firsts["budget"].astype(str).to_numpy() if "budget" in preds.columns else None
+    n_gpu, n_split = len(gpus), len(splits)
+    per_gpu = _groups((pfm * n_gpu + gpu_codes) * n_split + split_codes)
+    per_split = _groups(pfm * n_split + split_codes)
     rows = []
-    keys = ["protocol", "fold", "method"]
-    for (proto, fold, method), g in p.groupby(keys, sort=False):
-        secs = float(g["fit_seconds"].iloc[0]) if len(g) else np.nan
-        budget = str(g["budget"].iloc[0]) if len(g) and "budget" in g.columns else ""
-        for gpu_key, sub in [(gpu, s) for (gpu, _), s in g.groupby(["gpu", "split"], sort=True)] + \
-                            [("ALL", s) for _, s in g.groupby("split", sort=True)]:
-            cov = np.isfinite(sub["predicted_latency_us"].to_numpy())
-            stats = summarize(sub["ape_pct"].to_numpy()[cov])
-            rows.append({"protocol": proto, "fold": fold, "method": method, "gpu": gpu_key,
-                         "split": sub["split"].iloc[0], **stats, "n_total": len(sub),
-                         "coverage": float(cov.mean()), "fit_seconds": round(secs, 2), "budget": budget})
+    for g, first in enumerate(pfm_first):
+        head = {c: keys[c][g] for c in ("protocol", "fold", "method")}
+        extra = {"fit_seconds": round(float(secs[first]), 2), "budget": budgets[g] if budgets is not None else ""}
+        # every (gpu, split) of the group, then ("ALL", split) over all its GPUs
+        cells = [(per_gpu.get((g * n_gpu + i) * n_split + j), gpus[i], j) for i in range(n_gpu) for j in range(n_split)]
+        cells += [(per_split.get(g * n_split + j), "ALL", j) for j in range(n_split)]
+        for idx, gpu_key, j in cells:
+            if idx is None:
+                continue
+            cov = covered[idx]
+            rows.append({**head, "gpu": gpu_key, "split": splits[j], **summarize(ape_pct[idx][cov]),
+                         "n_total": len(idx), "coverage": float(cov.mean()), **extra})
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+def _codes(frame: pd.DataFrame, columns: list[str], keep: np.ndarray | None = None
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """One integer per distinct combination of ``columns`` (as strings) per row of ``frame`` (only the rows
+    ``keep`` marks, when given), numbered in order of first appearance, and the position of each combination's
+    first row among those rows (ascending)."""
+    codes = np.zeros(len(frame), dtype="int64")
+    for c in columns:
+        col, uniques = pd.factorize(frame[c].astype(str), sort=False)
+        codes = codes * len(uniques) + col
+    codes = pd.factorize(codes if keep is None else codes[keep], sort=False)[0]
+    return codes, np.unique(codes, return_index=True)[1]
+
+
+def _groups(codes: np.ndarray) -> dict[int, np.ndarray]:
+    """Group code -> the positions of its rows, in row order."""
+    order = np.argsort(codes, kind="stable")
+    uniq, start = np.unique(codes[order], return_index=True)
+    return dict(zip(uniq.tolist(), np.split(order, start[1:])))
 
 
 #: quantiles (0..1) at which :func:`error_cdf` tabulates the absolute percentage error
@@ -482,11 +531,22 @@ def error_cdf(preds: pd.DataFrame, quantiles=CDF_QUANTILES) -> pd.DataFrame:
     plotting ``quantile`` against ``ape_pct`` gives the CDF.
     """
     rows = []
-    ok = preds[np.isfinite(preds["predicted_latency_us"].to_numpy(dtype="float64"))]
-    for (proto, method, split), g in ok.groupby(["protocol", "method", "split"], sort=True):
-        vals = np.quantile(g["ape_pct"].to_numpy(dtype="float64"), quantiles)
+    ok = np.isfinite(preds["predicted_latency_us"].to_numpy(dtype="float64"))
+    ape_pct = preds["ape_pct"].to_numpy(dtype="float64")[ok]
+    codes = np.zeros(int(ok.sum()), dtype="int64")
+    uniques = []
+    for c in ("protocol", "method", "split"):  # sorted codes: the groups come in the order of a sorted groupby
+        col, u = pd.factorize(preds[c].astype(str), sort=True)
+        codes, uniques = codes * len(u) + col[ok], uniques + [u]
+    for code, idx in _groups(codes).items():
+        parts, rest = [], code
+        for u in reversed(uniques):
+            parts.append(u[rest % len(u)])
+            rest //= len(u)
+        proto, method, split = reversed(parts)
+        vals = np.quantile(ape_pct[idx], quantiles)
         rows += [{"protocol": proto, "method": method, "split": split, "quantile": float(q), "ape_pct": float(v),
-                  "n_rows": len(g)} for q, v in zip(quantiles, vals)]
+                  "n_rows": len(idx)} for q, v in zip(quantiles, vals)]
     return pd.DataFrame(rows, columns=["protocol", "method", "split", "quantile", "ape_pct", "n_rows"])
 
 
