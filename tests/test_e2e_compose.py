@@ -8,7 +8,7 @@ import pytest
 
 from synperf.e2e._deps import InputError
 from synperf.e2e.collectives import CollectiveModel
-from synperf.e2e.compose import Overhead, compose, fit_overhead
+from synperf.e2e.compose import Overhead, SharedPredictor, compose, fit_overhead
 from synperf.e2e.model_config import load_model_config
 from synperf.e2e.workload import Request, generate, read_trace
 
@@ -116,3 +116,32 @@ def test_bad_predictor_and_gpu(qwen14, registry):
         compose(qwen14, "h100_sxm", predict_fn=short, registry=registry)
     with pytest.raises(InputError, match="unknown GPU"):
         compose(qwen14, "no_such_gpu", predict_fn=FakePredictor(), registry=registry)
+
+
+def test_shared_predictor_prices_every_workload_as_its_own_calls(public_data, qwen14, registry):
+    """Launches of several workloads and GPUs recorded first, one predictor call per (family, GPU) over their
+    distinct launches, then the same results as composing each workload with its own calls."""
+    other = generate(load_model_config(public_data / "pipeweave/config/Qwen2.5-14B.json"),
+                     read_trace(public_data / "pipeweave/workload/arxiv_8.csv"), max_batch=4)
+    jobs = [(qwen14, "h200_sxm"), (other, "h200_sxm"), (qwen14, "a100_sxm4_80gb"), (qwen14, "h200_sxm")]
+    fakes = [FakePredictor() for _ in jobs]
+    own = [compose(wl, gpu, predict_fn=f, registry=registry) for (wl, gpu), f in zip(jobs, fakes)]
+    fake = FakePredictor()
+    shared = SharedPredictor(fake)
+    for wl, gpu in jobs:
+        compose(wl, gpu, predict_fn=shared.record, registry=registry)
+    assert fake.calls == []
+    shared.predict(registry=registry)
+    # one call per family and GPU over the distinct launches of its workloads (the first one twice on H200)
+    assert len(fake.calls) == 2 * 5
+    h200 = [f for f, (_, gpu) in zip(fakes, jobs) if gpu == "h200_sxm"]
+    h200_gemm = pd.concat([p for f in h200 for k, _, p in f.calls if k == "gemm"]).drop_duplicates()
+    assert sorted(n for k, n, _ in fake.calls if k == "gemm") == [9, len(h200_gemm)]
+    assert len(h200_gemm) == 9 + 13 < sum(n for f in h200 for k, n, _ in f.calls if k == "gemm")
+    for (wl, gpu), ref in zip(jobs, own):
+        res = compose(wl, gpu, predict_fn=shared, registry=registry)
+        pd.testing.assert_frame_equal(res.iterations, ref.iterations)
+        pd.testing.assert_frame_equal(res.models, ref.models)
+    assert len(fake.calls) == 2 * 5   # answered from the shared calls
+    with pytest.raises(InputError, match="no recorded launches of 'gemm' on 'h100_sxm'"):
+        compose(qwen14, "h100_sxm", predict_fn=shared, registry=registry)
