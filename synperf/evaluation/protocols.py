@@ -446,7 +446,8 @@ def summarize_predictions(preds: pd.DataFrame, on_rows_covered_by: str | None = 
         where no row is covered).
 
     Raises:
-        ValueError: ``on_rows_covered_by`` is not a method of ``preds``.
+        ValueError: ``on_rows_covered_by`` is not a method of ``preds``, or it predicts a (fold, row) more than
+            once.
     """
     keep = None  # the rows scored (all of them without on_rows_covered_by)
     if on_rows_covered_by is not None:
