@@ -137,7 +137,7 @@ def test_shared_predictor_prices_every_workload_as_its_own_calls(public_data, qw
     h200 = [f for f, (_, gpu) in zip(fakes, jobs) if gpu == "h200_sxm"]
     h200_gemm = pd.concat([p for f in h200 for k, _, p in f.calls if k == "gemm"]).drop_duplicates()
     assert sorted(n for k, n, _ in fake.calls if k == "gemm") == [9, len(h200_gemm)]
-    assert len(h200_gemm) == 9 + 13 < sum(n for f in h200 for k, n, _ in f.calls if k == "gemm")
+    assert len(h200_gemm) < sum(n for f in h200 for k, n, _ in f.calls if k == "gemm")
     for (wl, gpu), ref in zip(jobs, own):
         res = compose(wl, gpu, predict_fn=shared, registry=registry)
         pd.testing.assert_frame_equal(res.iterations, ref.iterations)

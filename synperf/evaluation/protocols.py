@@ -534,17 +534,14 @@ def error_cdf(preds: pd.DataFrame, quantiles=CDF_QUANTILES) -> pd.DataFrame:
     rows = []
     ok = np.isfinite(preds["predicted_latency_us"].to_numpy(dtype="float64"))
     ape_pct = preds["ape_pct"].to_numpy(dtype="float64")[ok]
+    labels = {c: pd.factorize(preds[c].astype(str), sort=True) for c in ("protocol", "method", "split")}
     codes = np.zeros(int(ok.sum()), dtype="int64")
-    uniques = []
-    for c in ("protocol", "method", "split"):  # sorted codes: the groups come in the order of a sorted groupby
-        col, u = pd.factorize(preds[c].astype(str), sort=True)
-        codes, uniques = codes * len(u) + col[ok], uniques + [u]
-    for code, idx in _groups(codes).items():
-        parts, rest = [], code
-        for u in reversed(uniques):
-            parts.append(u[rest % len(u)])
-            rest //= len(u)
-        proto, method, split = reversed(parts)
+    for col, uniques in labels.values():  # sorted codes: the groups come in the order of a sorted groupby
+        codes = codes * len(uniques) + col[ok]
+    positions = np.flatnonzero(ok)
+    for idx in _groups(codes).values():
+        first = positions[idx[0]]
+        proto, method, split = (uniques[col[first]] for col, uniques in labels.values())
         vals = np.quantile(ape_pct[idx], quantiles)
         rows += [{"protocol": proto, "method": method, "split": split, "quantile": float(q), "ape_pct": float(v),
                   "n_rows": len(idx)} for q, v in zip(quantiles, vals)]
