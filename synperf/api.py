@@ -148,7 +148,8 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
         when none), one row per launch; ``attrs["model_dir"]`` names the MLP folder. When the experiment
         folder records a chosen path (``path.json``, :func:`synperf.evaluation.path_selection.save_choice`) and
         ``feature_set`` is not given, that path predicts: ``prediction_path`` is a base model (``mlp``,
-        ``physical``, ``residual`` or ``ensemble``) or ``<transfer|shift|sibling>+<base>`` where a seen GPU's
+        ``physical``, ``residual`` or ``ensemble``) or ``<mode>+<base>`` (mode ``transfer``, ``shift``,
+        ``sibling`` or ``sibling_roofline``, :data:`synperf.model.paths.TRANSFER_MODES`) where a seen GPU's
         training row measured the launch (``source_gpu`` names that GPU; <NA> elsewhere), except on the experiment's
         training GPUs, where the recorded seen path (a base model or ``local``, chosen on held-out training problems)
         predicts, and ``attrs["path_choice"]`` names the record, ``attrs["training_gpus"]`` those GPUs. Otherwise

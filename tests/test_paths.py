@@ -80,6 +80,35 @@ def test_transfer_scales_the_nearest_sibling_and_never_uses_the_target_gpu(regis
         transfer_predict(train, test, registry, base_train, base_test, "nope")
 
 
+def test_sibling_roofline_shifts_a_sibling_by_the_roofline_difference_and_leaves_other_rows_to_the_base(registry):
+    from synperf.data.schema import conform
+    from synperf.evaluation.baselines import add_baseline_columns
+
+    lat = {"a100_sxm4_80gb": 10.0, "h100_sxm": 6.0}
+    # m = 4096 makes the roofline times of H100 and H200 differ
+    train = conform(gemm_rows(["a100_sxm4_80gb", "h100_sxm"], [1, 4096], lambda g, m: lat[g] * (1 + m / 64)))
+    test = conform(gemm_rows(["h200_sxm", "a40", "l40s"], [1, 4096, 3], lambda g, m: np.nan))
+    roof_tr = add_baseline_columns(train, registry, tiles=False)["bl_roofline_us"].to_numpy()
+    roof_te = add_baseline_columns(test, registry, tiles=False)["bl_roofline_us"].to_numpy()
+    base_test = np.full(len(test), 3.0)
+    # the base's training predictions are not read: NaN there must not reach the result
+    pred, src = transfer_predict(train, test, registry, np.full(len(train), np.nan), base_test, "sibling_roofline")
+    # h200 takes h100 (Hopper), a40 takes a100 (Ampere); l40s (Ada) has no sibling; m = 3 was measured nowhere
+    assert src.tolist() == ["h100_sxm", "h100_sxm", pd.NA, "a100_sxm4_80gb", "a100_sxm4_80gb", pd.NA,
+                            pd.NA, pd.NA, pd.NA]
+    y_tr = train["latency_us"].to_numpy()
+    want = base_test.copy()
+    for i, j in ((0, 2), (1, 3), (3, 0), (4, 1)):  # test row -> source row (train: a100 m=1, 4096; h100 m=1, 4096)
+        want[i] = max(y_tr[j] - roof_tr[j] + roof_te[i], 1e-3 * y_tr[j])
+    np.testing.assert_allclose(pred, want)
+    assert abs(roof_te[1] - roof_tr[3]) > 0.05  # the shift is not zero on the large launch
+    # floored at 1e-3 of the source latency where the target's roofline is far below the source's excess
+    fast = train.assign(latency_us=1e-3)
+    pred_f, _ = transfer_predict(fast, test.iloc[[1]], registry, np.full(len(fast), np.nan), base_test[:1],
+                                 "sibling_roofline")
+    assert pred_f[0] == pytest.approx(max(1e-3 - roof_tr[3] + roof_te[1], 1e-6))
+
+
 def test_path_choice_never_reads_heldout_or_unseen_rows(vidur_gemm, registry):
     table, meta = vidur_gemm
     poisoned = table.copy()
@@ -113,6 +142,33 @@ def test_validation_row_cap_scores_a_seeded_sample_of_each_validation_gpu(vidur_
         assert fold.mape_pct == pytest.approx(err.mean())
     # the sample differs from the whole GPU's rows, so the cap is not a no-op
     assert not np.allclose(capped["mape_pct"], full["mape_pct"])
+
+
+def test_synperf_predict_gives_a_target_without_a_sibling_the_best_path_without_a_sibling_mode(vidur_gemm, registry,
+                                                                                                 monkeypatch):
+    table, meta = vidur_gemm
+    paths = ("physical", "transfer+physical", "sibling_roofline+physical")
+    # scores in which the sibling path is best overall and transfer+physical best without it
+    fake = pd.DataFrame({"experiment": "x", "path": list(paths), "fold": "losgo:g", "validation_gpu": "g",
+                         "n_train": 1, "n_rows": 1, "mape_pct": [30.0, 20.0, 10.0]})
+    monkeypatch.setattr(S, "select_path", lambda *a, **k: ("sibling_roofline+physical", fake))
+    gpu = table["gpu"].astype(str)
+    ampere = table[gpu.isin(["a100_sxm4_80gb", "a40"])]  # training GPUs of one architecture
+    h100 = table[(gpu == "h100_sxm")]
+    res, chosen, _ = S.synperf_predict(ampere, h100, meta, registry, TRAIN, paths=paths, experiment="x",
+                                       default="physical", log=lambda *_: None)
+    assert chosen == "transfer+physical" and res.attrs["paths"] == {"h100_sxm": "transfer+physical"}
+    fitted = S.fit_paths(ampere.reset_index(drop=True), meta, registry, TRAIN, ("transfer+physical",))
+    want = S.predict_rows(fitted, "transfer+physical", h100, registry, fallback="physical")
+    np.testing.assert_allclose(res["predicted_latency_us"], want["predicted_latency_us"])
+    assert res["source_gpu"].notna().any()  # an Ampere source scaled by the ratio, which the sibling path lacks
+    # an A40 target with A100 among the training GPUs keeps the sibling path
+    a100_h100 = table[gpu.isin(["a100_sxm4_80gb", "h100_sxm"]) & (table["split"] == "train")]
+    a40 = table[gpu == "a40"]
+    res2, chosen2, _ = S.synperf_predict(a100_h100, a40, meta, registry, TRAIN, paths=paths, experiment="x",
+                                         default="physical", log=lambda *_: None)
+    assert chosen2 == "sibling_roofline+physical" and res2.attrs["paths"] == {"a40": "sibling_roofline+physical"}
+    assert set(res2["prediction_path"]) == {"sibling_roofline+physical", "physical"}  # physical: no sibling row
 
 
 def test_synperf_predict_uses_training_rows_as_the_only_sources(vidur_gemm, registry):

@@ -4,7 +4,8 @@ The candidates are the paths of :mod:`synperf.model.paths`: the base models ``ml
 ``physical`` (the fitted physical time model), ``residual`` (the physical model times a tree-fitted correction) and
 ``ensemble`` (the geometric mean of those three), and transfer of another training GPU's measurement by ratio
 (``transfer+<base>``) or by difference (``shift+<base>``) with a base model, or by ratio from a GPU of the target's
-own architecture only (``sibling+<base>``), the base where no such GPU measured the launch. Each seen GPU in turn
+own architecture only (``sibling+<base>``) or shifted by the spec-sheet roofline difference
+(``sibling_roofline+<base>``), the base where no such GPU measured the launch. Each seen GPU in turn
 is the validation GPU: the other seen GPUs' training rows fit the base models and are the only transfer sources,
 the validation GPU's training rows score each path (MAPE). The path with the lowest mean fold MAPE wins
 (:func:`choose_paths`).
@@ -43,10 +44,12 @@ from synperf.model.paths import (
     BASES,
     LOCAL,
     PATHS,
+    SIBLING_MODES,
     TRANSFER,
     LocalModel,
     PhysicalModel,
     ResidualModel,
+    sibling_gpus,
     source_keys,
     transfer_predict,
     transfer_sources,
@@ -221,7 +224,8 @@ def predict_path(fitted: FittedPaths, path: str, rows: pd.DataFrame, registry, *
         if sources is None:
             sources = transfer_sources(fitted.train, rows, registry)
         pos = sources["src_pos"].to_numpy()
-        base_train = fitted.train_base(base, pos[pos >= 0], registry)
+        base_train = (np.full(len(fitted.train), np.nan) if TRANSFER[path] == "sibling_roofline"  # not read
+                      else fitted.train_base(base, pos[pos >= 0], registry))
         pred, src = transfer_predict(fitted.train, rows, registry, base_train, pred, TRANSFER[path], sources=sources)
         uncovered = src.isna().to_numpy()
         if fallback != base and uncovered.any():
@@ -551,6 +555,8 @@ def predict_rows(fitted: FittedPaths, path: str, rows: pd.DataFrame, registry, *
 
     def part(p: str, fb: str | None, mask: np.ndarray | None) -> pd.DataFrame:
         sub = rows if mask is None else rows[mask].reset_index(drop=True)
+        if models_of((p, fb)) - {"mlp"}:  # the spec columns once for the base and the path
+            sub = with_spec_columns(sub, registry)
         base = None
         if mlp_pred is not None and "mlp" in models_of((p,)):  # the MLP's latencies serve its bases
             known = {"mlp": np.asarray(mlp_pred)[slice(None) if mask is None else mask]}
@@ -590,7 +596,11 @@ def synperf_predict(train_rows: pd.DataFrame, test_rows: pd.DataFrame, meta: dic
 
     Test rows on a GPU of ``train_rows`` (held-out problems of a seen GPU) take the seen path instead
     (:func:`score_seen_paths` on the validation rows of the fold's MLP, :func:`choose_seen_path`); the other test
-    rows take the LOSGO-chosen path.
+    rows take the LOSGO-chosen path. A test GPU without a training GPU of its own architecture
+    (:func:`synperf.model.paths.sibling_gpus`) takes the path chosen among the candidates without a
+    :data:`synperf.model.paths.SIBLING_MODES` mode, from the same scores: on such a GPU a sibling path predicts as
+    its base, while part of its score came from the sibling rows of other validation GPUs, which says nothing about
+    this GPU. The choice reads the test GPUs' registry architecture, never their rows.
 
     Args:
         train_rows: the fold's training rows (seen GPUs, problems not held out), a feature table's rows.
@@ -608,27 +618,50 @@ def synperf_predict(train_rows: pd.DataFrame, test_rows: pd.DataFrame, meta: dic
 
     Returns:
         ``(predictions, chosen path, LOSGO scores)``; predictions as :func:`predict_rows`, with
-        ``attrs["seen_path"]`` (None when no test row is on a training GPU) and ``attrs["seen_scores"]``
-        (:func:`score_seen_paths`, empty then).
+        ``attrs["seen_path"]`` (None when no test row is on a training GPU), ``attrs["seen_scores"]``
+        (:func:`score_seen_paths`, empty then) and ``attrs["paths"]`` (test GPU -> the path that predicted its rows
+        off the training GPUs). The chosen path is the one of the test GPUs with a sibling, else the one without;
+        ``"<with> / <without> (no sibling)"`` when the test GPUs hold both kinds and the two paths differ.
     """
     rows = train_rows.reset_index(drop=True).assign(split="train")
     chosen, scores = select_path(rows, meta, experiment, registry, select_cfg, paths, default=default, log=log,
                                  fit_cache=fit_cache, max_val_rows=max_val_rows)
-    fallback = choose_fallback(scores, experiment, default=default) if TRANSFER[chosen] else BASE[chosen]
-    test = test_rows.drop(columns=["latency_us"], errors="ignore")
+    test = test_rows.drop(columns=["latency_us"], errors="ignore").reset_index(drop=True)
     gpus = sorted(rows["gpu"].astype(str).unique())
+    test_gpu = test["gpu"].astype(str).to_numpy()
+    targets = sorted(set(test_gpu) - set(gpus))
+    with_sib = sibling_gpus(targets, gpus, registry)
+    plain = [p for p in paths if TRANSFER[p] not in SIBLING_MODES]
+    chosen_plain = chosen
+    if TRANSFER[chosen] in SIBLING_MODES and set(targets) - with_sib and plain:
+        chosen_plain = choose_paths(scores, plain, default)[0].get(experiment, default)
+    fallbacks = {p: choose_fallback(scores, experiment, default=default) if TRANSFER[p] else BASE[p]
+                 for p in {chosen, chosen_plain}}
     seen_path, seen_scores = None, pd.DataFrame(columns=PATH_SCORE_COLUMNS)
-    if test["gpu"].astype(str).isin(gpus).any():
+    if np.isin(test_gpu, gpus).any():
         if mlp is None:
             mlp = fit_mlp(rows, meta, train_cfg or select_cfg)
         seen_scores = score_seen_paths(rows, meta, registry, mlp, experiment, log)
         seen_path = choose_seen_path(seen_scores, experiment)
-    need = (chosen, fallback) + ((seen_path,) if seen_path else ())
+    need = (chosen, chosen_plain, *fallbacks.values()) + ((seen_path,) if seen_path else ())
     fitted = fit_paths(rows, meta, registry, train_cfg or select_cfg, need,
                        mlp=mlp if "mlp" in models_of(need) else None)
-    res = predict_rows(fitted, chosen, test, registry, fallback=fallback, seen_path=seen_path, seen_gpus=gpus)
-    res.attrs.update(seen_path=seen_path, seen_scores=seen_scores)
-    return res, chosen, scores
+    # rows of a target without a sibling take chosen_plain; every other row (sibling targets, seen GPUs) chosen
+    no_sib = np.isin(test_gpu, sorted(set(targets) - with_sib))
+    parts = []
+    for mask, p in ((~no_sib, chosen), (no_sib, chosen_plain)):
+        if mask.any():
+            parts.append(predict_rows(fitted, p, test[mask], registry, fallback=fallbacks[p], seen_path=seen_path,
+                                      seen_gpus=gpus).set_axis(np.flatnonzero(mask)))
+    res = (pd.concat(parts).sort_index().reset_index(drop=True) if parts else
+           predict_rows(fitted, chosen, test, registry, fallback=fallbacks[chosen], seen_path=seen_path,
+                        seen_gpus=gpus))
+    res.attrs.update(seen_path=seen_path, seen_scores=seen_scores,
+                     paths={g: (chosen_plain if g not in with_sib else chosen) for g in targets})
+    label = chosen if with_sib or not targets else chosen_plain
+    if with_sib and set(targets) - with_sib and chosen_plain != chosen:
+        label = f"{chosen} / {chosen_plain} (no sibling)"
+    return res, label, scores
 
 
 # ------------------------------------------------------------------------------------------------

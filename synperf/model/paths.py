@@ -51,10 +51,12 @@ Local correction (path ``local``, :class:`LocalModel`, rows of a training GPU on
     measured training rows on the same GPU: the seen path's candidate for a held-out problem of a measured GPU.
 
 Path names (:data:`PATHS`): the base models ``mlp``, ``physical``, ``residual`` and ``ensemble``, and
-``<mode>+<base>`` with mode
-``transfer`` (ratio), ``shift`` (difference) or ``sibling`` (ratio, from a source of the target's own architecture
-only; the other rows take the base prediction) of :func:`transfer_predict`. The ``sibling`` paths come last: where
-no training GPU has a sibling they predict exactly as their base, and a tie keeps the earlier path.
+``<mode>+<base>`` with mode ``transfer`` (ratio), ``shift`` (difference), ``sibling`` (ratio, from a source of the
+target's own architecture only; the other rows take the base prediction) or ``sibling_roofline`` (a source of the
+target's own architecture shifted by the spec-sheet roofline difference, the rule of
+:func:`synperf.evaluation.baselines.nearest_gpu_roofline` restricted to siblings; the other rows take the base
+prediction) of :func:`transfer_predict`. The ``sibling`` paths come last: where no training GPU has a sibling they
+predict exactly as their base, and a tie keeps the earlier path.
 """
 
 from __future__ import annotations
@@ -80,13 +82,28 @@ LOCAL = "local"
 BASE_MODELS = {"mlp": ("mlp",), "physical": ("physical",), "residual": ("residual",),
                "ensemble": ("mlp", "physical", "residual"), LOCAL: ("residual", LOCAL)}
 #: transfer modes of :func:`transfer_predict`
-TRANSFER_MODES = ("transfer", "shift", "sibling")
+TRANSFER_MODES = ("transfer", "shift", "sibling", "sibling_roofline")
+#: transfer modes that read a source of the target GPU's own architecture only: on a target without such a training
+#: GPU their paths predict as their base (see :func:`sibling_gpus`)
+SIBLING_MODES = ("sibling", "sibling_roofline")
 #: every prediction path, in tie-break order (a tie in selection keeps the earlier one)
 PATHS = BASES + tuple(f"{mode}+{base}" for mode in TRANSFER_MODES for base in BASES)
 #: the base model of each path (:data:`PATHS` and :data:`LOCAL`)
 BASE = {p: p.split("+")[-1] for p in PATHS + (LOCAL,)}
 #: how a path carries a sibling's latency over (None: no transfer), see :func:`transfer_predict`
 TRANSFER = {p: (p.split("+")[0] if "+" in p else None) for p in PATHS + (LOCAL,)}
+
+
+def sibling_gpus(targets, training_gpus, registry) -> set:
+    """The GPUs of ``targets`` (registry ids) with a GPU of their own registry ``architecture`` among
+    ``training_gpus`` other than themselves: the targets a :data:`SIBLING_MODES` path can transfer to.
+
+    Raises:
+        InputError: a GPU the registry does not know.
+    """
+    train = [str(g) for g in training_gpus]
+    return {str(t) for t in targets
+            if any(registry[g].architecture == registry[str(t)].architecture for g in train if g != str(t))}
 
 
 def with_spec_columns(rows: pd.DataFrame, registry) -> pd.DataFrame:
@@ -468,6 +485,13 @@ def transfer_predict(train: pd.DataFrame, test: pd.DataFrame, registry, base_tra
     ``mode="sibling"``: as ``transfer``, from a source of the target GPU's own registry ``architecture`` only (a
     sibling: same SM design, so the base model's ratio has only spec differences to carry); a row whose nearest
     source is of another architecture takes the base prediction.
+    ``mode="sibling_roofline"``: from a sibling only, as ``sibling``, but ``latency_src - roofline_src +
+    roofline_target`` (``bl_roofline_us``, the spec-sheet ``max(compute, DRAM)`` time; floored at ``1e-3 *
+    latency_src``), the rule of :func:`synperf.evaluation.baselines.nearest_gpu_roofline` restricted to siblings:
+    the roofline carries the spec difference and the base model predicts the other rows only (``base_train`` is
+    not read). Between siblings the SM design is the same, so what differs is peak FLOP/s and DRAM bandwidth, and
+    the max charges a bandwidth change to a launch only where DRAM bounds it; the fitted models' sums of pipe times
+    charge every launch for it.
 
     Args:
         train: rows that may serve as sources (measured ``latency_us``, microseconds): training rows only.
@@ -495,12 +519,19 @@ def transfer_predict(train: pd.DataFrame, test: pd.DataFrame, registry, base_tra
     pos = src["src_pos"].to_numpy()
     ok = pos >= 0
     src_gpu = src["src_gpu"]
-    if mode == "sibling":
+    if mode in ("sibling", "sibling_roofline"):
         ok &= src["same_architecture"].to_numpy(dtype=bool)
         src_gpu = src_gpu.where(ok, pd.NA)
     pred = base_test.copy()
     lat = train["latency_us"].to_numpy(dtype="float64")
     src_lat = lat[pos[ok]]
+    if mode == "sibling_roofline":
+        if ok.any():
+            roof_src = with_spec_columns(train.iloc[pos[ok]], registry)["bl_roofline_us"].to_numpy(dtype="float64")
+            roof_tgt = with_spec_columns(test.iloc[np.flatnonzero(ok)], registry)["bl_roofline_us"].to_numpy(
+                dtype="float64")
+            pred[ok] = np.maximum(src_lat - roof_src + roof_tgt, 1e-3 * src_lat)
+        return pred, src_gpu
     if mode == "shift":
         pred[ok] = np.maximum(src_lat - base_train[pos[ok]] + base_test[ok], 1e-3 * src_lat)
     else:
