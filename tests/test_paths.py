@@ -126,6 +126,26 @@ def test_path_choice_never_reads_heldout_or_unseen_rows(vidur_gemm, registry):
     assert all(r.n_rows == n[r.validation_gpu] for r in clean.itertuples())
 
 
+def test_path_scores_on_rows_without_a_sibling_leave_out_exactly_the_rows_a_sibling_measured(vidur_gemm, registry):
+    table, meta = vidur_gemm
+    # A40 rows as training rows too: A100 and A40 are siblings (Ampere), H100 has none
+    t = table.assign(split=np.where(table["gpu"].astype(str) == "a40", "train", table["split"].astype(str)))
+    paths = ("physical", "sibling+physical")
+    sc = S.score_paths(t, meta, "x", registry, TRAIN, paths, log=lambda *_: None).set_index(["fold", "path"])
+    assert (sc["n_rows_no_sibling"] <= sc["n_rows"]).all()
+    h100 = sc.xs("losgo:h100_sxm", level="fold")
+    assert (h100["n_rows_no_sibling"] == h100["n_rows"]).all()
+    np.testing.assert_allclose(h100["mape_no_sibling_pct"], h100["mape_pct"])
+    for fold in ("losgo:a100_sxm4_80gb", "losgo:a40"):
+        f = sc.xs(fold, level="fold")
+        assert 0 < f["n_rows_no_sibling"].iloc[0] < f["n_rows"].iloc[0]  # some launches both Ampere GPUs measured
+        # where no sibling measured the launch the sibling path predicts as its base ...
+        assert f.loc["sibling+physical", "mape_no_sibling_pct"] == pytest.approx(f.loc["physical",
+                                                                                     "mape_no_sibling_pct"])
+        # ... and on the sibling rows it does not
+        assert f.loc["sibling+physical", "mape_pct"] != pytest.approx(f.loc["physical", "mape_pct"])
+
+
 def test_validation_row_cap_scores_a_seeded_sample_of_each_validation_gpu(vidur_gemm, registry):
     """With ``max_val_rows`` each fold scores that many of its validation GPU's rows (the models fitted on every
     training row), and the MAPE is that of the sampled rows' predictions: a per-row record of the sample."""
@@ -148,9 +168,11 @@ def test_synperf_predict_gives_a_target_without_a_sibling_the_best_path_without_
                                                                                                  monkeypatch):
     table, meta = vidur_gemm
     paths = ("physical", "transfer+physical", "sibling_roofline+physical")
-    # scores in which the sibling path is best overall and transfer+physical best without it
+    # scores in which the sibling path is best overall and transfer+physical best on the rows without a sibling,
+    # though not on all rows without the sibling path (physical would win on mape_pct)
     fake = pd.DataFrame({"experiment": "x", "path": list(paths), "fold": "losgo:g", "validation_gpu": "g",
-                         "n_train": 1, "n_rows": 1, "mape_pct": [30.0, 20.0, 10.0]})
+                         "n_train": 1, "n_rows": 2, "mape_pct": [19.0, 20.0, 10.0], "n_rows_no_sibling": 1,
+                         "mape_no_sibling_pct": [30.0, 20.0, 30.0]})
     monkeypatch.setattr(S, "select_path", lambda *a, **k: ("sibling_roofline+physical", fake))
     gpu = table["gpu"].astype(str)
     ampere = table[gpu.isin(["a100_sxm4_80gb", "a40"])]  # training GPUs of one architecture

@@ -65,7 +65,8 @@ SELECTION_TRAINING = {"max_epochs": 25, "max_train_rows": 5000}
 #: a median 0.9% of the full MAPE (90th percentile 1.3%, largest 2.6%), well under :data:`MIN_RELATIVE_GAIN`
 SELECTION_VALIDATION_ROWS = 5000
 #: columns of :func:`score_paths`'s result
-PATH_SCORE_COLUMNS = ["experiment", "path", "fold", "validation_gpu", "n_train", "n_rows", "mape_pct"]
+PATH_SCORE_COLUMNS = ["experiment", "path", "fold", "validation_gpu", "n_train", "n_rows", "mape_pct",
+                      "n_rows_no_sibling", "mape_no_sibling_pct"]
 
 
 def _frame(rows: pd.DataFrame, meta: dict) -> FeatureFrame:
@@ -264,7 +265,10 @@ def score_paths(table: pd.DataFrame, meta: dict, experiment: str, registry, trai
 
     Returns:
         :data:`PATH_SCORE_COLUMNS`, one row per (path, fold): MAPE (percent) on the validation GPU's training
-        rows (``n_rows`` of them); empty when fewer than two seen GPUs have training rows.
+        rows (``n_rows`` of them), and on those of them no GPU of the validation GPU's architecture measured among
+        the fold's other rows (``n_rows_no_sibling``, ``mape_no_sibling_pct``; NaN when there is none): the
+        evidence for a target GPU without a sibling (:func:`synperf_predict`); empty when fewer than two seen GPUs
+        have training rows.
     """
     if "split" not in table.columns:
         raise ValueError("path selection: the table has no 'split' column")
@@ -298,6 +302,9 @@ def score_paths(table: pd.DataFrame, meta: dict, experiment: str, registry, trai
         base_pred = base_predictions(fitted, sorted({BASE[p] for p in paths}, key=BASES.index), va, registry)
         sources = (transfer_sources(fitted.train, va, registry, train_keys=keys[fit_idx]) if keys is not None
                    else None)
+        # rows with a sibling source (another GPU of the validation GPU's architecture measured the launch)
+        sib = (np.zeros(len(va), dtype=bool) if sources is None else
+               (sources["src_pos"].to_numpy() >= 0) & sources["same_architecture"].to_numpy(dtype=bool))
         for p in paths:
             res = predict_path(fitted, p, va, registry, base_pred=base_pred[BASE[p]], sources=sources)
             pred = res["predicted_latency_us"].to_numpy()
@@ -308,9 +315,11 @@ def score_paths(table: pd.DataFrame, meta: dict, experiment: str, registry, trai
                     "gpu": va["gpu"].astype(str).to_numpy(), "fold": name, "row": val_idx, "path": p,
                     "latency_us": y, "predicted_latency_us": pred, "prediction_path": res["prediction_path"].to_numpy(),
                     "theoretical_time_us": np.asarray(tt, dtype="float64") * np.ones(len(va))})[PATH_ROW_COLUMNS])
+            err = ape(pred, y)
             out.append({"experiment": experiment, "path": p, "fold": name,
                         "validation_gpu": gpu[val_idx[0]], "n_train": len(tr), "n_rows": len(va),
-                        "mape_pct": float(np.mean(ape(pred, y)))})
+                        "mape_pct": float(np.mean(err)), "n_rows_no_sibling": int((~sib).sum()),
+                        "mape_no_sibling_pct": float(np.mean(err[~sib])) if (~sib).any() else float("nan")})
         log(f"{experiment} {name}: " + ", ".join(f"{r['path']} {r['mape_pct']:.1f}%" for r in out[-len(paths):]))
     return pd.DataFrame(out, columns=PATH_SCORE_COLUMNS)
 
@@ -597,10 +606,11 @@ def synperf_predict(train_rows: pd.DataFrame, test_rows: pd.DataFrame, meta: dic
     Test rows on a GPU of ``train_rows`` (held-out problems of a seen GPU) take the seen path instead
     (:func:`score_seen_paths` on the validation rows of the fold's MLP, :func:`choose_seen_path`); the other test
     rows take the LOSGO-chosen path. A test GPU without a training GPU of its own architecture
-    (:func:`synperf.model.paths.sibling_gpus`) takes the path chosen among the candidates without a
-    :data:`synperf.model.paths.SIBLING_MODES` mode, from the same scores: on such a GPU a sibling path predicts as
-    its base, while part of its score came from the sibling rows of other validation GPUs, which says nothing about
-    this GPU. The choice reads the test GPUs' registry architecture, never their rows.
+    (:func:`synperf.model.paths.sibling_gpus`) takes the path chosen, with its fallback, on the validation rows
+    that had no sibling either (``mape_no_sibling_pct`` of :func:`score_paths`), among the candidates without a
+    :data:`synperf.model.paths.SIBLING_MODES` mode: the sibling rows of other validation GPUs (where a transfer
+    reads a sibling's measurement) say nothing about a GPU whose sources are of other architectures. The choice
+    reads the test GPUs' registry architecture, never their rows.
 
     Args:
         train_rows: the fold's training rows (seen GPUs, problems not held out), a feature table's rows.
@@ -631,35 +641,39 @@ def synperf_predict(train_rows: pd.DataFrame, test_rows: pd.DataFrame, meta: dic
     test_gpu = test["gpu"].astype(str).to_numpy()
     targets = sorted(set(test_gpu) - set(gpus))
     with_sib = sibling_gpus(targets, gpus, registry)
-    plain = [p for p in paths if TRANSFER[p] not in SIBLING_MODES]
-    chosen_plain = chosen
-    if TRANSFER[chosen] in SIBLING_MODES and set(targets) - with_sib and plain:
-        chosen_plain = choose_paths(scores, plain, default)[0].get(experiment, default)
-    fallbacks = {p: choose_fallback(scores, experiment, default=default) if TRANSFER[p] else BASE[p]
-                 for p in {chosen, chosen_plain}}
+    chosen_plain, fallback_plain = chosen, None
+    if set(targets) - with_sib:
+        plain = [p for p in paths if TRANSFER[p] not in SIBLING_MODES]
+        no_sib_scores = scores
+        if "mape_no_sibling_pct" in scores.columns:
+            no_sib_scores = scores.assign(mape_pct=scores["mape_no_sibling_pct"]).dropna(subset=["mape_pct"])
+        chosen_plain = choose_paths(no_sib_scores, plain, default)[0].get(experiment, default)
+        if TRANSFER[chosen_plain]:
+            fallback_plain = choose_fallback(no_sib_scores, experiment, default=default)
+    fallback = choose_fallback(scores, experiment, default=default) if TRANSFER[chosen] else BASE[chosen]
+    fallback_plain = fallback_plain or BASE[chosen_plain]
     seen_path, seen_scores = None, pd.DataFrame(columns=PATH_SCORE_COLUMNS)
     if np.isin(test_gpu, gpus).any():
         if mlp is None:
             mlp = fit_mlp(rows, meta, train_cfg or select_cfg)
         seen_scores = score_seen_paths(rows, meta, registry, mlp, experiment, log)
         seen_path = choose_seen_path(seen_scores, experiment)
-    need = (chosen, chosen_plain, *fallbacks.values()) + ((seen_path,) if seen_path else ())
+    need = (chosen, chosen_plain, fallback, fallback_plain) + ((seen_path,) if seen_path else ())
     fitted = fit_paths(rows, meta, registry, train_cfg or select_cfg, need,
                        mlp=mlp if "mlp" in models_of(need) else None)
     # rows of a target without a sibling take chosen_plain; every other row (sibling targets, seen GPUs) chosen
     no_sib = np.isin(test_gpu, sorted(set(targets) - with_sib))
     parts = []
-    for mask, p in ((~no_sib, chosen), (no_sib, chosen_plain)):
+    for mask, p, fb in ((~no_sib, chosen, fallback), (no_sib, chosen_plain, fallback_plain)):
         if mask.any():
-            parts.append(predict_rows(fitted, p, test[mask], registry, fallback=fallbacks[p], seen_path=seen_path,
+            parts.append(predict_rows(fitted, p, test[mask], registry, fallback=fb, seen_path=seen_path,
                                       seen_gpus=gpus).set_axis(np.flatnonzero(mask)))
     res = (pd.concat(parts).sort_index().reset_index(drop=True) if parts else
-           predict_rows(fitted, chosen, test, registry, fallback=fallbacks[chosen], seen_path=seen_path,
-                        seen_gpus=gpus))
+           predict_rows(fitted, chosen, test, registry, fallback=fallback, seen_path=seen_path, seen_gpus=gpus))
     res.attrs.update(seen_path=seen_path, seen_scores=seen_scores,
                      paths={g: (chosen_plain if g not in with_sib else chosen) for g in targets})
     label = chosen if with_sib or not targets else chosen_plain
-    if with_sib and set(targets) - with_sib and chosen_plain != chosen:
+    if with_sib and set(targets) - with_sib and (chosen_plain, fallback_plain) != (chosen, fallback):
         label = f"{chosen} / {chosen_plain} (no sibling)"
     return res, label, scores
 
