@@ -530,6 +530,14 @@ def nearest_gpu_scaled(train: pd.DataFrame, test: pd.DataFrame, registry, *, see
     return pred
 
 
+def roofline_shift(latency_src, roofline_src, roofline_tgt) -> np.ndarray:
+    """``latency_src - roofline_src + roofline_tgt`` floored at ``1e-3 * latency_src``: a measured latency with its
+    excess over the source GPU's roofline carried to the target GPU (arrays of one shape, microseconds)."""
+    lat = np.asarray(latency_src, dtype="float64")
+    return np.maximum(lat - np.asarray(roofline_src, dtype="float64") + np.asarray(roofline_tgt, dtype="float64"),
+                      1e-3 * lat)
+
+
 def nearest_gpu_roofline(train: pd.DataFrame, test: pd.DataFrame, registry, *, seed: int = 0,
                          feature_meta: dict | None = None, cfg: BaselineConfig | None = None) -> np.ndarray:
     """Variant (b): ``latency_src - roofline_src + roofline_tgt`` (excess over the roofline carried over).
@@ -541,9 +549,7 @@ def nearest_gpu_roofline(train: pd.DataFrame, test: pd.DataFrame, registry, *, s
     ok, s, t = _nearest(train, test, registry)
     if not ok.any():
         return pred
-    lat = s["latency_us"].to_numpy(dtype="float64")
-    est = lat - s["bl_roofline_us"].to_numpy(dtype="float64") + t["bl_roofline_us"].to_numpy(dtype="float64")
-    pred[ok] = np.maximum(est, 1e-3 * lat)
+    pred[ok] = roofline_shift(s["latency_us"], s["bl_roofline_us"], t["bl_roofline_us"])
     return pred
 
 

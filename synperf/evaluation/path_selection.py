@@ -644,9 +644,7 @@ def synperf_predict(train_rows: pd.DataFrame, test_rows: pd.DataFrame, meta: dic
     chosen_plain, fallback_plain = chosen, None
     if set(targets) - with_sib:
         plain = [p for p in paths if TRANSFER[p] not in SIBLING_MODES]
-        no_sib_scores = scores
-        if "mape_no_sibling_pct" in scores.columns:
-            no_sib_scores = scores.assign(mape_pct=scores["mape_no_sibling_pct"]).dropna(subset=["mape_pct"])
+        no_sib_scores = scores.assign(mape_pct=scores["mape_no_sibling_pct"]).dropna(subset=["mape_pct"])
         chosen_plain = choose_paths(no_sib_scores, plain, default)[0].get(experiment, default)
         if TRANSFER[chosen_plain]:
             fallback_plain = choose_fallback(no_sib_scores, experiment, default=default)

@@ -500,16 +500,16 @@ def summarize_predictions(preds: pd.DataFrame, on_rows_covered_by: str | None = 
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
 
-def _codes(frame: pd.DataFrame, columns: list[str], keep: np.ndarray | None = None
+def _codes(frame: pd.DataFrame, columns: list[str], keep: np.ndarray | None = None, sort: bool = False
            ) -> tuple[np.ndarray, np.ndarray]:
     """One integer per distinct combination of ``columns`` (as strings) per row of ``frame`` (only the rows
-    ``keep`` marks, when given), numbered in order of first appearance, and the position of each combination's
-    first row among those rows (ascending)."""
+    ``keep`` marks, when given), numbered in order of first appearance (``sort``: in the sorted order of the
+    combinations, that of a sorted groupby), and the position of each combination's first row among those rows."""
     codes = np.zeros(len(frame), dtype="int64")
     for c in columns:
-        col, uniques = pd.factorize(frame[c].astype(str), sort=False)
+        col, uniques = pd.factorize(frame[c].astype(str), sort=sort)
         codes = codes * len(uniques) + col
-    codes = pd.factorize(codes if keep is None else codes[keep], sort=False)[0]
+    codes = pd.factorize(codes if keep is None else codes[keep], sort=sort)[0]
     return codes, np.unique(codes, return_index=True)[1]
 
 
@@ -534,14 +534,11 @@ def error_cdf(preds: pd.DataFrame, quantiles=CDF_QUANTILES) -> pd.DataFrame:
     rows = []
     ok = np.isfinite(preds["predicted_latency_us"].to_numpy(dtype="float64"))
     ape_pct = preds["ape_pct"].to_numpy(dtype="float64")[ok]
-    labels = {c: pd.factorize(preds[c].astype(str), sort=True) for c in ("protocol", "method", "split")}
-    codes = np.zeros(int(ok.sum()), dtype="int64")
-    for col, uniques in labels.values():  # sorted codes: the groups come in the order of a sorted groupby
-        codes = codes * len(uniques) + col[ok]
-    positions = np.flatnonzero(ok)
+    keys = ["protocol", "method", "split"]
+    codes, _ = _codes(preds, keys, ok, sort=True)  # the groups come in the order of a sorted groupby
+    labels = preds.loc[ok, keys].astype(str).to_numpy()
     for idx in _groups(codes).values():
-        first = positions[idx[0]]
-        proto, method, split = (uniques[col[first]] for col, uniques in labels.values())
+        proto, method, split = labels[idx[0]]
         vals = np.quantile(ape_pct[idx], quantiles)
         rows += [{"protocol": proto, "method": method, "split": split, "quantile": float(q), "ape_pct": float(v),
                   "n_rows": len(idx)} for q, v in zip(quantiles, vals)]

@@ -67,7 +67,13 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import lsq_linear
 
-from synperf.evaluation.baselines import BASELINE_COLUMNS, add_baseline_columns, nearest_sources, shape_hash
+from synperf.evaluation.baselines import (
+    BASELINE_COLUMNS,
+    add_baseline_columns,
+    nearest_sources,
+    roofline_shift,
+    shape_hash,
+)
 
 #: per-pipeline time columns of the physical model, microseconds (see :func:`physical_design`)
 PHYSICAL_TERMS = ("bl_memory_us", "bl_compute_us", "bl_xu_us", "work_per_sm_cycle_us")
@@ -519,7 +525,7 @@ def transfer_predict(train: pd.DataFrame, test: pd.DataFrame, registry, base_tra
     pos = src["src_pos"].to_numpy()
     ok = pos >= 0
     src_gpu = src["src_gpu"]
-    if mode in ("sibling", "sibling_roofline"):
+    if mode in SIBLING_MODES:
         ok &= src["same_architecture"].to_numpy(dtype=bool)
         src_gpu = src_gpu.where(ok, pd.NA)
     pred = base_test.copy()
@@ -527,10 +533,8 @@ def transfer_predict(train: pd.DataFrame, test: pd.DataFrame, registry, base_tra
     src_lat = lat[pos[ok]]
     if mode == "sibling_roofline":
         if ok.any():
-            roof_src = with_spec_columns(train.iloc[pos[ok]], registry)["bl_roofline_us"].to_numpy(dtype="float64")
-            roof_tgt = with_spec_columns(test.iloc[np.flatnonzero(ok)], registry)["bl_roofline_us"].to_numpy(
-                dtype="float64")
-            pred[ok] = np.maximum(src_lat - roof_src + roof_tgt, 1e-3 * src_lat)
+            pred[ok] = roofline_shift(src_lat, with_spec_columns(train.iloc[pos[ok]], registry)["bl_roofline_us"],
+                                      with_spec_columns(test.iloc[np.flatnonzero(ok)], registry)["bl_roofline_us"])
         return pred, src_gpu
     if mode == "shift":
         pred[ok] = np.maximum(src_lat - base_train[pos[ok]] + base_test[ok], 1e-3 * src_lat)
