@@ -643,3 +643,19 @@ def test_transfer_reads_the_base_model_only_at_its_source_rows_and_predicts_as_w
     again = fitted.train_base("ensemble", read, registry)
     np.testing.assert_allclose(again[read], every[read], rtol=1e-6)  # float32 rounding, as above
     assert np.flatnonzero(~np.isnan(fitted._model_train["mlp"])).tolist() == read.tolist()
+
+
+@pytest.mark.parametrize("dtype", ["str", "category", "object"])
+def test_residual_design_maps_each_categorical_value_to_its_training_level(dtype):
+    """A categorical column's design value is the level of the value's string (NaN for a value training never
+    saw), row by row, whatever the column's dtype."""
+    from synperf.model.paths import ResidualModel
+
+    rows = pd.DataFrame({"implementation": pd.Series(["cublas", "triton", None, "cutlass", "triton"], dtype=dtype),
+                         "m": [1.0, 3.0, 7.0, 0.0, np.nan], "waves": [0.5, 1.0, 2.0, 3.0, 4.0]})
+    levels = {"implementation": {"cublas": 0, "triton": 1}}
+    x = ResidualModel._design(rows, ["m"], ["waves"], ["implementation"], levels)
+    assert x.shape == (5, 3)
+    np.testing.assert_allclose(x[:, 0], np.log1p([1.0, 3.0, 7.0, 0.0, 0.0]))
+    np.testing.assert_allclose(x[:, 1], [0.5, 1.0, 2.0, 3.0, 4.0])
+    np.testing.assert_array_equal(x[:, 2], [0.0, 1.0, np.nan, np.nan, 1.0])

@@ -2,7 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from synperf.data.io import InputError, atomic_path, read_table, write_parquet
+from synperf.data.io import InputError, atomic_path, categorical_strings, read_table, write_parquet
 from synperf.data.schema import COLUMNS, conform, reduce_duplicates, validate
 
 
@@ -94,3 +94,22 @@ def test_a_latency_with_a_unit_names_file_row_and_value():
     with pytest.raises(InputError, match=r"row 2, column 'num_tokens': 4\.5 is not an integer"):
         conform(df.assign(latency_us=[1.0, 2.0, 3.0], num_tokens=[1, 2, 4.5]), "own.parquet")
     assert conform(df.assign(latency_us=["11.0", "12.1", "13"]))["latency_us"].tolist() == [11.0, 12.1, 13.0]
+
+
+def test_categorical_strings_keeps_values_and_converts_only_repeated_string_columns(tmp_path):
+    df = pd.DataFrame({"gpu": ["h100_sxm", "a100_sxm4_80gb", "h100_sxm", None, "h100_sxm", "a100_sxm4_80gb"],
+                       "problem_key": ["k0", "k1", "k2", "k3", "k4", "k5"],  # every value distinct: stays a string
+                       "latency_us": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]})
+    out = categorical_strings(df)
+    assert isinstance(out["gpu"].dtype, pd.CategoricalDtype)
+    assert list(out["gpu"].cat.categories) == ["a100_sxm4_80gb", "h100_sxm"]
+    assert not isinstance(out["problem_key"].dtype, pd.CategoricalDtype)
+    assert out["latency_us"].dtype == np.float64
+    assert out["gpu"].isna().tolist() == df["gpu"].isna().tolist()
+    assert out["gpu"].astype(str).tolist()[:3] == ["h100_sxm", "a100_sxm4_80gb", "h100_sxm"]
+    assert df["gpu"].dtype != out["gpu"].dtype  # the input frame is not modified
+    # written and read back, the columns stay categories with the same values
+    write_parquet(out, tmp_path / "t.parquet")
+    back = read_table(tmp_path / "t.parquet")
+    assert isinstance(back["gpu"].dtype, pd.CategoricalDtype)
+    pd.testing.assert_series_equal(back["gpu"].astype(object), out["gpu"].astype(object))

@@ -1,3 +1,4 @@
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -97,3 +98,23 @@ def test_source_file_split_drops_training_rows_of_heldout_problems():
     assert s.iloc[-1] == "test_seen"
     assert set(s[df.m == 8].iloc[:-1][df.gpu.isin(["a", "b"])]) == {"unused"}
     assert (s[(df.m != 8) & df.gpu.isin(["a", "b"])] == "train").all()
+
+
+def test_shape_key_hashes_each_row_as_its_string_values_whatever_the_column_dtypes():
+    """The key of a row is the salted hash of its shape columns as strings: the same whether a column is a
+    string, a category or a number column, with missing values, and whatever the other rows are."""
+    from synperf.evaluation.split import SHAPE_COLUMNS, shape_key
+
+    df = pd.DataFrame({"kernel": ["gemm", "gemm", "attention_decode", "gemm"],
+                       "implementation": ["cublas", "cublas", "fa2", None], "dtype": ["bfloat16"] * 4,
+                       "m": [128.0, 256.0, np.nan, 128.0], "n": [4096, 4096, 0, 4096],
+                       "gpu": ["a", "b", "a", "a"]})
+    cols = [c for c in SHAPE_COLUMNS if c in df.columns]
+    expected = pd.util.hash_pandas_object(df[cols].astype("string"), index=False, hash_key="synperf000000003")
+    got = shape_key(df, 3)
+    assert (got.to_numpy() == expected.to_numpy()).all()
+    assert got[0] != got[1] and got[0] != got[3]            # m differs; a missing implementation differs
+    as_category = df.astype({"kernel": "category", "implementation": "category"})
+    assert (shape_key(as_category, 3).to_numpy() == got.to_numpy()).all()
+    assert shape_key(df.iloc[[3, 0]], 3).tolist() == [got[3], got[0]]  # row by row, index kept
+    assert shape_key(df.iloc[[3, 0]], 3).index.tolist() == [3, 0]

@@ -91,6 +91,23 @@ def read_table(path: str | os.PathLike, **kwargs: Any) -> pd.DataFrame:
     raise InputError(f"{path}: unsupported table format {path.suffix!r} (expected .parquet or .csv)")
 
 
+def categorical_strings(df: pd.DataFrame, max_share: float = 0.5) -> pd.DataFrame:
+    """``df`` with every string column holding at most ``max_share`` x ``len(df)`` distinct values as a
+    ``category`` column (values, order and missing values unchanged; other columns untouched, no copy of them).
+
+    For the stages that subset a large feature table many times (the leave-one-out folds, the selection folds):
+    selecting rows of a category column moves integer codes, where a pyarrow-backed string column copies every
+    string.
+    """
+    out = {}
+    for c in df.columns:
+        col = df[c]
+        if pd.api.types.is_string_dtype(col.dtype) and not isinstance(col.dtype, pd.CategoricalDtype) \
+                and col.nunique(dropna=True) <= max_share * len(df):
+            out[c] = col.astype("category")
+    return df.assign(**out) if out else df
+
+
 def require_columns(df: pd.DataFrame, columns: list[str] | tuple[str, ...], source: str) -> None:
     """Raise :class:`InputError` naming ``source`` if any of ``columns`` is missing."""
     missing = [c for c in columns if c not in df.columns]

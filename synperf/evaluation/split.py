@@ -31,10 +31,18 @@ _BUCKETS = 1_000_000
 
 
 def shape_key(df: pd.DataFrame, seed: int = 0) -> pd.Series:
-    """uint64 hash of a row's shape (key columns except ``gpu``), salted with ``seed``."""
+    """uint64 hash of a row's shape (key columns except ``gpu``, each value as a string), salted with ``seed``;
+    one value per row, aligned with ``df.index``.
+
+    Each column's distinct values are turned into strings once (a category column of their string forms), which
+    hashes row by row exactly as the string column would.
+    """
     key = f"synperf{int(seed):09d}"[:16]
-    cols = [c for c in SHAPE_COLUMNS if c in df.columns]
-    return pd.util.hash_pandas_object(df[cols].astype("string"), index=False, hash_key=key)
+    cols = {}
+    for c in (c for c in SHAPE_COLUMNS if c in df.columns):
+        codes, uniques = pd.factorize(df[c], use_na_sentinel=True)
+        cols[c] = pd.Categorical.from_codes(codes, categories=pd.Index(uniques).astype("string"))
+    return pd.util.hash_pandas_object(pd.DataFrame(cols, index=df.index), index=False, hash_key=key)
 
 
 def problem_key(df: pd.DataFrame, seed: int = 0) -> pd.Series:

@@ -227,6 +227,13 @@ class JoblibModel:
         return model
 
 
+def _level_codes(column: pd.Series, levels: dict) -> np.ndarray:
+    """``levels[str(value)]`` per row as float64 (NaN for a value not in ``levels``), shape ``(len(column),)``;
+    each distinct value is converted and looked up once."""
+    codes, uniques = pd.factorize(column, use_na_sentinel=False)
+    return pd.Series(uniques).astype(str).map(levels).astype("float64").to_numpy()[codes]
+
+
 @dataclass
 class ResidualModel(JoblibModel):
     """The physical time model times a tree-fitted correction: ``latency_us = physical(row) * exp(r(row))``.
@@ -255,7 +262,7 @@ class ResidualModel(JoblibModel):
     def _design(rows: pd.DataFrame, numeric, linear, categorical, levels) -> np.ndarray:
         cols = [np.log1p(rows[c].astype("float64").fillna(0.0).clip(lower=0.0).to_numpy()) for c in numeric]
         cols += [rows[c].astype("float64").fillna(0.0).to_numpy() for c in linear]
-        cols += [rows[c].astype(str).map(levels[c]).astype("float64").to_numpy() for c in categorical]
+        cols += [_level_codes(rows[c], levels[c]) for c in categorical]
         return np.column_stack(cols) if cols else np.zeros((len(rows), 0))
 
     @classmethod

@@ -117,10 +117,13 @@ def cross_fold_coverage(path_rows: pd.DataFrame, path: str, fallback: str | None
         One row per validation GPU (``gpu``, ``n_rows``, ``coverage``, ``nominal``); empty with fewer than two
         validation GPUs.
     """
+    # only the rows of the path and its fallback are read: select them once, not once per GPU
+    path_rows = path_rows[np.isin(path_rows["path"].astype(str).to_numpy(), [path, fallback or path])]
     gpus = sorted(path_rows.loc[path_rows["path"].astype(str).to_numpy() == path, "gpu"].astype(str).unique())
+    gpu = path_rows["gpu"].astype(str).to_numpy()
     out = []
     for g in gpus if len(gpus) > 1 else []:
-        held = path_rows["gpu"].astype(str).to_numpy() == g
+        held = gpu == g
         iv = fit_intervals(path_rows[~held], path, fallback)
         ratio, labels, _ = _path_ratios(path_rows[held], path, fallback)
         lo, hi = interval_bounds(np.ones(len(ratio)), labels, iv)

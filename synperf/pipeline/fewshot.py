@@ -41,7 +41,7 @@ def fewshot_rows(path_rows: pd.DataFrame, protocol_rows: pd.DataFrame, choice: d
     fallback = choice.get("fallback") or choice.get("base") or path
     parts = []
     if len(path_rows):
-        mine = path_rows[path_rows["path"] == path].reset_index(drop=True)
+        mine = path_rows[path_rows["path"] == path].reset_index(drop=True).astype({"prediction_path": str})
         if mine.empty:
             raise ValueError(f"{experiment}: the path rows hold no prediction of the chosen path {path!r}")
         uncovered = mine["prediction_path"].astype(str).to_numpy() != path

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from synperf.data.hardware import load_registry
-from synperf.data.io import read_table
+from synperf.data.io import categorical_strings, read_table
 from synperf.model.estimator import TrainConfig, TrainedModel
 
 #: columns of ``evaluate_protocols``'s ``out_rows``: one row per configured test row predicted by ``synperf``
@@ -85,7 +85,7 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
 
     log = logging.getLogger(__name__)
     registry = load_registry(registry_path, measured_dir)
-    table = read_table(features).reset_index(drop=True)
+    table = categorical_strings(read_table(features).reset_index(drop=True))
     meta = json.loads(Path(features_meta).read_text())
     configured_fs = configured_feature_set or meta.get("feature_set")
     tables = {meta.get("feature_set"): (table, meta)}
@@ -94,7 +94,7 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
         """The experiment's table and meta of feature set ``fs`` (read once), row-aligned with ``table``."""
         if fs not in tables:
             t_path, m_path = (feature_tables or {})[fs]
-            t = read_table(t_path).reset_index(drop=True)
+            t = categorical_strings(read_table(t_path).reset_index(drop=True))
             if len(t) != len(table) or not t["problem_key"].equals(table["problem_key"]):
                 raise ValueError(f"{t_path}: rows differ from {features}; rebuild the features stage")
             tables[fs] = (t, json.loads(Path(m_path).read_text()))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from synperf.data.hardware import load_registry
-from synperf.data.io import read_table, write_json
+from synperf.data.io import categorical_strings, read_table, write_json
 from synperf.model.training import TrainConfig
 
 
@@ -48,8 +48,8 @@ def score_selection(candidates: list[tuple[str, str, str]], exp_name: str, regis
     for features, features_meta, out_table in candidates:
         meta = json.loads(Path(features_meta).read_text())
         models = fold_models.setdefault((features, repr(cfg)), {})
-        done[features] = score_feature_set(read_table(features), meta, exp_name, registry, cfg, seed, log=log.info,
-                                           models_out=models)
+        table = categorical_strings(read_table(features))
+        done[features] = score_feature_set(table, meta, exp_name, registry, cfg, seed, log=log.info, models_out=models)
         write_csv(done[features], out_table)
     primary = recipe_features
     if primary is None and (recipes or out_paths):
@@ -58,7 +58,7 @@ def score_selection(candidates: list[tuple[str, str, str]], exp_name: str, regis
     if recipes:
         from synperf.evaluation.selection import choose_recipe
 
-        table, meta = read_table(primary[0]), json.loads(Path(primary[1]).read_text())
+        table, meta = categorical_strings(read_table(primary[0])), json.loads(Path(primary[1]).read_text())
         parts = []
         for name, overrides in recipes.items():
             rcfg = TrainConfig.from_dict({**training, **overrides, "seed": seed, "threads": threads})
@@ -77,14 +77,14 @@ def score_selection(candidates: list[tuple[str, str, str]], exp_name: str, regis
         from synperf.data.io import write_parquet
         from synperf.evaluation.path_selection import PATH_ROW_COLUMNS, score_paths
 
-        table, meta = read_table(primary[0]), json.loads(Path(primary[1]).read_text())
+        table, meta = categorical_strings(read_table(primary[0])), json.loads(Path(primary[1]).read_text())
         path_rows = []
         paths = score_paths(table, meta, exp_name, registry, chosen_cfg, log=log.info,
                             fold_mlps=fold_models.get((primary[0], repr(chosen_cfg))), rows_out=path_rows)
         write_csv(paths, out_paths)
         if out_path_rows:
             rows = pd.concat(path_rows, ignore_index=True) if path_rows else pd.DataFrame(columns=PATH_ROW_COLUMNS)
-            write_parquet(rows, out_path_rows)
+            write_parquet(categorical_strings(rows), out_path_rows)  # category columns read back as such
 
 
 def informed_choice(scores: pd.DataFrame, exp_name: str, experiments: dict[str, dict], test_gpus, configured: str,
