@@ -60,7 +60,13 @@ def path_model_files(experiments):
     return [
         f"models/{e}/{name}"
         for e in experiments
-        for name in ("path.json", "path_residual.joblib", "path_local.joblib", "path_sources.parquet")
+        for name in (
+            "path.json",
+            "path_residual.joblib",
+            "path_local.joblib",
+            "path_local_mlp.joblib",
+            "path_sources.parquet",
+        )
     ]
 
 

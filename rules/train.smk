@@ -23,6 +23,7 @@ rule train:
         path_choice="models/{experiment}/path.json",
         path_residual="models/{experiment}/path_residual.joblib",
         path_local="models/{experiment}/path_local.joblib",
+        path_local_mlp="models/{experiment}/path_local_mlp.joblib",
         path_sources="models/{experiment}/path_sources.parquet",
         intervals="models/{experiment}/intervals.json",
     log:

@@ -216,7 +216,9 @@ def test_a_leave_one_out_fold_chooses_its_seen_path_from_its_mlp_without_trainin
             "ensemble": lambda: S.fit_paths(tr, meta, registry, TRAIN, ("ensemble",), mlp=mlp).base_predict(
                 "ensemble", te[on], registry),
             "local": lambda: S.fit_paths(tr, meta, registry, TRAIN, ("local",)).base_predict(
-                "local", te[on], registry)}[seen_path]()
+                "local", te[on], registry),
+            "local_mlp": lambda: S.fit_local_mlp(tr, meta, mlp).predict(
+                te[on], registry, base_pred=mlp.predict_latency_us(S._frame(te[on], meta)))}[seen_path]()
     np.testing.assert_allclose(res["predicted_latency_us"][on], want, rtol=1e-6)
     # whichever zero-shot path wins (the MLP here, forced), the training GPUs' rows take it and only they
     monkeypatch.setattr(S, "choose_seen_path", lambda scores, experiment: "mlp")
@@ -341,6 +343,63 @@ def test_a_recorded_local_seen_path_predicts_training_gpus_from_its_file(vidur_g
     want = LocalModel.load(exp_dir / S.LOCAL_FILE).predict(with_spec_columns(feats, registry), registry)
     np.testing.assert_allclose(got["predicted_latency_us"], want, rtol=1e-9)
     # another GPU keeps the recorded path
+    a40 = predict("gemm", table[table.gpu == "a40"].head(5)[cols], "a40", experiment="gemm_fp16_vidur",
+                  models_dir=tmp_path, registry=registry)
+    assert set(a40["prediction_path"]) == {"physical"}
+
+
+def test_the_local_model_on_the_mlp_corrects_the_mlp_by_its_nearest_same_gpu_ratios(vidur_gemm, fitted, registry):
+    """The MLP's local model is the same neighbour correction over the same design columns, against the MLP: given
+    the residual model's latencies as its base it equals the residual model's local model."""
+    from synperf.model.paths import LocalModel, ResidualModel
+
+    table, meta = vidur_gemm
+    tr, mlp = fitted
+    tr = with_spec_columns(tr, registry)
+    new = with_spec_columns(table[table.split == "test_seen"].reset_index(drop=True), registry)
+    residual = ResidualModel.fit(tr, meta, registry, max_train_rows=2000, seed=0)
+    generic = LocalModel.fit_to_base(tr, residual.predict(tr, registry), residual.numeric, residual.linear)
+    np.testing.assert_allclose(generic.predict(new, registry, base_pred=residual.predict(new, registry)),
+                               LocalModel.fit(tr, residual, registry).predict(new, registry), rtol=1e-12)
+    local = S.fit_local_mlp(tr, meta, mlp)
+    assert local.residual is None and local.numeric == residual.numeric and local.linear == residual.linear
+    base = mlp.predict_latency_us(S._frame(new, meta))
+    got = local.predict(new, registry, base_pred=base)
+    # a training row is its own nearest neighbour: its measured latency comes back
+    np.testing.assert_allclose(local.predict(tr.head(30), registry, base_pred=mlp.predict_latency_us(
+        S._frame(tr.head(30), meta))), tr["latency_us"].head(30), rtol=1e-5)
+    y = new["latency_us"].to_numpy()
+    assert np.mean(np.abs(got / y - 1)) < np.mean(np.abs(base / y - 1))  # the correction helps on new problems
+    with pytest.raises(ValueError, match="base"):
+        local.predict(new.head(3), registry)  # the MLP is not inside the model: its predictions must be given
+    with pytest.raises(ValueError, match="> 0"):
+        LocalModel.fit_to_base(tr.head(10), -np.ones(10), residual.numeric, residual.linear)
+
+
+def test_a_recorded_local_mlp_seen_path_predicts_training_gpus_from_its_file(vidur_gemm, fitted, registry, tmp_path):
+    from synperf.api import predict
+    from synperf.model.paths import LocalModel
+
+    table, meta = vidur_gemm
+    tr, mlp = fitted
+    mlp.meta["feature_set"] = "v2"
+    exp_dir = tmp_path / "gemm_fp16_vidur"
+    mlp.save(exp_dir / "v2-all")
+    with pytest.raises(ValueError, match="local_mlp"):
+        S.save_choice(exp_dir, "physical", tr, registry, mlp_dir="v2-all", seen_path="local_mlp", meta=meta)
+    S.save_choice(exp_dir, "physical", tr, registry, mlp_dir="v2-all", feature_set="v2", seen_path="local_mlp",
+                  meta=meta, train_cfg=TRAIN, mlp=mlp)
+    rec = S.load_choice(exp_dir)
+    assert rec["seen_path"] == "local_mlp" and rec["local_mlp"] == S.LOCAL_MLP_FILE and "local" not in rec
+    cols = ["implementation", "dtype", "m", "n", "k", "batch"]
+    a100 = table[table.gpu == SEEN[0]].head(40).reset_index(drop=True)
+    got = predict("gemm", a100[cols], SEEN[0], experiment="gemm_fp16_vidur", models_dir=tmp_path,
+                  registry=registry)
+    assert set(got["prediction_path"]) == {"local_mlp"} and got["source_gpu"].isna().all()
+    feats = S._with_features(a100[cols].assign(kernel="gemm", gpu=SEEN[0]), registry, "v2")[0]
+    want = LocalModel.load(exp_dir / S.LOCAL_MLP_FILE).predict(
+        feats, registry, base_pred=mlp.predict_latency_us(S._frame(feats, meta)))
+    np.testing.assert_allclose(got["predicted_latency_us"], want, rtol=1e-9)
     a40 = predict("gemm", table[table.gpu == "a40"].head(5)[cols], "a40", experiment="gemm_fp16_vidur",
                   models_dir=tmp_path, registry=registry)
     assert set(a40["prediction_path"]) == {"physical"}

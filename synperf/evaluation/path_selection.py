@@ -19,8 +19,8 @@ training rows' GPUs) are those of :func:`synperf.evaluation.selection.losgo_fold
 reporting per row the path used (``transfer`` rows without a sibling fall back to their base) and the source GPU.
 
 The LOSGO choice answers "which path predicts a GPU that was not trained on"; rows on a training GPU (held-out
-problems of a seen GPU) get their own *seen path* instead, a zero-shot path or the local correction by the GPU's own
-measured neighbours (:data:`SEEN_PATHS`), chosen by held-out problems inside the training rows
+problems of a seen GPU) get their own *seen path* instead, a zero-shot path or the local correction of the residual
+model or of the MLP by the GPU's own measured neighbours (:data:`SEEN_PATHS`), chosen by held-out problems inside the training rows
 (:func:`score_seen_paths`, :func:`choose_seen_path`): the MLP's own early-stopping validation rows, reproduced from
 its meta, so no further MLP is trained.
 """
@@ -43,6 +43,8 @@ from synperf.model.paths import (
     BASE_MODELS,
     BASES,
     LOCAL,
+    LOCAL_MLP,
+    LOCAL_PATHS,
     PATHS,
     SIBLING_MODES,
     TRANSFER,
@@ -91,6 +93,7 @@ class FittedPaths:
         residual: the physical model with its tree-fitted correction, or None when no path needs it.
         local: the residual model corrected by measured neighbours on the same GPU (:class:`LocalModel`), or None
             when no path needs it.
+        local_mlp: the MLP corrected the same way (:class:`LocalModel` on the MLP), or None when no path needs it.
         base_train: base model name -> its predicted latency on every ``train`` row (microseconds), given when
             known (a recorded path's sources); other bases are predicted on the source rows a transfer reads, when
             it reads them (:meth:`train_base`).
@@ -102,6 +105,7 @@ class FittedPaths:
     physical: PhysicalModel | None = None
     residual: ResidualModel | None = None
     local: LocalModel | None = None
+    local_mlp: LocalModel | None = None
     base_train: dict = field(default_factory=dict)
     _model_train: dict = field(default_factory=dict, repr=False)  # model -> latency on train rows, NaN unpredicted
 
@@ -158,10 +162,20 @@ def base_predictions(fitted: FittedPaths, bases, rows: pd.DataFrame, registry, k
             else:
                 preds[m] = getattr(fitted, m).predict(rows, registry)
     if LOCAL in models_of(bases) and LOCAL not in preds:  # the residual model's latencies, corrected
-        preds[LOCAL] = fitted.local.predict(rows, registry, residual_pred=preds["residual"])
+        preds[LOCAL] = fitted.local.predict(rows, registry, base_pred=preds["residual"])
+    if LOCAL_MLP in models_of(bases) and LOCAL_MLP not in preds:  # the MLP's latencies, corrected
+        preds[LOCAL_MLP] = fitted.local_mlp.predict(rows, registry, base_pred=preds["mlp"])
     if "ensemble" in bases:
         preds["ensemble"] = ensemble(preds)
     return {b: np.asarray(preds[b], dtype="float64") for b in bases}
+
+
+def fit_local_mlp(rows: pd.DataFrame, meta: dict, mlp: TrainedModel) -> LocalModel:
+    """:meth:`synperf.model.paths.LocalModel.fit_to_base` on ``rows`` against ``mlp``'s latency on them, over the
+    feature set's numeric and linear columns (the residual model's design columns)."""
+    linear = list(meta["linear"])
+    numeric = [c for c in meta["numeric"] if c not in linear]
+    return LocalModel.fit_to_base(rows, mlp.predict_latency_us(_frame(rows, meta)), numeric, linear)
 
 
 def fit_residual(rows: pd.DataFrame, meta: dict, registry, train_cfg: TrainConfig) -> ResidualModel:
@@ -185,7 +199,7 @@ def fit_paths(rows: pd.DataFrame, meta: dict, registry, train_cfg: TrainConfig, 
     if unknown:
         raise KeyError(f"unknown path(s) {unknown}; known: {list(PATHS)}")
     rows = with_spec_columns(rows.reset_index(drop=True), registry)
-    bases = sorted({BASE[p] for p in paths}, key=(BASES + (LOCAL,)).index)
+    bases = sorted({BASE[p] for p in paths}, key=(BASES + LOCAL_PATHS).index)
     models = models_of(bases)
     fitted = FittedPaths(rows, meta)
     if "mlp" in models:
@@ -197,6 +211,8 @@ def fit_paths(rows: pd.DataFrame, meta: dict, registry, train_cfg: TrainConfig, 
                                                                                                           registry)
     if LOCAL in models:
         fitted.local = LocalModel.fit(rows, fitted.residual, registry)
+    if LOCAL_MLP in models:
+        fitted.local_mlp = fit_local_mlp(rows, meta, fitted.mlp)
     return fitted
 
 
@@ -367,8 +383,8 @@ def choose_paths(scores: pd.DataFrame, paths=PATHS, default: str = "mlp",
 
 #: the paths that need no sibling measurement, candidates for the rows a transfer path cannot cover
 ZERO_SHOT = BASES
-#: the candidates of the seen path (rows of a training GPU): the zero-shot paths and the local correction
-SEEN_PATHS = ZERO_SHOT + (LOCAL,)
+#: the candidates of the seen path (rows of a training GPU): the zero-shot paths and the two local corrections
+SEEN_PATHS = ZERO_SHOT + LOCAL_PATHS
 
 
 def choose_fallback(scores: pd.DataFrame, experiment: str, min_gain: float = MIN_RELATIVE_GAIN,
@@ -469,13 +485,13 @@ def score_seen_paths(rows: pd.DataFrame, meta: dict, registry, mlp: TrainedModel
     ``mlp`` was not fitted on. ``mlp`` predicts them as trained; the physical and residual models are fitted on
     every row of ``rows`` whose problem is not a validation problem (the rows the row cap left out included; the
     residual model's trees then take the MLP's own row cap and seed) and predict them; the ensemble combines the
-    three; the local model takes its neighbours among the same rows, against that residual model. No MLP is
-    trained. Each
-    path's score is, per training GPU, the MAPE (percent) over that GPU's validation rows; :func:`choose_seen_path`
-    averages over GPUs, so every training GPU weighs the same, as in the LOSGO folds.
+    three; the local models take their neighbours among the same rows, against that residual model (``local``)
+    and against ``mlp`` (``local_mlp``). No MLP is trained. Each path's score is, per training GPU, the MAPE
+    (percent) over that GPU's validation rows; :func:`choose_seen_path` averages over GPUs, so every training GPU
+    weighs the same, as in the LOSGO folds.
 
     Known optimism: ``mlp``'s best epoch was picked on these same rows (early stopping), so its score is mildly
-    optimistic, a bias toward ``mlp``; the physical model has no such advantage.
+    optimistic, a bias toward ``mlp`` and ``local_mlp``; the physical model has no such advantage.
 
     Args:
         rows: exactly the rows ``mlp`` was trained on, in the same order: training rows only (feature table rows
@@ -509,9 +525,10 @@ def score_seen_paths(rows: pd.DataFrame, meta: dict, registry, mlp: TrainedModel
         preds["residual"] = (len(rest), residual.predict(va, registry))
         preds["ensemble"] = (len(rest), ensemble({m: v for m, (_, v) in preds.items()}))
         local = LocalModel.fit(rest, residual, registry)
-        preds[LOCAL] = (len(rest), local.predict(va, registry, residual_pred=preds["residual"][1]))
+        preds[LOCAL] = (len(rest), local.predict(va, registry, base_pred=preds["residual"][1]))
     except ValueError as e:
-        log(f"{experiment} seen path: {', '.join(sorted(set(SEEN_PATHS) - set(preds)))} skipped ({e})")
+        log(f"{experiment} seen path: {', '.join(sorted(set(SEEN_PATHS) - set(preds) - {LOCAL_MLP}))} skipped ({e})")
+    preds[LOCAL_MLP] = (len(rest), fit_local_mlp(rest, meta, mlp).predict(va, registry, base_pred=preds["mlp"][1]))
     gpu = va["gpu"].astype(str).to_numpy()
     out = []
     for p, (n_train, pred) in preds.items():
@@ -684,8 +701,10 @@ CHOICE_FILE = "path.json"
 SOURCES_FILE = "path_sources.parquet"
 #: file of a model directory holding the residual model (joblib)
 RESIDUAL_FILE = "path_residual.joblib"
-#: file of a model directory holding the local model of the seen path (joblib)
+#: file of a model directory holding the local model on the residual model (joblib)
 LOCAL_FILE = "path_local.joblib"
+#: file of a model directory holding the local model on the MLP (joblib)
+LOCAL_MLP_FILE = "path_local_mlp.joblib"
 
 
 def _with_features(rows: pd.DataFrame, registry, feature_set: str, ff: FeatureFrame | None = None
@@ -706,7 +725,8 @@ def _with_features(rows: pd.DataFrame, registry, feature_set: str, ff: FeatureFr
 def save_choice(directory, chosen: str, train_rows: pd.DataFrame, registry, scores: pd.DataFrame | None = None,
                 mlp_dir: str | None = None, feature_set: str = "v2", fallback: str | None = None,
                 seen_path: str | None = None, seen_scores: pd.DataFrame | None = None, meta: dict | None = None,
-                train_cfg: TrainConfig | None = None, default: dict | None = None) -> None:
+                train_cfg: TrainConfig | None = None, default: dict | None = None,
+                mlp: TrainedModel | None = None) -> None:
     """Record ``chosen`` in ``directory`` (an experiment's model folder) for :func:`load_choice`.
 
     Writes :data:`CHOICE_FILE` (path, its fallback for rows no sibling measured, the seen path for rows on the
@@ -714,7 +734,8 @@ def save_choice(directory, chosen: str, train_rows: pd.DataFrame, registry, scor
     LOSGO and seen-path scores), :data:`RESIDUAL_FILE` (the residual model fitted on ``train_rows``; with ``meta``
     it is written whichever path is recorded, and the record names it when one of the paths has it as base),
     :data:`LOCAL_FILE` (the local model on ``train_rows`` against that residual model; written with it, named in
-    the record when the seen path is ``local``) and
+    the record when the seen path is ``local``), :data:`LOCAL_MLP_FILE` (the local model on ``train_rows`` against
+    ``mlp``; written when ``mlp`` and ``meta`` are given, named in the record when the seen path is ``local_mlp``) and
     :data:`SOURCES_FILE` (the canonical key columns and ``latency_us`` of ``train_rows``: the only rows a sibling
     may come from; always written, named in the record for a transfer path). The pipeline declares all three
     files as outputs, so a missing one reruns the training.
@@ -729,11 +750,11 @@ def save_choice(directory, chosen: str, train_rows: pd.DataFrame, registry, scor
             (``train_rows`` then carry its feature columns).
         train_cfg: the row cap, seed and threads of the residual model's trees (default :class:`TrainConfig`).
         default: the :func:`pooled_default` record behind the choice's default path (stored as ``default``).
+        mlp: the MLP of ``mlp_dir``, trained on ``train_rows``.
 
     Raises:
         ValueError: ``fallback`` not in :data:`ZERO_SHOT`, ``seen_path`` not in :data:`SEEN_PATHS`; the residual
-            model is needed and
-            ``meta`` is None.
+            model is needed and ``meta`` is None; the seen path is ``local_mlp`` and ``mlp`` or ``meta`` is None.
     """
     import json
     from pathlib import Path
@@ -760,6 +781,8 @@ def save_choice(directory, chosen: str, train_rows: pd.DataFrame, registry, scor
     used = models_of((chosen, fallback, seen_path))
     if "residual" in used and meta is None:
         raise ValueError("save_choice: the residual model needs the feature table's meta")
+    if LOCAL_MLP in used and (mlp is None or meta is None):
+        raise ValueError("save_choice: the seen path local_mlp needs the MLP and the feature table's meta")
     if meta is not None:  # written whichever path is recorded, so the folder always holds the same files
         spec_rows = with_spec_columns(train_rows.reset_index(drop=True), registry)
         residual = fit_residual(spec_rows, meta, registry, train_cfg or TrainConfig())
@@ -767,6 +790,10 @@ def save_choice(directory, chosen: str, train_rows: pd.DataFrame, registry, scor
         LocalModel.fit(spec_rows, residual, registry).save(directory / LOCAL_FILE)
         if LOCAL in used:
             rec["local"] = LOCAL_FILE
+        if mlp is not None:
+            fit_local_mlp(spec_rows, meta, mlp).save(directory / LOCAL_MLP_FILE)
+        if LOCAL_MLP in used:
+            rec["local_mlp"] = LOCAL_MLP_FILE
         if "residual" in used:
             rec["residual"] = RESIDUAL_FILE
             rec["physical"] = residual.physical.to_dict()
@@ -830,6 +857,7 @@ def predict_with_choice(choice: dict, directory, rows: pd.DataFrame, registry, m
     physical = PhysicalModel.from_dict(choice["physical"]) if "physical" in used else None
     residual = _cached_model(Path(directory) / choice["residual"], ResidualModel) if "residual" in used else None
     local = _cached_model(Path(directory) / choice["local"], LocalModel) if LOCAL in used else None
+    local_mlp = _cached_model(Path(directory) / choice["local_mlp"], LocalModel) if LOCAL_MLP in used else None
     base_train, sources = {}, None
     if TRANSFER[path]:
         # only the MLP and the residual model read the sources' features; the physical model and the sibling
@@ -842,7 +870,7 @@ def predict_with_choice(choice: dict, directory, rows: pd.DataFrame, registry, m
         base_train[BASE[path]] = single[BASE[path]] if BASE[path] in single else ensemble(single)
         sources = transfer_sources(train, rows, registry, train_keys=cached.keys)
     fitted = FittedPaths(train, meta, mlp=mlp, physical=physical, residual=residual, local=local,
-                         base_train=base_train)
+                         local_mlp=local_mlp, base_train=base_train)
     if mlp_pred is not None and len(mlp_pred) != len(rows):
         raise ValueError(f"mlp_pred: {len(mlp_pred)} predictions for {len(rows)} rows")
     return predict_rows(fitted, path, rows, registry, fallback=fallback, seen_path=seen_path, seen_gpus=seen_gpus,
@@ -994,5 +1022,5 @@ def record_choice(table: pd.DataFrame, meta: dict, experiment: str, registry, sc
         train_cfg = TrainConfig.from_dict(mlp.meta["train_config"]) if mlp is not None else TrainConfig()
     save_choice(directory, path, rows, registry, scores, mlp_dir=mlp_dir, feature_set=meta.get("feature_set", "v2"),
                 fallback=fallback, seen_path=seen_path, seen_scores=seen_scores, meta=meta, train_cfg=train_cfg,
-                default=default)
+                default=default, mlp=mlp)
     return path, scores

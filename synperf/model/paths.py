@@ -46,9 +46,10 @@ Ensemble (base ``ensemble``)
     are not the same, the mean's error is smaller than the worst one's, and a model that runs away on a GPU outside
     the training range moves the prediction by the cube root of its error only.
 
-Local correction (path ``local``, :class:`LocalModel`, rows of a training GPU only)
-    The residual model times the inverse-distance-weighted mean ratio ``latency / residual`` of the launch's nearest
-    measured training rows on the same GPU: the seen path's candidate for a held-out problem of a measured GPU.
+Local correction (paths ``local`` and ``local_mlp``, :class:`LocalModel`, rows of a training GPU only)
+    A base model (the residual model for ``local``, the MLP for ``local_mlp``) times the inverse-distance-weighted
+    mean ratio ``latency / base`` of the launch's nearest measured training rows on the same GPU: the seen path's
+    candidates for a held-out problem of a measured GPU.
 
 Path names (:data:`PATHS`): the base models ``mlp``, ``physical``, ``residual`` and ``ensemble``, and
 ``<mode>+<base>`` with mode ``transfer`` (ratio), ``shift`` (difference), ``sibling`` (ratio, from a source of the
@@ -81,12 +82,16 @@ PHYSICAL_TERMS = ("bl_memory_us", "bl_compute_us", "bl_xu_us", "work_per_sm_cycl
 PHYSICAL_LOWER = (0.0, 1.0, 1.0, 1.0, 0.0)
 #: the base models, each a path of its own
 BASES = ("mlp", "physical", "residual", "ensemble")
-#: the seen-GPU-only path: :class:`LocalModel`, for rows of a GPU with measured training rows; not in :data:`PATHS`
-#: (it has nothing to say about a GPU without measurements)
+#: the seen-GPU-only paths: :class:`LocalModel` on the residual model (:data:`LOCAL`) or on the MLP
+#: (:data:`LOCAL_MLP`), for rows of a GPU with measured training rows; not in :data:`PATHS` (they have nothing to say
+#: about a GPU without measurements)
 LOCAL = "local"
-#: the models each base (and :data:`LOCAL`) needs fitted
+LOCAL_MLP = "local_mlp"
+LOCAL_PATHS = (LOCAL, LOCAL_MLP)
+#: the models each base (and each of :data:`LOCAL_PATHS`) needs fitted
 BASE_MODELS = {"mlp": ("mlp",), "physical": ("physical",), "residual": ("residual",),
-               "ensemble": ("mlp", "physical", "residual"), LOCAL: ("residual", LOCAL)}
+               "ensemble": ("mlp", "physical", "residual"), LOCAL: ("residual", LOCAL),
+               LOCAL_MLP: ("mlp", LOCAL_MLP)}
 #: transfer modes of :func:`transfer_predict`
 TRANSFER_MODES = ("transfer", "shift", "sibling", "sibling_roofline")
 #: transfer modes that read a source of the target GPU's own architecture only: on a target without such a training
@@ -94,10 +99,10 @@ TRANSFER_MODES = ("transfer", "shift", "sibling", "sibling_roofline")
 SIBLING_MODES = ("sibling", "sibling_roofline")
 #: every prediction path, in tie-break order (a tie in selection keeps the earlier one)
 PATHS = BASES + tuple(f"{mode}+{base}" for mode in TRANSFER_MODES for base in BASES)
-#: the base model of each path (:data:`PATHS` and :data:`LOCAL`)
-BASE = {p: p.split("+")[-1] for p in PATHS + (LOCAL,)}
+#: the base model of each path (:data:`PATHS` and :data:`LOCAL_PATHS`)
+BASE = {p: p.split("+")[-1] for p in PATHS + LOCAL_PATHS}
 #: how a path carries a sibling's latency over (None: no transfer), see :func:`transfer_predict`
-TRANSFER = {p: (p.split("+")[0] if "+" in p else None) for p in PATHS + (LOCAL,)}
+TRANSFER = {p: (p.split("+")[0] if "+" in p else None) for p in PATHS + LOCAL_PATHS}
 
 
 def sibling_gpus(targets, training_gpus, registry) -> set:
@@ -325,51 +330,71 @@ LOCAL_NEIGHBOURS = 5
 
 @dataclass
 class LocalModel(JoblibModel):
-    """The residual model corrected by a launch's measured neighbours on the same GPU, for GPUs with training rows.
+    """A base model corrected by a launch's measured neighbours on the same GPU, for GPUs with training rows.
 
-    ``latency_us = residual(row) * exp(sum_j w_j r_j / sum_j w_j)`` over the :data:`LOCAL_NEIGHBOURS` nearest
-    training rows ``j`` of the row's GPU, with ``r_j = log(latency_j / residual(row_j))`` and ``w_j = 1 /
+    ``latency_us = base(row) * exp(sum_j w_j r_j / sum_j w_j)`` over the :data:`LOCAL_NEIGHBOURS` nearest
+    training rows ``j`` of the row's GPU, with ``r_j = log(latency_j / base(row_j))`` and ``w_j = 1 /
     distance`` (scikit-learn ``KNeighborsRegressor(weights="distance")``; a training row at distance 0 gives its own
     ratio; an exact k-d tree search, whose order among equidistant rows decides ties). Distance: Euclidean over the
-    residual model's numeric and linear design columns (``log1p`` of the
-    numeric features, the linear ones as they are), each standardized by the training rows' mean and standard
-    deviation. A held-out problem of a measured GPU sits between measured shapes of that GPU; the neighbours carry
-    what the residual model's trees, fitted across GPUs under a row cap, leave of that GPU's own deviation.
+    feature set's numeric and linear design columns (:meth:`ResidualModel._design`: ``log1p`` of the numeric
+    features, the linear ones as they are), each standardized by the training rows' mean and standard deviation.
+    A held-out problem of a measured GPU sits between measured shapes of that GPU; the neighbours carry what the
+    base model, fitted across GPUs under a row cap, leaves of that GPU's own deviation. The base is the residual
+    model (path ``local``, :meth:`fit`, kept in :attr:`residual`) or the MLP (path ``local_mlp``,
+    :meth:`fit_to_base`; its predictions are passed in).
 
     Attributes:
-        residual: the residual model the ratios are taken against (fitted on the same or a subset of the rows).
+        numeric, linear: the design columns (as :class:`ResidualModel`).
         mean, scale: the design columns' training mean and standard deviation (1 where it is 0).
         neighbours: GPU id -> the fitted regressor over that GPU's training rows.
+        residual: the residual model the ratios are taken against, None when the base is another model.
     """
 
-    residual: ResidualModel
+    numeric: list
+    linear: list
     mean: np.ndarray
     scale: np.ndarray
     neighbours: dict
+    residual: ResidualModel | None = None
 
     def _design(self, rows: pd.DataFrame) -> np.ndarray:
-        x = ResidualModel._design(rows, self.residual.numeric, self.residual.linear, [], {})
+        x = ResidualModel._design(rows, self.numeric, self.linear, [], {})
         return (x - self.mean) / self.scale
 
     @classmethod
     def fit(cls, rows: pd.DataFrame, residual: ResidualModel, registry, *, k: int = LOCAL_NEIGHBOURS,
-            residual_pred: np.ndarray | None = None) -> "LocalModel":
-        """Fit on feature-table ``rows`` (``gpu``, ``latency_us`` > 0 and ``residual``'s feature columns).
-
-        ``residual_pred``: ``residual``'s latency on ``rows`` (microseconds, positional), predicted here when None.
+            base_pred: np.ndarray | None = None) -> "LocalModel":
+        """Fit on feature-table ``rows`` (``gpu``, ``latency_us`` > 0 and ``residual``'s feature columns) against
+        ``residual`` (fitted on the same or a subset of the rows); ``base_pred``: ``residual``'s latency on ``rows``
+        (microseconds, positional), predicted here when None.
 
         Raises:
-            ValueError: no rows, or a latency that is not positive.
+            ValueError: as :meth:`fit_to_base`.
+        """
+        pred = residual.predict(rows, registry) if base_pred is None else base_pred
+        return cls.fit_to_base(rows, pred, residual.numeric, residual.linear, k=k, residual=residual)
+
+    @classmethod
+    def fit_to_base(cls, rows: pd.DataFrame, base_pred: np.ndarray, numeric: list, linear: list, *,
+                    k: int = LOCAL_NEIGHBOURS, residual: ResidualModel | None = None) -> "LocalModel":
+        """Fit on feature-table ``rows`` (``gpu``, ``latency_us`` > 0, the ``numeric`` and ``linear`` columns)
+        against a base model's latency on them (``base_pred``, microseconds, positional, > 0).
+
+        Raises:
+            ValueError: no rows, a latency or base prediction that is not positive, or ``base_pred`` not one value
+                per row.
         """
         from sklearn.neighbors import KNeighborsRegressor
 
         if len(rows) == 0:
             raise ValueError("local model: no training rows")
         y = rows["latency_us"].to_numpy(dtype="float64")
-        if not (y > 0).all():
-            raise ValueError("local model: every training latency_us must be > 0")
-        pred = residual.predict(rows, registry) if residual_pred is None else np.asarray(residual_pred, "float64")
-        x = ResidualModel._design(rows, residual.numeric, residual.linear, [], {})
+        pred = np.asarray(base_pred, dtype="float64")
+        if len(pred) != len(rows):
+            raise ValueError(f"local model: {len(pred)} base predictions for {len(rows)} rows")
+        if not (y > 0).all() or not (pred > 0).all():
+            raise ValueError("local model: every training latency_us and base prediction must be > 0")
+        x = ResidualModel._design(rows, numeric, linear, [], {})
         mean, scale = x.mean(axis=0), x.std(axis=0)
         scale = np.where(scale > 0, scale, 1.0)
         x = (x - mean) / scale
@@ -380,13 +405,15 @@ class LocalModel(JoblibModel):
             on = gpu == g
             neighbours[str(g)] = KNeighborsRegressor(n_neighbors=int(min(k, on.sum())), weights="distance",
                                                      algorithm="kd_tree").fit(x[on], r[on])
-        return cls(residual, mean, scale, neighbours)
+        return cls(list(numeric), list(linear), mean, scale, neighbours, residual)
 
-    def predict(self, rows: pd.DataFrame, registry, residual_pred: np.ndarray | None = None) -> np.ndarray:
-        """Predicted latency per row, microseconds, shape ``(len(rows),)`` (``residual_pred`` as :meth:`fit`).
+    def predict(self, rows: pd.DataFrame, registry, base_pred: np.ndarray | None = None) -> np.ndarray:
+        """Predicted latency per row, microseconds, shape ``(len(rows),)``; ``base_pred``: the base model's latency
+        on ``rows`` (microseconds, positional), predicted here when None and the base is the residual model.
 
         Raises:
-            ValueError: a row's GPU has no training rows here (the model predicts measured GPUs only).
+            ValueError: a row's GPU has no training rows here (the model predicts measured GPUs only); no
+                ``base_pred`` for a model whose base is not the residual model.
         """
         if len(rows) == 0:
             return np.zeros(0)
@@ -395,8 +422,11 @@ class LocalModel(JoblibModel):
         if unknown:
             raise ValueError(f"local model: no training rows of GPU(s) {unknown}; it predicts only "
                              f"{sorted(self.neighbours)}")
-        pred = self.residual.predict(rows, registry) if residual_pred is None else np.asarray(residual_pred,
-                                                                                             "float64")
+        if base_pred is None:
+            if self.residual is None:
+                raise ValueError("local model: its base is not the residual model; pass the base's predictions")
+            base_pred = self.residual.predict(rows, registry)
+        pred = np.asarray(base_pred, dtype="float64")
         x = self._design(rows)
         r = np.zeros(len(rows))
         for g in np.unique(gpu):
