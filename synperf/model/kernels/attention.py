@@ -225,7 +225,7 @@ def check_supported(df: pd.DataFrame, kernel: str, registry, where: str = "param
     cols = ["gpu", "implementation", "head_dim"] + (["seq_len", "num_heads", "num_kv_heads"]
                                                    if kernel == "attention_prefill" else [])
     sub = df[cols]
-    first = np.flatnonzero(~sub.astype(str).duplicated().to_numpy())
+    first = np.flatnonzero(~sub.duplicated().to_numpy())
     values = {c: sub[c].iloc[first].tolist() for c in cols}
     for j, i in enumerate(first):
         r = {c: values[c][j] for c in cols}
