@@ -20,9 +20,9 @@ reporting per row the path used (``transfer`` rows without a sibling fall back t
 
 The LOSGO choice answers "which path predicts a GPU that was not trained on"; rows on a training GPU (held-out
 problems of a seen GPU) get their own *seen path* instead, a zero-shot path or the local correction of the residual
-model or of the MLP by the GPU's own measured neighbours (:data:`SEEN_PATHS`), chosen by held-out problems inside the training rows
-(:func:`score_seen_paths`, :func:`choose_seen_path`): the MLP's own early-stopping validation rows, reproduced from
-its meta, so no further MLP is trained.
+model or of the MLP by the GPU's own measured neighbours (:data:`SEEN_PATHS`), chosen by held-out problems inside
+the training rows (:func:`score_seen_paths`, :func:`choose_seen_path`): the MLP's own early-stopping validation
+rows, reproduced from its meta, so no further MLP is trained.
 """
 
 from __future__ import annotations

@@ -265,8 +265,14 @@ class ResidualModel(JoblibModel):
 
     @staticmethod
     def _design(rows: pd.DataFrame, numeric, linear, categorical, levels) -> np.ndarray:
-        cols = [np.log1p(rows[c].astype("float64").fillna(0.0).clip(lower=0.0).to_numpy()) for c in numeric]
-        cols += [rows[c].astype("float64").fillna(0.0).to_numpy() for c in linear]
+        """Columns: ``log1p`` of the numeric features (missing as 0, negative clipped to 0), the linear ones
+        (missing as 0), the categorical ones as level codes (a value not in ``levels`` missing)."""
+        def filled(c):
+            x = rows[c].to_numpy(dtype="float64", na_value=np.nan)
+            return np.where(np.isnan(x), 0.0, x)
+
+        cols = [np.log1p(np.where(x >= 0.0, x, 0.0)) for x in map(filled, numeric)]
+        cols += [filled(c) for c in linear]
         cols += [_level_codes(rows[c], levels[c]) for c in categorical]
         return np.column_stack(cols) if cols else np.zeros((len(rows), 0))
 

@@ -12,7 +12,8 @@ Two schedulers:
 
 Both return per-SM task lists. :func:`busiest_sm` reduces per-class task sets to
 the demand vector of the most-loaded SM, with a closed form for uniform tasks and
-an exact simulation (cached) for small heterogeneous sets.
+an exact simulation (cached) for small heterogeneous sets; :func:`busiest_sm_sets` does
+the same for many task sets at once.
 
 Occupancy (:func:`ctas_per_sm`) follows the CUDA occupancy rules: resident CTAs
 per SM are limited by warps, registers, shared memory and the CTA cap
@@ -171,21 +172,55 @@ def busiest_sm(counts, costs, num_sms: int, slots_per_sm: int = 1, policy: str =
         :data:`SIMULATE_MAX_TASKS` tasks: the list-scheduling bound, i.e. every class spread
         evenly (``n_c / num_sms``) plus one task of the costliest class.
     """
-    counts = tuple(np.asarray(counts).astype("int64").tolist())  # int(n) of each, in one numpy call
-    costs = tuple(np.asarray(costs, dtype="float64").tolist())
-    if policy not in ("hardware", "persistent"):
-        raise ValueError(f"unknown scheduling policy {policy!r}")
-    total = sum(counts)
+    counts = np.asarray(counts).astype("int64")
+    return busiest_sm_sets(counts, costs, [len(counts)], num_sms, slots_per_sm, policy, order)
+
+
+def busiest_sm_sets(counts, costs, classes, num_sms, slots_per_sm=1, policy="hardware",
+                    order="interleaved") -> np.ndarray:
+    """:func:`busiest_sm` of many task sets at once.
+
+    Args:
+        counts, costs: tasks per class and cost of one task of each class, the classes of every set one set after
+            the other.
+        classes: classes per set (ints), summing to ``len(counts)``.
+        num_sms, slots_per_sm, policy, order: as :func:`busiest_sm`, one value for every set or one per set.
+
+    Returns:
+        float array shaped like ``counts``: per class, the tasks on its set's most-loaded SM. Sets of one class
+        with tasks and sets above :data:`SIMULATE_MAX_TASKS` tasks take their closed forms column-wise; each other
+        set is simulated once per distinct (classes, costs, machine, policy, order).
+
+    Raises:
+        ValueError: an unknown policy.
+    """
+    counts = np.asarray(counts).astype("int64")
+    costs = np.asarray(costs, dtype="float64")
+    classes = np.asarray(classes, dtype="int64")
+    m = len(classes)
+    sms, slots = (np.broadcast_to(np.asarray(v, dtype="int64"), (m,)) for v in (num_sms, slots_per_sm))
+    policy, order = (np.broadcast_to(np.asarray(v, dtype=object), (m,)) for v in (policy, order))
+    unknown = set(policy.tolist()) - {"hardware", "persistent"}
+    if unknown:
+        raise ValueError(f"unknown scheduling policy {sorted(unknown)[0]!r}")
+    of = np.repeat(np.arange(m), classes)  # the set of each class
+    starts = np.cumsum(classes) - classes
+    total = np.bincount(of, weights=counts, minlength=m)
+    nonzero = np.bincount(of, weights=counts > 0, minlength=m)
     out = np.zeros(len(counts))
-    if total == 0:
-        return out
-    n = np.asarray(counts)
-    nonzero = np.flatnonzero(n > 0)
-    if len(nonzero) == 1:
-        out[nonzero[0]] = math.ceil(counts[nonzero[0]] / num_sms)
-        return out
-    if total > SIMULATE_MAX_TASKS:
-        out = n.astype(float) / num_sms
-        out[int(np.argmax(np.where(n > 0, np.asarray(costs), -1.0)))] += 1.0
-        return out
-    return np.asarray(_busiest_counts(counts, costs, num_sms, slots_per_sm, policy, order))
+    one = (nonzero == 1)[of] & (counts > 0)
+    out[one] = np.ceil(counts[one] / sms[of[one]])
+    bound = (nonzero > 1) & (total > SIMULATE_MAX_TASKS)
+    if bound.any():  # every class spread evenly plus one task of the costliest class (its first, on a tie)
+        on = bound[of]
+        out[on] = counts[on].astype(float) / sms[of[on]]
+        key = np.where(counts > 0, costs, -1.0)
+        top = np.full(m, -np.inf)
+        np.maximum.at(top, of[on], key[on])
+        at = np.flatnonzero(on & (key == top[of]))
+        out[at[np.unique(of[at], return_index=True)[1]]] += 1.0
+    for i in np.flatnonzero((nonzero > 1) & (total <= SIMULATE_MAX_TASKS)):
+        cls = slice(starts[i], starts[i] + classes[i])
+        out[cls] = _busiest_counts(tuple(counts[cls].tolist()), tuple(costs[cls].tolist()), int(sms[i]),
+                                   int(slots[i]), str(policy[i]), str(order[i]))
+    return out

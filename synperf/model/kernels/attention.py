@@ -125,9 +125,6 @@ def work_decode(df: pd.DataFrame) -> pd.DataFrame:
 # per score plus one rescale exp per row and kv tile (online softmax); FMA = 2 per score (scale and
 # subtract the running max, accumulate the row sum); loads = the Q tile + the K and V it reads.
 # --------------------------------------------------------------------------------------------------
-import math  # noqa: E402
-from functools import lru_cache  # noqa: E402
-
 from synperf.data.implementations import implementation_model  # noqa: E402
 from synperf.data.io import InputError  # noqa: E402
 from synperf.model.kernels.tasks import TaskSet, uniform_summary  # noqa: E402
@@ -228,7 +225,7 @@ def check_supported(df: pd.DataFrame, kernel: str, registry, where: str = "param
     cols = ["gpu", "implementation", "head_dim"] + (["seq_len", "num_heads", "num_kv_heads"]
                                                    if kernel == "attention_prefill" else [])
     sub = df[cols]
-    first = np.flatnonzero(~sub.astype(str).duplicated().to_numpy())
+    first = np.flatnonzero(~sub.duplicated().to_numpy())
     values = {c: sub[c].iloc[first].tolist() for c in cols}
     for j, i in enumerate(first):
         r = {c: values[c][j] for c in cols}
@@ -278,17 +275,23 @@ def _prefill_geometry(path: str, S: int, H: int, Hkv: int, D: int, spec
     return 128, 128, 128.0, S, H, 4, D
 
 
-def _q_tile_classes(rows_total: int, tq: int, tkv: int, q_per_tile: float, S: int, w: int, prefix: int = 0):
+def _q_tile_classes(rows_total, tq, tkv, q_per_tile, S, w, prefix=0):
     """Per q-tile: kv tiles read (causal over a ``prefix + S`` context, optional sliding window) and valid
-    query rows."""
-    n_q = math.ceil(rows_total / tq)
-    i = np.arange(n_q)
-    q_end = prefix + np.minimum((i + 1) * q_per_tile, S)
-    q_start = prefix + i * q_per_tile
-    kv_lo = np.floor(np.maximum(0.0, q_start - w + 1) / tkv) * tkv if w > 0 else np.zeros(n_q)
-    kv_tiles = np.ceil(np.maximum(np.ceil(q_end) - kv_lo, 1) / tkv)
-    valid = np.minimum(tq, rows_total - i * tq).astype("float64")
-    return kv_tiles, valid
+    query rows, and the q-tiles per launch. The arguments are one launch's values or arrays of one value per
+    launch; the q-tiles of all launches come one launch after the other."""
+    rows_total, tq, tkv, S, w, prefix = (np.atleast_1d(np.asarray(v, dtype="int64"))
+                                         for v in (rows_total, tq, tkv, S, w, prefix))
+    q_per_tile = np.atleast_1d(np.asarray(q_per_tile, dtype="float64"))
+    n_q = np.ceil(rows_total / tq).astype("int64")
+    launch = np.repeat(np.arange(len(n_q)), n_q)
+    i = np.arange(len(launch)) - np.repeat(np.cumsum(n_q) - n_q, n_q)
+    qpt, P, tkv_, w_ = q_per_tile[launch], prefix[launch], tkv[launch], w[launch]
+    q_end = P + np.minimum((i + 1) * qpt, S[launch])
+    q_start = P + i * qpt
+    kv_lo = np.where(w_ > 0, np.floor(np.maximum(0.0, q_start - w_ + 1) / tkv_) * tkv_, 0.0)
+    kv_tiles = np.ceil(np.maximum(np.ceil(q_end) - kv_lo, 1) / tkv_)
+    valid = np.minimum(tq[launch], rows_total[launch] - i * tq[launch]).astype("float64")
+    return kv_tiles, valid, n_q
 
 
 def _slots(path: str, spec, tq: int, tkv: int, D: int, warps: int = 4) -> int:
@@ -330,7 +333,7 @@ def prefill_tasks(row: dict, spec) -> TaskSet:
     kvb = _kv_elem_bytes(row["kv_cache_dtype"])
     path = attention_path(str(row["implementation"]), spec)
     tq, tkv, qpt, rows_total, units_per_seq, warps, hd = _prefill_geometry(path, S, H, Hkv, D, spec)
-    kvt, valid = _q_tile_classes(rows_total, tq, tkv, qpt, S, w, P)
+    kvt, valid, _ = _q_tile_classes(rows_total, tq, tkv, qpt, S, w, P)
     kv = kvt * tkv
     return TaskSet(
         counts=np.full(len(kvt), B * units_per_seq),
@@ -347,26 +350,47 @@ def prefill_tasks(row: dict, spec) -> TaskSet:
         sched_cost=kvt)
 
 
-@lru_cache(maxsize=None)
-def _prefill_signature(units: int, rows_total: int, tq: int, tkv: int, qpt: float, S: int, w: int, sms: int,
-                       slots: int, persistent: bool, prefix: int = 0) -> tuple[float, ...]:
-    """Sums over one launch's q-tiles and over the busiest SM's tasks: (n_q, sum kvt, sum valid*kvt,
-    sum mma_rows*kvt, busiest tasks, busiest sum kvt, busiest sum valid*kvt, busiest sum mma_rows*kvt)."""
-    from synperf.model.schedule import busiest_sm
+#: q-tiles :func:`_prefill_sums` takes at a time: its per-q-tile arrays (16,384 float64, 128 KB each) stay in cache,
+#: where arrays over all q-tiles of a batch (millions with long prompts) do not
+Q_TILE_BLOCK = 16384
 
-    kvt, valid = _q_tile_classes(rows_total, tq, tkv, qpt, S, w, prefix)
-    mma = np.minimum(tq, np.ceil(valid / 16.0) * 16.0)
-    per_sm = busiest_sm(np.full(len(kvt), units), kvt, sms, slots, "persistent" if persistent else "hardware",
-                        "descending" if persistent else "interleaved")
-    return (float(len(kvt)), float(kvt.sum()), float((valid * kvt).sum()), float((mma * kvt).sum()),
-            float(per_sm.sum()), float((per_sm * kvt).sum()), float((per_sm * valid * kvt).sum()),
-            float((per_sm * mma * kvt).sum()))
+
+def _prefill_sums(units, rows_total, tq, tkv, qpt, S, w, prefix, sms: int, slots, persistent) -> np.ndarray:
+    """Sums over each launch's q-tiles and over its busiest SM's tasks, shape ``(8, launches)``: n_q, sum kvt,
+    sum valid*kvt, sum mma_rows*kvt, busiest tasks, busiest sum kvt, busiest sum valid*kvt, busiest sum
+    mma_rows*kvt. Arguments: one value per launch (arrays) of its task units per q-tile, geometry
+    (:func:`_prefill_geometry`), window, cached prefix, resident CTAs per SM and scheduler (FA3's persistent one or
+    the hardware one), on ``sms`` SMs; the launches are taken in blocks of about :data:`Q_TILE_BLOCK` q-tiles."""
+    from synperf.model.kernels.tasks import set_sums
+    from synperf.model.schedule import busiest_sm_sets
+
+    args = [np.asarray(v) for v in (units, rows_total, tq, tkv, qpt, S, w, prefix, slots, persistent)]
+    out = np.empty((8, len(args[0])))
+    blocks = np.cumsum(np.ceil(args[1] / args[2])) // Q_TILE_BLOCK
+    for part in np.split(np.arange(len(args[0])), np.flatnonzero(np.diff(blocks)) + 1):
+        units, rows_total, tq, tkv, qpt, S, w, prefix, slots, persistent = (v[part] for v in args)
+        kvt, valid, n_q = _q_tile_classes(rows_total, tq, tkv, qpt, S, w, prefix)
+        mma = np.minimum(np.repeat(tq, n_q), np.ceil(valid / 16.0) * 16.0)
+        per_sm = busiest_sm_sets(np.repeat(units, n_q), kvt, n_q, sms, slots,
+                                 np.where(persistent, "persistent", "hardware"),
+                                 np.where(persistent, "descending", "interleaved"))
+        out[0, part] = n_q
+        out[1:, part] = set_sums(np.stack([kvt, valid * kvt, mma * kvt, per_sm, per_sm * kvt, per_sm * valid * kvt,
+                                           per_sm * mma * kvt]), n_q)
+    return out
+
+
+def _first_appearance(keys: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(code of each row's distinct key, numbered in order of first appearance; position of each key's first row)."""
+    codes = keys.groupby(list(keys.columns), sort=False).ngroup().to_numpy()
+    return codes, np.unique(codes, return_index=True)[1]
 
 
 def decompose_prefill(df: pd.DataFrame, registry) -> pd.DataFrame:
-    """Vectorised :func:`prefill_tasks` + scheduling summary: the per-launch sums only depend on a small
-    signature (tiles, units, sequence, cached prefix, window, SMs, occupancy), which is simulated once and
-    cached.
+    """Vectorised :func:`prefill_tasks` + scheduling summary: the geometry is resolved once per distinct
+    (implementation, sequence, heads, head_dim), and the per-launch sums, which only depend on a small signature
+    (tiles, units, sequence, cached prefix, window, SMs, occupancy), once per distinct signature
+    (:func:`_prefill_sums`).
 
     Raises:
         InputError: unknown implementation label, or a head_dim/GPU no modelled kernel runs.
@@ -374,51 +398,62 @@ def decompose_prefill(df: pd.DataFrame, registry) -> pd.DataFrame:
     out = []
     for gpu, g in df.groupby("gpu", sort=False):
         spec = registry[gpu]
-        L = _prefill_kv_len(g)
-        recs, path_of, geometry = [], {}, {}  # per distinct label and per distinct (path, S, H, Hkv, D)
+        L = _prefill_kv_len(g).to_numpy()
         S_rows = g["seq_len"].astype("float64").to_numpy().astype("int64")
         keys = pd.DataFrame({
             **{c: g[c].astype("float64").to_numpy().astype("int64")
                for c in ("batch_size", "seq_len", "num_heads", "num_kv_heads", "head_dim")},
             "window_size": g["window_size"].astype("float64").fillna(0.0).to_numpy().astype("int64"),
             "implementation": g["implementation"].astype(str).to_numpy(),
-            "prefix": np.maximum(0, L.to_numpy().astype("int64") - S_rows)})
-        # one simulation per distinct launch (first-appearance order, so the first bad row raises first)
-        codes = keys.groupby(list(keys.columns), sort=False).ngroup().to_numpy()
-        for B, S, H, Hkv, D, w, impl, P in keys.drop_duplicates().itertuples(index=False):
-            B, S, H, Hkv, D, w, impl, P = int(B), int(S), int(H), int(Hkv), int(D), int(w), str(impl), int(P)
+            "prefix": np.maximum(0, L.astype("int64") - S_rows)})
+        codes, first = _first_appearance(keys)  # row -> distinct launch
+        launches = keys.iloc[first]
+        # one geometry per distinct shape, in first-appearance order, so the first bad row raises first
+        shape = ["implementation", "seq_len", "num_heads", "num_kv_heads", "head_dim"]
+        shape_of, first = _first_appearance(launches[shape])
+        geometry, path_of, slots_of = [], {}, {}
+        for impl, S, H, Hkv, D in launches[shape].iloc[first].itertuples(index=False):
             path = path_of.get(impl) or path_of.setdefault(impl, attention_path(impl, spec))
-            gkey = (path, S, H, Hkv, D)
-            if gkey not in geometry:
-                geo = _prefill_geometry(path, S, H, Hkv, D, spec)
-                geometry[gkey] = (geo, _slots(path, spec, geo[0], geo[1], geo[6], geo[5]))
-            (tq, tkv, qpt, rows_total, ups, warps, hd), slots = geometry[gkey]
-            sig = _prefill_signature(B * ups, rows_total, tq, tkv, qpt, S, w, spec.sm_count, slots, path == "fa3",
-                                     P)
-            recs.append((B * ups, tq, tkv, slots, float(path == "fa3")) + sig)
-        a = pd.DataFrame(recs, columns=["units", "tq", "tkv", "slots", "persistent", "n_q", "kvt", "vkvt", "mkvt",
-                                        "b_n", "b_kvt", "b_vkvt", "b_mkvt"]).iloc[codes]
-        a.index = g.index
-        D = g["head_dim"].astype("float64")
-        kvb = _map_distinct(g["kv_cache_dtype"], _kv_elem_bytes)
-        B, S, H, Hkv = (g[c].astype("float64") for c in ("batch_size", "seq_len", "num_heads", "num_kv_heads"))
-        s = pd.DataFrame(index=g.index)
-        s["num_tasks"] = a["units"] * a["n_q"]
-        s["ctas_per_sm"] = a["slots"]
-        s["persistent"] = a["persistent"]
-        s["tensor_all_ops"] = a["units"] * 4.0 * a["tkv"] * D * a["mkvt"]
-        s["fma_all_ops"] = a["units"] * 2.0 * a["tkv"] * a["vkvt"]
-        s["xu_all_ops"] = a["units"] * (a["tkv"] + 1.0) * a["vkvt"]
-        s["load_all_bytes"] = a["units"] * (a["n_q"] * a["tq"] * D * 2.0 + a["tkv"] * D * 2.0 * kvb * a["kvt"])
-        s["dram_bytes"] = B * (S * H * D * 2.0 + L * 2.0 * Hkv * D * kvb)
-        s["store_bytes"] = B * S * H * D * 2.0
-        s["sm_max_tensor_ops"] = 4.0 * a["tkv"] * D * a["b_mkvt"]
-        s["sm_max_fma_ops"] = 2.0 * a["tkv"] * a["b_vkvt"]
-        s["sm_max_xu_ops"] = (a["tkv"] + 1.0) * a["b_vkvt"]
-        s["sm_max_load_bytes"] = a["b_n"] * a["tq"] * D * 2.0 + a["tkv"] * D * 2.0 * kvb * a["b_kvt"]
-        s["sm_max_tasks"] = a["b_n"]
-        s["tile_q"], s["kv_splits"] = a["tq"], 1.0
-        out.append(s)
+            tq, tkv, qpt, rows_total, ups, warps, hd = _prefill_geometry(path, int(S), int(H), int(Hkv), int(D),
+                                                                         spec)
+            tile = (path, tq, tkv, hd, warps)
+            if tile not in slots_of:
+                slots_of[tile] = _slots(path, spec, tq, tkv, hd, warps)
+            geometry.append((tq, tkv, qpt, rows_total, ups, slots_of[tile], path == "fa3"))
+        tq, tkv, qpt, rows_total, ups, slots, fa3 = (np.array(v)[shape_of] for v in zip(*geometry))
+        sig = pd.DataFrame({"units": launches["batch_size"].to_numpy() * ups, "rows_total": rows_total, "tq": tq,
+                            "tkv": tkv, "qpt": qpt, "S": launches["seq_len"].to_numpy(),
+                            "w": launches["window_size"].to_numpy(), "prefix": launches["prefix"].to_numpy(),
+                            "slots": slots, "persistent": fa3})
+        sig_of, first = _first_appearance(sig)  # distinct launch -> signature
+        u = sig.iloc[first]
+        sums = _prefill_sums(*(u[c].to_numpy() for c in ("units", "rows_total", "tq", "tkv", "qpt", "S", "w",
+                                                           "prefix")),
+                             spec.sm_count, u["slots"].to_numpy(), u["persistent"].to_numpy())
+        n_q, kvt, vkvt, mkvt, b_n, b_kvt, b_vkvt, b_mkvt = sums[:, sig_of[codes]]
+        units, tq, tkv, slots = (sig[c].to_numpy()[codes] for c in ("units", "tq", "tkv", "slots"))
+        persistent = fa3[codes].astype("float64")
+        D = g["head_dim"].astype("float64").to_numpy()
+        kvb = _map_distinct(g["kv_cache_dtype"], _kv_elem_bytes).to_numpy()
+        B, S, H, Hkv = (g[c].astype("float64").to_numpy() for c in ("batch_size", "seq_len", "num_heads",
+                                                                     "num_kv_heads"))
+        out.append(pd.DataFrame({
+            "num_tasks": units * n_q,
+            "ctas_per_sm": slots,
+            "persistent": persistent,
+            "tensor_all_ops": units * 4.0 * tkv * D * mkvt,
+            "fma_all_ops": units * 2.0 * tkv * vkvt,
+            "xu_all_ops": units * (tkv + 1.0) * vkvt,
+            "load_all_bytes": units * (n_q * tq * D * 2.0 + tkv * D * 2.0 * kvb * kvt),
+            "dram_bytes": B * (S * H * D * 2.0 + L * 2.0 * Hkv * D * kvb),
+            "store_bytes": B * S * H * D * 2.0,
+            "sm_max_tensor_ops": 4.0 * tkv * D * b_mkvt,
+            "sm_max_fma_ops": 2.0 * tkv * b_vkvt,
+            "sm_max_xu_ops": (tkv + 1.0) * b_vkvt,
+            "sm_max_load_bytes": b_n * tq * D * 2.0 + tkv * D * 2.0 * kvb * b_kvt,
+            "sm_max_tasks": b_n,
+            "tile_q": tq,
+            "kv_splits": 1.0}, index=g.index))
     return pd.concat(out).loc[df.index]
 
 

@@ -17,10 +17,11 @@ V1_BLOCK_M = 64
 
 
 def routing_alpha(distribution: pd.Series) -> pd.Series:
-    """Power-law exponent of the routing (``power_law_<alpha>``), 0 for balanced/random."""
-    s = distribution.astype("string").fillna("")
-    alpha = pd.to_numeric(s.str.extract(r"power_law_([0-9.]+)")[0], errors="coerce")
-    return alpha.fillna(0.0).astype("float64")
+    """Power-law exponent of the routing (``power_law_<alpha>``), 0 for balanced/random; parsed once per distinct
+    label."""
+    codes, labels = pd.factorize(distribution.astype("string").fillna(""))
+    alpha = pd.to_numeric(pd.Series(labels, dtype="string").str.extract(r"power_law_([0-9.]+)")[0], errors="coerce")
+    return pd.Series(alpha.fillna(0.0).astype("float64").to_numpy()[codes], index=distribution.index)
 
 
 def expected_active_experts(pairs: pd.Series, num_experts: pd.Series, experts_local: pd.Series) -> pd.Series:
@@ -123,7 +124,7 @@ def expert_loads(num_tokens: int, topk: int, num_experts: int, ep: int, distribu
     if rem > 0:
         order = np.argsort(-(load - counts), kind="stable")[:rem]
         counts[order] += 1
-    return tuple(int(x) for x in counts[::max(1, ep)][: max(1, num_experts // max(1, ep))])
+    return tuple(counts[::max(1, ep)][: max(1, num_experts // max(1, ep))].tolist())
 
 
 def tasks(row: dict, spec) -> TaskSet:
@@ -227,6 +228,17 @@ def _config_value(v, default: int) -> int:
     return default
 
 
+def _config_values(given: pd.Series, default: np.ndarray) -> np.ndarray:
+    """:func:`_config_value` of each value of ``given`` with the row's ``default`` (int64); column-wise for a
+    numeric column whose values are integers below 2**53 in magnitude or missing."""
+    if pd.api.types.is_numeric_dtype(given.dtype) and not pd.api.types.is_bool_dtype(given.dtype):
+        x = given.to_numpy(dtype="float64", na_value=np.nan)
+        v = x[~np.isnan(x)]
+        if (v == np.floor(v)).all() and (np.abs(v) < 2.0 ** 53).all():
+            return np.where(np.isnan(x), default, x).astype("int64")
+    return np.array([_config_value(v, int(d)) for v, d in zip(given.tolist(), default)], dtype="int64")
+
+
 @lru_cache(maxsize=200_000)
 def _load_stats(num_tokens: int, topk: int, num_experts: int, ep: int, distribution: str, block_m: int
                 ) -> tuple[int, int, int]:
@@ -279,8 +291,8 @@ def summary_table(rows: pd.DataFrame, registry) -> pd.DataFrame:
            "group_size_m": np.where(block, 32, np.where(small, 1, 8)),
            "num_warps": np.full(n, 4), "num_stages": np.full(n, 3)}
     for k, default in cfg.items():
-        given = rows[k].tolist() if k in rows.columns else [None] * n
-        cfg[k] = np.array([_config_value(v, int(d)) for v, d in zip(given, default)], dtype="int64")
+        if k in rows.columns:
+            cfg[k] = _config_values(rows[k], default)
     BM, BN, BK = cfg["block_size_m"], cfg["block_size_n"], cfg["block_size_k"]
     stats = np.array([_load_stats(*k) for k in zip(T.tolist(), topk.tolist(), E.tolist(), ep.tolist(), dist.tolist(),
                                                    BM.tolist())], dtype="int64").reshape(n, 3)

@@ -102,6 +102,42 @@ class TaskSet:
         return out
 
 
+def set_sums(values: np.ndarray, classes) -> np.ndarray:
+    """Per task set, the sum of ``values`` over its classes, bit for bit as ``values[..., set].sum()`` gives it
+    (NumPy's pairwise summation over each set's classes in order).
+
+    Integer values whose absolute sum is below 2**53 sum exactly in any order: such sums are taken in one pass
+    (``np.add.reduceat``). Of the other sets, those of more than 64 classes are summed slice by slice, the shorter
+    ones per class count k as the rows of a C-contiguous (sets, k) block, which NumPy sums pairwise per row, as it
+    sums a 1-d array.
+
+    Args:
+        values: shape ``(n,)`` or ``(rows, n)``, the classes of every set one set after the other.
+        classes: classes per set (ints), summing to ``n``.
+
+    Returns:
+        shape ``(len(classes),)`` or ``(rows, len(classes))``.
+    """
+    classes = np.asarray(classes, dtype="int64")
+    v = np.atleast_2d(values)
+    starts = np.cumsum(classes) - classes
+    out = np.zeros((len(v), len(classes)))
+    some = np.flatnonzero(classes > 0)
+    if len(some):
+        at = starts[some]
+        out[:, some] = np.add.reduceat(v, at, axis=1)
+        inexact = np.zeros(out.shape, dtype=bool)
+        inexact[:, some] = ((np.add.reduceat(v != np.floor(v), at, axis=1) > 0)
+                            | (np.add.reduceat(np.abs(v), at, axis=1) >= 2.0 ** 53))
+        for r in range(len(v)):
+            for i in np.flatnonzero(inexact[r] & (classes > 64)):  # long sets: their own slices, without copying
+                out[r, i] = v[r, starts[i]:starts[i] + classes[i]].sum()
+            for k in np.unique(classes[inexact[r] & (classes <= 64)]):
+                sets = np.flatnonzero(inexact[r] & (classes == k))
+                out[r, sets] = v[r][starts[sets][:, None] + np.arange(k)].sum(axis=1)
+    return out if np.ndim(values) == 2 else out[0]
+
+
 def uniform_summary(num_tasks: pd.Series, num_sms: pd.Series, per_task: dict[str, pd.Series],
                     dram_bytes: pd.Series, store_bytes: pd.Series, ctas_per_sm: pd.Series,
                     persistent: pd.Series) -> pd.DataFrame:
