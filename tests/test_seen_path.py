@@ -321,7 +321,9 @@ def test_the_local_model_is_the_residual_model_times_its_nearest_same_gpu_ratios
         LocalModel.load(tmp_path / "residual.joblib")
 
 
-def test_a_recorded_local_seen_path_predicts_training_gpus_from_its_file(vidur_gemm, fitted, registry, tmp_path):
+@pytest.mark.parametrize("seen_path", ["local", "local_mlp"])
+def test_a_recorded_local_seen_path_predicts_training_gpus_from_its_file(vidur_gemm, fitted, registry, tmp_path,
+                                                                         seen_path):
     from synperf.api import predict
     from synperf.model.paths import LocalModel
 
@@ -330,17 +332,25 @@ def test_a_recorded_local_seen_path_predicts_training_gpus_from_its_file(vidur_g
     mlp.meta["feature_set"] = "v2"
     exp_dir = tmp_path / "gemm_fp16_vidur"
     mlp.save(exp_dir / "v2-all")
-    S.save_choice(exp_dir, "physical", tr, registry, mlp_dir="v2-all", feature_set="v2", seen_path="local",
-                  meta=meta, train_cfg=TRAIN)
+    if seen_path == "local_mlp":
+        with pytest.raises(ValueError, match="local_mlp"):  # the MLP's local model needs the MLP
+            S.save_choice(exp_dir, "physical", tr, registry, mlp_dir="v2-all", seen_path="local_mlp", meta=meta)
+    S.save_choice(exp_dir, "physical", tr, registry, mlp_dir="v2-all", feature_set="v2", seen_path=seen_path,
+                  meta=meta, train_cfg=TRAIN, mlp=mlp if seen_path == "local_mlp" else None)
     rec = S.load_choice(exp_dir)
-    assert rec["seen_path"] == "local" and rec["local"] == S.LOCAL_FILE and rec["residual"] == S.RESIDUAL_FILE
+    file = {"local": S.LOCAL_FILE, "local_mlp": S.LOCAL_MLP_FILE}[seen_path]
+    assert rec["seen_path"] == seen_path and rec[seen_path] == file
+    assert ("residual" in rec) == (seen_path == "local")  # only the residual model's local model reads it
+    assert set(rec) & {"local", "local_mlp"} == {seen_path}
     cols = ["implementation", "dtype", "m", "n", "k", "batch"]
     a100 = table[table.gpu == SEEN[0]].head(40).reset_index(drop=True)
     got = predict("gemm", a100[cols], SEEN[0], experiment="gemm_fp16_vidur", models_dir=tmp_path,
                   registry=registry)
-    assert set(got["prediction_path"]) == {"local"} and got["source_gpu"].isna().all()
-    feats = S._with_features(a100[cols].assign(kernel="gemm", gpu=SEEN[0]), registry, "v2")[0]
-    want = LocalModel.load(exp_dir / S.LOCAL_FILE).predict(with_spec_columns(feats, registry), registry)
+    assert set(got["prediction_path"]) == {seen_path} and got["source_gpu"].isna().all()
+    feats = with_spec_columns(S._with_features(a100[cols].assign(kernel="gemm", gpu=SEEN[0]), registry, "v2")[0],
+                              registry)
+    base = mlp.predict_latency_us(S._frame(feats, meta)) if seen_path == "local_mlp" else None
+    want = LocalModel.load(exp_dir / file).predict(feats, registry, base_pred=base)
     np.testing.assert_allclose(got["predicted_latency_us"], want, rtol=1e-9)
     # another GPU keeps the recorded path
     a40 = predict("gemm", table[table.gpu == "a40"].head(5)[cols], "a40", experiment="gemm_fp16_vidur",
@@ -374,35 +384,6 @@ def test_the_local_model_on_the_mlp_corrects_the_mlp_by_its_nearest_same_gpu_rat
         local.predict(new.head(3), registry)  # the MLP is not inside the model: its predictions must be given
     with pytest.raises(ValueError, match="> 0"):
         LocalModel.fit_to_base(tr.head(10), -np.ones(10), residual.numeric, residual.linear)
-
-
-def test_a_recorded_local_mlp_seen_path_predicts_training_gpus_from_its_file(vidur_gemm, fitted, registry, tmp_path):
-    from synperf.api import predict
-    from synperf.model.paths import LocalModel
-
-    table, meta = vidur_gemm
-    tr, mlp = fitted
-    mlp.meta["feature_set"] = "v2"
-    exp_dir = tmp_path / "gemm_fp16_vidur"
-    mlp.save(exp_dir / "v2-all")
-    with pytest.raises(ValueError, match="local_mlp"):
-        S.save_choice(exp_dir, "physical", tr, registry, mlp_dir="v2-all", seen_path="local_mlp", meta=meta)
-    S.save_choice(exp_dir, "physical", tr, registry, mlp_dir="v2-all", feature_set="v2", seen_path="local_mlp",
-                  meta=meta, train_cfg=TRAIN, mlp=mlp)
-    rec = S.load_choice(exp_dir)
-    assert rec["seen_path"] == "local_mlp" and rec["local_mlp"] == S.LOCAL_MLP_FILE and "local" not in rec
-    cols = ["implementation", "dtype", "m", "n", "k", "batch"]
-    a100 = table[table.gpu == SEEN[0]].head(40).reset_index(drop=True)
-    got = predict("gemm", a100[cols], SEEN[0], experiment="gemm_fp16_vidur", models_dir=tmp_path,
-                  registry=registry)
-    assert set(got["prediction_path"]) == {"local_mlp"} and got["source_gpu"].isna().all()
-    feats = S._with_features(a100[cols].assign(kernel="gemm", gpu=SEEN[0]), registry, "v2")[0]
-    want = LocalModel.load(exp_dir / S.LOCAL_MLP_FILE).predict(
-        feats, registry, base_pred=mlp.predict_latency_us(S._frame(feats, meta)))
-    np.testing.assert_allclose(got["predicted_latency_us"], want, rtol=1e-9)
-    a40 = predict("gemm", table[table.gpu == "a40"].head(5)[cols], "a40", experiment="gemm_fp16_vidur",
-                  models_dir=tmp_path, registry=registry)
-    assert set(a40["prediction_path"]) == {"physical"}
 
 
 def test_a_leave_one_gpu_out_fold_with_the_configured_rows_reuses_them_only_under_the_same_default(

@@ -51,6 +51,7 @@ from synperf.model.paths import (
     LocalModel,
     PhysicalModel,
     ResidualModel,
+    design_columns,
     sibling_gpus,
     source_keys,
     transfer_predict,
@@ -173,9 +174,7 @@ def base_predictions(fitted: FittedPaths, bases, rows: pd.DataFrame, registry, k
 def fit_local_mlp(rows: pd.DataFrame, meta: dict, mlp: TrainedModel) -> LocalModel:
     """:meth:`synperf.model.paths.LocalModel.fit_to_base` on ``rows`` against ``mlp``'s latency on them, over the
     feature set's numeric and linear columns (the residual model's design columns)."""
-    linear = list(meta["linear"])
-    numeric = [c for c in meta["numeric"] if c not in linear]
-    return LocalModel.fit_to_base(rows, mlp.predict_latency_us(_frame(rows, meta)), numeric, linear)
+    return LocalModel.fit_to_base(rows, mlp.predict_latency_us(_frame(rows, meta)), *design_columns(meta))
 
 
 def fit_residual(rows: pd.DataFrame, meta: dict, registry, train_cfg: TrainConfig) -> ResidualModel:

@@ -232,6 +232,13 @@ class JoblibModel:
         return model
 
 
+def design_columns(meta: dict) -> tuple[list, list]:
+    """The numeric (log1p) and linear design columns of a feature set's sidecar ``meta``: ``linear`` as listed, the
+    ``numeric`` ones that are not also linear."""
+    linear = list(meta["linear"])
+    return [c for c in meta["numeric"] if c not in linear], linear
+
+
 def _level_codes(column: pd.Series, levels: dict) -> np.ndarray:
     """``levels[str(value)]`` per row as float64 (NaN for a value not in ``levels``), shape ``(len(column),)``;
     each distinct value is converted and looked up once."""
@@ -294,8 +301,7 @@ class ResidualModel(JoblibModel):
         from sklearn.ensemble import HistGradientBoostingRegressor
         from threadpoolctl import threadpool_limits
 
-        linear = list(meta["linear"])
-        numeric = [c for c in meta["numeric"] if c not in linear]
+        numeric, linear = design_columns(meta)
         categorical = list(meta["categorical"])
         missing = [c for c in numeric + linear + categorical if c not in rows.columns]
         if missing:
