@@ -50,3 +50,14 @@ rule check_leaks:
         measured_dir=MEASURED_DIR,
     script:
         "../scripts/check_leaks.py"
+
+
+# convenience target: only the feature tables `python -m synperf.lab` (the fast accuracy loop) reads, the primary
+# feature set of every protocol family
+rule lab_features:
+    input:
+        [
+            f"results/features/{primary_feature_set(config['experiments'][e], FEATURE_SET)}/{e}.{ext}"
+            for e in PROTOCOLS.get("experiments", EXPERIMENTS)
+            for ext in ("parquet", "json")
+        ],

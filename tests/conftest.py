@@ -79,6 +79,21 @@ def e2e_config() -> dict:
 
 
 @pytest.fixture(scope="session")
+def vidur_measurements(public_data, ingest_config, tmp_path_factory):
+    """Registry path, and the merged measurement table and summary of the Vidur source alone (tests only read them)."""
+    from synperf.pipeline.ingest import ingest_source
+    from synperf.pipeline.merge import merge_measurements
+
+    d = tmp_path_factory.mktemp("vidur_measurements")
+    reg = str(GPUS)
+    src, summ = d / "vidur.parquet", d / "vidur.json"
+    ingest_source("vidur", str(public_data), reg, ingest_config["vidur"], str(src), str(summ))
+    allp, alls = d / "all.parquet", d / "summary.json"
+    merge_measurements([str(src)], [str(summ)], [], reg, str(allp), str(alls))
+    return reg, allp, alls
+
+
+@pytest.fixture(scope="session")
 def aiconfigurator_ingest(public_data, registry):
     """The aiconfigurator adapter's result on the public data (tests only read it)."""
     from synperf.data.ingest import aiconfigurator

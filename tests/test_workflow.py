@@ -14,7 +14,6 @@ from synperf.data.io import InputError
 from synperf.pipeline.evaluate import evaluate_experiment
 from synperf.pipeline.features import experiment_features
 from synperf.pipeline.ingest import ingest_source
-from synperf.pipeline.merge import merge_measurements
 from synperf.pipeline.protocols import evaluate_protocols
 from synperf.pipeline.train import train_experiment, train_models
 from synperf.reporting.report import build_report
@@ -29,19 +28,6 @@ def snakemake(*args, cwd=REPO):
     proc.out = proc.stdout
     return proc
 
-
-
-@pytest.fixture(scope="module")
-def vidur_measurements(public_data, tmp_path_factory):
-    """Registry path, and the merged measurement table and summary of the Vidur source alone (tests only read them)."""
-    d = tmp_path_factory.mktemp("vidur_measurements")
-    reg = str(REPO / "config/gpus.yaml")
-    cfg = _config()
-    src, summ = d / "vidur.parquet", d / "vidur.json"
-    ingest_source("vidur", str(public_data), reg, cfg["ingest"]["vidur"], str(src), str(summ))
-    allp, alls = d / "all.parquet", d / "summary.json"
-    merge_measurements([str(src)], [str(summ)], [], reg, str(allp), str(alls))
-    return reg, allp, alls
 
 
 def _config() -> dict:
