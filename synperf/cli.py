@@ -1,12 +1,13 @@
-"""``synperf`` command line. ``synperf e2e``: predicted end-to-end latency of serving a trace.
+"""``synperf`` command line: ``synperf e2e`` (predicted end-to-end latency of serving a trace) and
+``synperf suggest-moe-config`` (a vLLM fused-MoE config file from predicted latencies).
 
 Example::
 
     synperf e2e --model config/Qwen3-32B.json --trace arxiv_12.csv --gpu h200_sxm --tp 2
 
 prints the prefill latency, the median decode step and the total (seconds), and each kernel family's share of
-the time. Exit status 2 with a one-line message on bad input (unknown GPU, unmodelled architecture, no trained
-model, ...).
+the time. Every subcommand exits with status 2 and a one-line message on bad input (unknown GPU, unmodelled
+architecture, no trained model, ...).
 """
 
 from __future__ import annotations
@@ -15,13 +16,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from ._deps import InputError, default_paths, default_registry, load_registry
-from .collectives import CollectiveModel
-from .compose import Overhead, attention_path, compose
-from .model_config import load_model_config
-from .workload import POLICIES, generate, read_trace
+from synperf.api import default_paths
+from synperf.data.hardware import load_registry
+from synperf.data.io import InputError
+from synperf.e2e._deps import default_registry
+from synperf.e2e.collectives import CollectiveModel
+from synperf.e2e.compose import Overhead, attention_path, compose
+from synperf.e2e.model_config import load_model_config
+from synperf.e2e.workload import POLICIES, generate, read_trace
 
-_REPO = Path(__file__).resolve().parents[2]
+_REPO = Path(__file__).resolve().parents[1]
 DEFAULT_COLLECTIVES = ("resources/public-data/pipeweave/dataset/collective",
                        "../shared/public-data/pipeweave/dataset/collective")
 
