@@ -172,7 +172,7 @@ def test_suggest_logo_refuses_a_model_trained_on_the_target(tiny_models, registr
 
 
 def test_cli_writes_a_file_vllm_loads_for_an_unmeasured_gpu(tiny_models, tmp_path):
-    from synperf.e2e.cli import main
+    from synperf.cli import main
 
     rc = main(["suggest-moe-config", "--gpu", "h200_sxm", "--experts", "8", "--intermediate", "512",
                "--hidden", "1024", "--topk", "2", "--out-dir", str(tmp_path), "--models-dir", str(tiny_models),
@@ -197,7 +197,7 @@ def test_cli_writes_a_file_vllm_loads_for_an_unmeasured_gpu(tiny_models, tmp_pat
 
 
 def test_cli_rejects_bad_input(tmp_path, capsys):
-    from synperf.e2e.cli import main
+    from synperf.cli import main
 
     assert main(["suggest-moe-config", "--gpu", "h200_sxm", "--experts", "2", "--intermediate", "512",
                  "--topk", "4", "--out-dir", str(tmp_path)]) == 2

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from synperf.data.download import fetch, load_manifest, upstream_url
+from synperf.data.download import fetch, load_manifest, main, upstream_url
 from synperf.data.io import InputError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -82,3 +82,16 @@ def test_shipped_manifest_matches_the_local_copy(public_data):
     man = load_manifest(REPO / "config/public_data_manifest.yaml")
     for rel, entry in list(man.items())[::9]:
         assert sha256_file(public_data / rel) == entry["sha256"], rel
+
+
+def test_manifest_rebuild_reproduces_the_shipped_manifest(public_data, tmp_path, capsys):
+    """``python -m synperf.data.download manifest <data>`` on the pinned copy writes the shipped file: the same
+    files (the comparison data of the ceiling report included), then the same bytes."""
+    shipped = REPO / "config/public_data_manifest.yaml"
+    assert main(["manifest", str(public_data), "-o", str(tmp_path / "m.yaml")]) == 0
+    rebuilt = load_manifest(tmp_path / "m.yaml")
+    assert sorted(rebuilt) == sorted(load_manifest(shipped))
+    assert "pipeweave/pipetuning_test/demo/topk_underperforming_L40.csv" in rebuilt
+    assert "pipeweave/pipetuning_test/moe_dse/improve/improvement_sglang_detail.csv" in rebuilt
+    assert (tmp_path / "m.yaml").read_text() == shipped.read_text()
+    assert capsys.readouterr().out == f"{tmp_path / 'm.yaml'}: {len(rebuilt)} files\n"

@@ -8,7 +8,7 @@ import re
 import pytest
 from test_e2e_compose import FakePredictor
 
-import synperf.e2e.cli as cli
+import synperf.cli as cli
 from synperf.e2e.compose import compose
 
 

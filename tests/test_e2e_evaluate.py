@@ -34,6 +34,63 @@ def test_real_runs_need_the_config_gpu_map(public_data):
     assert set(runs.loc[runs["gpu"] == "A100", "gpu_id"]) == {"a100_sxm4_40gb"}     # the map decides the id
 
 
+def _real_dir(tmp_path, files: dict[str, list[dict]]):
+    """A public-data folder whose ``pipeweave/e2e/real`` holds ``files`` (name -> JSON lines)."""
+    real = tmp_path / "pipeweave" / "e2e" / "real"
+    real.mkdir(parents=True)
+    for name, lines in files.items():
+        (real / name).write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return tmp_path, real
+
+
+def _reps(run_name="Qwen3-32B-arxiv_8", batch=8, prefill=(1.0, 3.0, 2.0), key="iteration"):
+    return [{"run_name": run_name, "batch_size": batch, key: i, "prefill_latency": p,
+             "median_decode_latency": 0.01 * (i + 1), "total_latency": 5.0 + i} for i, p in enumerate(prefill)]
+
+
+ADA_MAP = {"RTX_6000_Ada": "rtx_6000_ada", "RTX_PRO_6000_S": "rtx_pro_6000_blackwell_server"}
+
+
+def test_real_runs_read_gpu_names_with_underscores(tmp_path):
+    pub, _ = _real_dir(tmp_path, {"e2e_RTX_6000_Ada.jsonl": _reps(),
+                                  "e2e_tp2_RTX_PRO_6000_S.jsonl": _reps(prefill=(4.0, 6.0))})
+    runs = real_runs(pub, ADA_MAP).set_index("gpu")
+    assert runs.loc["RTX_6000_Ada", ["gpu_id", "tp", "repetitions"]].tolist() == ["rtx_6000_ada", 1, 3]
+    assert runs.loc["RTX_6000_Ada", "prefill_latency"] == 2.0                  # median of 1, 3, 2 s
+    assert runs.loc["RTX_PRO_6000_S", ["gpu_id", "tp"]].tolist() == ["rtx_pro_6000_blackwell_server", 2]
+    assert runs.loc["RTX_PRO_6000_S", "prefill_latency"] == 5.0
+    assert runs.loc["RTX_PRO_6000_S", "total_latency"] == 5.5
+    with pytest.raises(InputError, match=r"e2e_tp2_RTX_PRO_6000_S\.jsonl: GPU 'RTX_PRO_6000_S' has no registry id "
+                                         r"in config key e2e\.real_gpu_map \(known: \['RTX_6000_Ada'\]\)"):
+        real_runs(pub, {"RTX_6000_Ada": "rtx_6000_ada"})
+
+
+@pytest.mark.parametrize("name, lines, message", [
+    ("e2e_RTX_6000_Ada.jsonl", _reps(key="iterations"),
+     r"e2e_RTX_6000_Ada\.jsonl: missing key\(s\) \['iteration'\]; expected at least \['run_name', .*\]; "
+     r"misspelled\? 'iteration' \(found 'iterations'\)$"),
+    ("e2e_RTX_6000_Ada.jsonl", [{k: v for k, v in r.items() if k != "total_latency"} for r in _reps()],
+     r"e2e_RTX_6000_Ada\.jsonl: missing key\(s\) \['total_latency'\]; expected at least \[.*\]$"),
+    ("e2e-RTX_6000_Ada.jsonl", _reps(), r"e2e-RTX_6000_Ada\.jsonl: not a real-run file name; "
+                                        r"expected e2e\[_tp<T>\]_<GPU>\.jsonl"),
+    ("e2e_RTX_6000_Ada.jsonl", [], r"e2e_RTX_6000_Ada\.jsonl: no lines; expected one JSON object per repetition"),
+    ("e2e_RTX_6000_Ada.jsonl", _reps(run_name="Qwen3_arxiv"),
+     r"e2e_RTX_6000_Ada\.jsonl: run_name 'Qwen3_arxiv' is not <model>-<trace>"),
+])
+def test_real_runs_refuse_a_bad_file_by_name(tmp_path, name, lines, message):
+    pub, _ = _real_dir(tmp_path, {"e2e_tp2_RTX_PRO_6000_S.jsonl": _reps(), name: lines})
+    with pytest.raises(InputError, match=message) as e:
+        real_runs(pub, ADA_MAP)
+    assert "\n" not in str(e.value)
+
+
+def test_real_runs_refuse_a_file_that_is_not_json_lines(tmp_path):
+    pub, real = _real_dir(tmp_path, {})
+    (real / "e2e_RTX_6000_Ada.jsonl").write_text('{"run_name": "a-b"}\n{bad\n')
+    with pytest.raises(InputError, match=r"e2e_RTX_6000_Ada\.jsonl: not JSON lines \(.+\); expected one JSON object"):
+        real_runs(pub, ADA_MAP)
+
+
 def test_run_e2e_evaluation(public_data, tmp_path, e2e_config):
     with pytest.raises(InputError, match=r"^config key e2e\.real_gpu_map: missing"):
         run_e2e_evaluation(public_data, None, None, tmp_path, {}, predict_fn=FakePredictor())

@@ -20,7 +20,7 @@ RULE_SCRIPTS = ["ingest", "merge_measurements", "features", "check_leaks", "trai
 
 
 def cpu_modules() -> list[str]:
-    mods = ["synperf", "synperf.api", "synperf.imports"]
+    mods = ["synperf", "synperf.api", "synperf.imports", "synperf.cli"]
     for pkg in CPU_PACKAGES:
         mods += [module_name(p) for p in sorted((ROOT / pkg).rglob("*.py"))]
     return mods

@@ -44,6 +44,8 @@ DATA_GLOBS = (
     "neusight/dataset/test/bmm.csv",
     "pipeweave/dataset/gemm_fp8_*.csv",
     "pipeweave/pipetuning_test/moe_dse/moe_dse_*.csv",
+    "pipeweave/pipetuning_test/moe_dse/improve/improvement*_detail.csv",
+    "pipeweave/pipetuning_test/demo/topk_underperforming_*.csv",
     "pipeweave/hardware/*.json",
 )
 

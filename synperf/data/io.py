@@ -108,10 +108,22 @@ def categorical_strings(df: pd.DataFrame, max_share: float = 0.5) -> pd.DataFram
     return df.assign(**out) if out else df
 
 
-def require_columns(df: pd.DataFrame, columns: list[str] | tuple[str, ...], source: str) -> None:
-    """Raise :class:`InputError` naming ``source`` if any of ``columns`` is missing."""
+def require_columns(df: pd.DataFrame, columns: list[str] | tuple[str, ...], source: str,
+                    noun: str = "column") -> None:
+    """Raise :class:`InputError` naming ``source`` if any of ``columns`` is missing.
+
+    The one-line message lists the missing names, the expected ones and, for a missing name that a present one
+    resembles (:func:`difflib.get_close_matches`), that name as the likely misspelling. ``noun`` names what the
+    columns are in the source (``column``; ``key`` for JSON lines).
+    """
+    import difflib
+
     missing = [c for c in columns if c not in df.columns]
     if missing:
+        present = [str(c) for c in df.columns if c not in columns]
+        close = [f"{m!r} (found {hit[0]!r})" for m in missing
+                 if (hit := difflib.get_close_matches(str(m), present, n=1, cutoff=0.8))]
+        hint = f"; misspelled? {', '.join(close)}" if close else ""
         raise InputError(
-            f"{source}: missing column(s) {missing}; expected at least {list(columns)}"
+            f"{source}: missing {noun}(s) {missing}; expected at least {list(columns)}{hint}"
         )

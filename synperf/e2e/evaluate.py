@@ -28,7 +28,16 @@ from typing import Callable, Mapping
 import numpy as np
 import pandas as pd
 
-from ._deps import InputError, Registry, default_registry, gpu_name_map, load_registry, predict, write_csv
+from ._deps import (
+    InputError,
+    Registry,
+    default_registry,
+    gpu_name_map,
+    load_registry,
+    predict,
+    require_columns,
+    write_csv,
+)
 from .collectives import CollectiveModel
 from .compose import E2EResult, SharedPredictor, attention_path, compose, fit_overhead
 from .model_config import load_model_config
@@ -38,7 +47,9 @@ PAPER_MAPE = {"prefill": 5.7, "decode_step": 10.3, "total": 7.2}
 NEUSIGHT_MAPE = {"prefill": 78.4, "decode_step": 24.4, "total": 43.7}
 METRICS = {"prefill": ("prefill_latency", "prefill_s"), "decode_step": ("median_decode_latency", "decode_step_s"),
            "total": ("total_latency", "total_s")}
-_REAL = re.compile(r"^e2e(?:_tp(?P<tp>\d+))?_(?P<gpu>[A-Za-z0-9]+)\.jsonl$")
+_REAL = re.compile(r"^e2e(?:_tp(?P<tp>\d+))?_(?P<gpu>[A-Za-z0-9][A-Za-z0-9_]*)\.jsonl$")
+#: the keys every line of a real-run file needs (``iteration``: the repetition's index)
+REAL_KEYS = ("run_name", "batch_size", "iteration", "prefill_latency", "median_decode_latency", "total_latency")
 #: config key of the map from the GPU names of the real-run files to registry ids
 GPU_MAP_KEY = "e2e.real_gpu_map"
 
@@ -50,12 +61,17 @@ def real_runs(public_data_dir: str | os.PathLike, gpu_map: Mapping[str, str] | N
 
     Args:
         public_data_dir: the public-data folder.
-        gpu_map: the GPU name of ``e2e[_tp<T>]_<GPU>.jsonl`` (``A100``, ``H100``, ``H200``) -> registry id: the
-            config's ``e2e.real_gpu_map``.
+        gpu_map: the GPU name of ``e2e[_tp<T>]_<GPU>.jsonl`` (``A100``, ``H100``, ``H200``; ``RTX_6000_Ada``
+            for ``e2e_RTX_6000_Ada.jsonl``: letters, digits and underscores, as written in the file name) ->
+            registry id: the config's ``e2e.real_gpu_map``.
+
+    Every ``e2e*.jsonl`` file of ``pipeweave/e2e/real`` is read or refused; none is passed over.
 
     Raises:
-        InputError: ``gpu_map`` missing or empty (naming ``e2e.real_gpu_map``), no real-run files, a GPU name
-            the map lacks, a run_name without ``-``.
+        InputError: naming the file: ``gpu_map`` missing or empty (naming ``e2e.real_gpu_map``), no real-run
+            files, a file name not of the form ``e2e[_tp<T>]_<GPU>.jsonl``, a GPU name the map lacks, a file that
+            is not JSON lines or has no line, a missing key of :data:`REAL_KEYS` (with the present key it looks
+            misspelled as), a run_name without ``-``.
     """
     gpu_map = gpu_name_map(gpu_map, GPU_MAP_KEY, "real-run file GPU")
     root = Path(public_data_dir) / "pipeweave" / "e2e" / "real"
@@ -63,18 +79,27 @@ def real_runs(public_data_dir: str | os.PathLike, gpu_map: Mapping[str, str] | N
     for p in sorted(root.glob("e2e*.jsonl")):
         m = _REAL.match(p.name)
         if not m:
-            continue
+            raise InputError(f"{p}: not a real-run file name; expected e2e[_tp<T>]_<GPU>.jsonl (<T> digits, <GPU> "
+                             f"letters, digits and underscores)")
         if m["gpu"] not in gpu_map:
             raise InputError(f"{p}: GPU {m['gpu']!r} has no registry id in config key {GPU_MAP_KEY} "
                              f"(known: {sorted(gpu_map)})")
-        df = pd.read_json(p, lines=True)
+        try:
+            df = pd.read_json(p, lines=True)
+        except ValueError as e:
+            raise InputError(f"{p}: not JSON lines ({' '.join(str(e).split())}); expected one JSON object per "
+                             f"repetition") from None
+        if df.empty:
+            raise InputError(f"{p}: no lines; expected one JSON object per repetition")
+        require_columns(df, REAL_KEYS, str(p), noun="key")
+        bad = df.loc[~df["run_name"].astype(str).str.contains("-"), "run_name"]
+        if len(bad):
+            raise InputError(f"{p}: run_name {bad.iloc[0]!r} is not <model>-<trace>")
         df["tp"], df["gpu"], df["gpu_id"] = int(m["tp"] or 1), m["gpu"], gpu_map[m["gpu"]]
         frames.append(df)
     if not frames:
         raise InputError(f"{root}: no e2e*.jsonl real-run files")
     df = pd.concat(frames, ignore_index=True)
-    if not df["run_name"].str.contains("-").all():
-        raise InputError(f"{root}: run_name must be <model>-<trace>")
     keys = ["run_name", "batch_size", "tp", "gpu", "gpu_id"]
     out = df.groupby(keys, as_index=False).agg(
         repetitions=("iteration", "count"), prefill_latency=("prefill_latency", "median"),

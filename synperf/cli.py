@@ -1,12 +1,14 @@
-"""``synperf`` command line. ``synperf e2e``: predicted end-to-end latency of serving a trace.
+"""``synperf`` command line: ``synperf e2e`` (predicted end-to-end latency of serving a trace),
+``synperf suggest-moe-config`` (a vLLM fused-MoE config file from predicted latencies) and ``synperf gpus``
+(the GPU registry and which GPUs have measurements).
 
 Example::
 
     synperf e2e --model config/Qwen3-32B.json --trace arxiv_12.csv --gpu h200_sxm --tp 2
 
 prints the prefill latency, the median decode step and the total (seconds), and each kernel family's share of
-the time. Exit status 2 with a one-line message on bad input (unknown GPU, unmodelled architecture, no trained
-model, ...).
+the time. Every subcommand exits with status 2 and a one-line message on bad input (unknown GPU, unmodelled
+architecture, no trained model, ...).
 """
 
 from __future__ import annotations
@@ -15,13 +17,18 @@ import argparse
 import sys
 from pathlib import Path
 
-from ._deps import InputError, default_paths, default_registry, load_registry
-from .collectives import CollectiveModel
-from .compose import Overhead, attention_path, compose
-from .model_config import load_model_config
-from .workload import POLICIES, generate, read_trace
+import pandas as pd
 
-_REPO = Path(__file__).resolve().parents[2]
+from synperf.api import default_paths
+from synperf.data.hardware import load_registry
+from synperf.data.io import InputError
+from synperf.e2e._deps import default_registry
+from synperf.e2e.collectives import CollectiveModel
+from synperf.e2e.compose import Overhead, attention_path, compose
+from synperf.e2e.model_config import load_model_config
+from synperf.e2e.workload import POLICIES, generate, read_trace
+
+_REPO = Path(__file__).resolve().parents[1]
 DEFAULT_COLLECTIVES = ("resources/public-data/pipeweave/dataset/collective",
                        "../shared/public-data/pipeweave/dataset/collective")
 
@@ -48,22 +55,32 @@ def _progress():
     return cb
 
 
+def read_config(config_path: str | Path, holding: str) -> dict:
+    """The pipeline config at ``config_path`` as a mapping ({} when the file is empty or not a mapping).
+
+    Raises:
+        InputError: the file is missing or not YAML (the message names ``--config``, the file and ``holding``,
+            what the command reads from it).
+    """
+    import yaml
+
+    p = Path(config_path)
+    if not p.is_file():
+        raise InputError(f"--config {p}: not a file; pass the pipeline config holding {holding}")
+    try:
+        cfg = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise InputError(f"--config {p}: not YAML ({str(exc).splitlines()[0]})") from None
+    return cfg if isinstance(cfg, dict) else {}
+
+
 def collective_gpu_map(config_path: str | Path) -> dict | None:
     """``e2e.collective_gpu_map`` of the pipeline config at ``config_path`` (None when the key is missing).
 
     Raises:
         InputError: the file is missing or not YAML.
     """
-    import yaml
-
-    p = Path(config_path)
-    if not p.is_file():
-        raise InputError(f"--config {p}: not a file; pass the pipeline config holding e2e.collective_gpu_map")
-    try:
-        cfg = yaml.safe_load(p.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise InputError(f"--config {p}: not YAML ({str(exc).splitlines()[0]})") from None
-    return (cfg.get("e2e") or {}).get("collective_gpu_map") if isinstance(cfg, dict) else None
+    return (read_config(config_path, "e2e.collective_gpu_map").get("e2e") or {}).get("collective_gpu_map")
 
 
 def _collectives(arg: str | None, registry, config_path: str | Path | None) -> CollectiveModel | None:
@@ -111,6 +128,64 @@ def e2e(args: argparse.Namespace) -> int:
     return 0
 
 
+#: registry fields ``synperf gpus`` lists after the id, in order: memory in GB, DRAM bandwidth in GB/s, the dense
+#: Tensor Core peaks in TFLOP/s (None where the GPU lacks the format)
+GPU_COLUMNS = ("architecture", "compute_capability", "memory_gb", "memory_type", "sm_count", "dram_bw_gbps",
+               "dense_fp16_tflops", "dense_bf16_tflops", "dense_fp8_tflops", "dense_tf32_tflops")
+
+
+def gpu_table(registry, config: dict, root: str | Path) -> pd.DataFrame:
+    """One row per registry GPU (the registry's order): ``id``, the datasheet values of :data:`GPU_COLUMNS`
+    (``config/gpus.yaml``, also where a measured hardware file replaced one; ``memory_type`` None where the
+    registry has none) and where the GPU has measurements:
+
+    * ``experiments``: how many experiments of the config's ``experiments`` name the GPU as seen or unseen (their
+      ``sources``, mostly the public data, measured it);
+    * ``own_kernels``: the kernel families of our own profiler under the config's ``measurements_dir``
+      (``<gpu>/<kernel>.parquet``), ``+``-joined, empty when none;
+    * ``hardware_measured``: a measured hardware file (the registry's ``measured_files``) replaced datasheet values.
+
+    Args:
+        registry: the loaded :class:`synperf.data.hardware.Registry`.
+        config: the pipeline config (``experiments``, ``measurements_dir``).
+        root: the folder relative config paths start from (the checkout).
+    """
+    exps = config.get("experiments") or {}
+    named = [g for e in exps.values() for g in {*(e.get("seen") or []), *(e.get("unseen") or [])}]
+    meas = Path(root, config.get("measurements_dir") or "data/measurements")
+    rows = []
+    for gid, spec in registry.gpus.items():
+        sheet = spec.datasheet()
+        row = {"id": gid, **{c: sheet.raw.get(c) if c == "memory_type" else getattr(sheet, c) for c in GPU_COLUMNS}}
+        kernels = sorted(f.stem for f in (meas / gid).glob("*.parquet")) if (meas / gid).is_dir() else []
+        rows.append({**row, "experiments": named.count(gid), "own_kernels": "+".join(kernels),
+                     "hardware_measured": gid in registry.measured_files})
+    return pd.DataFrame(rows)
+
+
+def gpus(args: argparse.Namespace) -> int:
+    """``synperf gpus``: print :func:`gpu_table` of the registry (``--registry``, else the config's
+    ``gpu_registry``) with the config's measured hardware files (``hardware_measurements_dir``) as a table, CSV or
+    JSON records. The config's relative paths start at the folder above the config's folder (the checkout)."""
+    config_path = Path(args.config) if args.config else default_paths()["config"]
+    config = read_config(config_path, "experiments and measurements_dir")
+    root = config_path.resolve().parent.parent     # Path(root, p) is p itself for an absolute p
+    registry = load_registry(Path(args.registry) if args.registry
+                             else Path(root, config.get("gpu_registry") or default_paths()["registry"]),
+                             Path(root, config.get("hardware_measurements_dir") or "data/hardware"))
+    table = gpu_table(registry, config, root)
+    if args.format == "csv":
+        sys.stdout.write(table.to_csv(index=False))
+    elif args.format == "json":
+        print(table.to_json(orient="records", indent=1))
+    else:
+        text = table.astype(object).where(table.notna() & (table != ""), "-").astype(str)
+        widths = {c: max(len(c), text[c].str.len().max()) for c in text.columns}
+        for line in ([list(text.columns)] + text.values.tolist()):
+            print("  ".join(f"{v:<{widths[c]}}" for c, v in zip(text.columns, line)).rstrip())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="synperf", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
@@ -130,6 +205,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "config/config.yaml of this checkout)")
     e.add_argument("--overhead", default=None, help="overhead.json with a_s, b_s (from the e2e evaluation)")
     e.set_defaults(func=e2e)
+    g = sub.add_parser("gpus", help="list the GPU registry: specs and which GPUs have measurements")
+    g.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    g.add_argument("--registry", default=None, help="GPU registry (default: the config's gpu_registry)")
+    g.add_argument("--config", default=None,
+                   help="pipeline config: its experiments, measurements_dir and hardware_measurements_dir (default: "
+                        "config/config.yaml of this checkout; its relative paths start at the folder above config/)")
+    g.set_defaults(func=gpus)
     from synperf.model.moe_configs import add_cli
 
     add_cli(sub)
