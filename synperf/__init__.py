@@ -21,4 +21,16 @@ Configuration (registry, measured-hardware folder, models folder) is passed in b
 :func:`synperf.api.default_paths` resolves checkout paths, for the user entry point.
 """
 
+import os as _os
+
 __version__ = "0.1.0"
+
+#: CPU code paths of the math libraries, pinned so that one commit trains the same models on every x86-64 CPU with
+#: AVX2: MKL's conditional numerical reproducibility (Intel's ``MKL_CBWR``: the AVX2 kernels whatever the CPU
+#: offers) and ATen's vectorised kernels (``ATEN_CPU_CAPABILITY``). Without them MKL and ATen pick kernels by the CPU
+#: (AVX-512 or not, vendor), whose different rounding moves a trained model's MAPE by up to several points between
+#: machines (``tests/expected/README.md``, "What still differs between CPUs"). Read by the libraries at their first
+#: call, so set here, before any synperf module trains; a value already in the environment is kept.
+PINNED_CPU_KERNELS = {"MKL_CBWR": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
+for _name, _value in PINNED_CPU_KERNELS.items():
+    _os.environ.setdefault(_name, _value)
