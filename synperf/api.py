@@ -21,11 +21,11 @@ import pandas as pd
 
 from synperf.data.hardware import Registry, load_registry
 from synperf.data.io import InputError
-from synperf.data.launches import check_launches
+from synperf.data.launches import check_launches, check_param_keys, close_match
 from synperf.data.schema import KERNEL_PARAMS, LAUNCH_COLUMNS, conform
 from synperf.evaluation.path_selection import CHOICE_FILE, load_choice, predict_with_choice
 from synperf.model.estimator import TrainedModel
-from synperf.model.features import build_features, primary_feature_set
+from synperf.model.features import FEATURE_SETS, build_features, primary_feature_set
 from synperf.model.uncertainty import INTERVAL_QUANTILES, INTERVALS_FILE, interval_bounds, load_intervals
 
 DEFAULT_IMPLEMENTATION = {
@@ -88,12 +88,16 @@ def launch_table(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str],
     ``params`` values may be scalars (broadcast), lists, tuples, numpy arrays or pandas Series.
 
     Raises:
-        InputError: unknown kernel or GPU, a missing parameter, or a launch no kernel runs
-            (:func:`synperf.data.launches.check_launches`: a size that is not an integer >= 1, query heads not a
-            multiple of KV heads, a dtype the GPU cannot run); the message names the column and the row.
+        InputError: unknown kernel or GPU, a parameter the family does not model
+            (:func:`synperf.data.launches.check_param_keys`, with the closest allowed name), a missing parameter, or
+            a launch no kernel runs (:func:`synperf.data.launches.check_launches`: a size that is not an integer
+            >= 1, query heads not a multiple of KV heads, a dtype the GPU cannot run, a label outside its domain,
+            top-k or the expert-parallel degree above the expert count); the message names the column and the row.
     """
     if kernel not in KERNEL_PARAMS:
-        raise InputError(f"unknown kernel {kernel!r}; expected one of {sorted(KERNEL_PARAMS)}")
+        raise InputError(f"unknown kernel {kernel!r}{close_match(kernel, KERNEL_PARAMS)}; expected one of "
+                         f"{sorted(KERNEL_PARAMS)}")
+    check_param_keys(kernel, params)
     if isinstance(params, pd.DataFrame):
         df = params.reset_index(drop=True).copy()
     else:
@@ -119,6 +123,17 @@ def launch_table(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str],
     df["latency_us"] = 1.0  # placeholder so the canonical table is complete; not used
     df["latency_stat"], df["source"], df["source_version"] = "predicted", "api", "api"
     return conform(df.drop(columns=[c for c in LAUNCH_COLUMNS if c in df.columns]))
+
+
+def _check_feature_set(exp_dir: Path, feature_set: str) -> None:
+    """Refuse a ``feature_set`` that is unknown or has no trained model (``<exp_dir>/<feature_set>-all``)."""
+    if feature_set not in FEATURE_SETS:
+        raise InputError(f"feature_set = {feature_set!r}{close_match(feature_set, FEATURE_SETS)}; expected one of "
+                         f"{sorted(FEATURE_SETS)}")
+    if not (exp_dir / f"{feature_set}-all" / "meta.json").exists():
+        trained = sorted(d.name[:-len("-all")] for d in exp_dir.glob("*-all") if (d / "meta.json").exists())
+        raise InputError(f"{exp_dir / f'{feature_set}-all'}: feature_set = {feature_set!r} has no trained model; "
+                         f"trained: {trained}")
 
 
 def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, experiment: str | None = None,
@@ -160,13 +175,16 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
         (``intervals.json``); NaN otherwise.
 
     Raises:
-        InputError: unknown kernel or GPU, a missing parameter, no trained model, or intervals recorded for
-            another path than ``path.json``'s.
+        InputError: what :func:`launch_table` refuses, a ``feature_set`` that is not one of
+            :data:`synperf.model.features.FEATURE_SETS` or was not trained for the experiment, no trained model, or
+            intervals recorded for another path than ``path.json``'s.
     """
     defaults = default_paths()
     registry = registry or load_registry(defaults["registry"], defaults["measured_dir"])
     table = launch_table(kernel, params, gpu, registry)
     exp_dir = Path(models_dir or defaults["models_dir"]) / (experiment or kernel)
+    if feature_set is not None:
+        _check_feature_set(exp_dir, feature_set)
     choice = load_choice(exp_dir) if feature_set is None else None
     primary = _primary_feature_set(defaults["config"], experiment or kernel)
     order = (feature_set, primary, "v2_paper", "v2", "v1")
