@@ -20,12 +20,13 @@ import numpy as np
 import pandas as pd
 
 from synperf.data.hardware import Registry, load_registry
-from synperf.data.io import InputError
-from synperf.data.launches import check_launches, check_param_keys, close_match
+from synperf.data.io import InputError, brief_error
+from synperf.data.launches import TENSOR_FAMILIES, check_launches, check_param_keys, close_match
 from synperf.data.schema import KERNEL_PARAMS, LAUNCH_COLUMNS, conform
 from synperf.evaluation.path_selection import CHOICE_FILE, load_choice, predict_with_choice
 from synperf.model.estimator import TrainedModel
 from synperf.model.features import FEATURE_SETS, build_features, primary_feature_set
+from synperf.model.kernels.dtypes import DTYPE_BYTES
 from synperf.model.uncertainty import INTERVAL_QUANTILES, INTERVALS_FILE, interval_bounds, load_intervals
 
 DEFAULT_IMPLEMENTATION = {
@@ -54,26 +55,107 @@ def default_paths() -> dict[str, Path]:
             "measured_dir": root / "data" / "hardware", "config": root / "config" / "config.yaml"}
 
 
-def _primary_feature_set(config_path: Path, experiment: str) -> str | None:
-    """The primary feature set of ``experiment`` in ``config_path``: its entry's ``feature_set``, else the top-level
-    one (None when absent or unreadable); the file is parsed once per version (modification time and size)."""
+def _config(config_path: Path) -> dict:
+    """The parsed YAML file ``config_path`` (``{}`` when absent or unreadable); parsed once per version
+    (modification time and size). The caller must not modify the result.
+
+    Raises:
+        InputError: the file is not YAML or not a mapping; the message names it.
+    """
     try:
         st = Path(config_path).stat()
     except OSError:
-        return None
-    return _feature_set_of(str(config_path), st.st_mtime_ns, st.st_size, experiment)
+        return {}
+    return _config_of(str(config_path), st.st_mtime_ns, st.st_size)
 
 
-@lru_cache(maxsize=32)
-def _feature_set_of(config_path: str, mtime_ns: int, size: int, experiment: str) -> str | None:
-    """:func:`_primary_feature_set` of the YAML file ``config_path``; ``mtime_ns`` and ``size`` only key the cache."""
+@lru_cache(maxsize=8)
+def _config_of(config_path: str, mtime_ns: int, size: int) -> dict:
+    """:func:`_config` of ``config_path``; ``mtime_ns`` and ``size`` only key the cache."""
     import yaml
 
     try:
         cfg = yaml.safe_load(Path(config_path).read_text())
+    except OSError:
+        return {}
+    except yaml.YAMLError as exc:
+        raise InputError(f"{config_path}: not valid YAML ({brief_error(exc)})") from None
+    if cfg is not None and not isinstance(cfg, dict):
+        raise InputError(f"{config_path}: expected a YAML mapping, found {type(cfg).__name__}")
+    return cfg or {}
+
+
+def _primary_feature_set(config_path: Path, experiment: str) -> str | None:
+    """The primary feature set of ``experiment`` in ``config_path``: its entry's ``feature_set``, else the top-level
+    one (None when absent)."""
+    cfg = _config(config_path)
+    try:
         return primary_feature_set((cfg.get("experiments") or {}).get(experiment) or {}, cfg.get("feature_set"))
-    except (OSError, AttributeError, yaml.YAMLError):
+    except AttributeError:
         return None
+
+
+def _serves(kernel: str, dtype: str, trained) -> bool:
+    """True when a model trained on the dtypes ``trained`` prices ``dtype`` of family ``kernel``: one of them, or,
+    for the CUDA-core families (RMSNorm, SiLU&Mul, whose features see a dtype only through its element size), one
+    of the same element size (bfloat16 and float16)."""
+    if dtype in trained:
+        return True
+    if kernel in TENSOR_FAMILIES:
+        return False
+    return DTYPE_BYTES.get(dtype) in {DTYPE_BYTES.get(t) for t in trained}
+
+
+def route_experiment(kernel: str, dtypes: pd.Series, experiment: str | None, experiments: dict) -> str:
+    """The experiment whose model predicts launches of ``kernel`` with the row dtypes ``dtypes``.
+
+    ``experiments`` is the config's ``experiments`` block; an entry's ``dtypes`` are those it was trained on (its
+    rows are selected by them). A named ``experiment`` must be of ``kernel`` and, where its ``dtypes`` are listed,
+    trained on every row's dtype (:func:`_serves`); an experiment the config does not list is taken as named.
+    Without one: the experiment named like ``kernel`` when it serves every row (or the config does not list its
+    dtypes), else the first listed experiment of ``kernel`` that does.
+
+    Raises:
+        InputError: a named experiment of another family or not trained on a row's dtype (the message names the
+            experiments that are), or no one experiment of ``kernel`` trained on every row's dtype.
+    """
+    ours = {name: e.get("dtypes") for name, e in experiments.items()
+            if isinstance(e, dict) and e.get("kernel") == kernel}
+    values = dtypes.astype(str).to_numpy()
+    distinct = list(dict.fromkeys(values))
+
+    def serving(dtype: str) -> list[str]:
+        return [n for n, d in ours.items() if d and _serves(kernel, dtype, d)]
+
+    def first_unserved(trained) -> int | None:
+        bad = [d for d in distinct if not _serves(kernel, d, trained)]
+        return None if not bad else int(np.flatnonzero(values == bad[0])[0])
+
+    if experiment is not None:
+        entry = experiments.get(experiment)
+        if not isinstance(entry, dict):
+            return experiment
+        if entry.get("kernel") != kernel:
+            raise InputError(f"experiment {experiment!r} models {entry.get('kernel')}, not {kernel}; experiments "
+                             f"of {kernel}: {sorted(ours)}")
+        i = first_unserved(entry.get("dtypes")) if entry.get("dtypes") else None
+        if i is not None:
+            raise InputError(f"params row {i}: dtype = {values[i]!r}, but experiment {experiment!r} was trained on "
+                             f"{list(entry['dtypes'])}; experiments of {kernel} trained on {values[i]}: "
+                             f"{serving(values[i])}")
+        return experiment
+    if not ours.get(kernel) or first_unserved(ours[kernel]) is None:
+        return kernel
+    for name, trained in ours.items():
+        if trained and first_unserved(trained) is None:
+            return name
+    listed = {n: list(d) for n, d in ours.items() if d}
+    if all(serving(d) for d in distinct):
+        raise InputError(f"params: dtypes {distinct} have no one experiment of {kernel} trained on all of them "
+                         f"({listed}); call predict once per dtype")
+    i = next(int(np.flatnonzero(values == d)[0]) for d in distinct if not serving(d))
+    raise InputError(f"params row {i}: dtype = {values[i]!r}: no model of {kernel} was trained on it; trained: "
+                     f"{listed}")
 
 
 def _is_listlike(v) -> bool:
@@ -182,11 +264,13 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
     defaults = default_paths()
     registry = registry or load_registry(defaults["registry"], defaults["measured_dir"])
     table = launch_table(kernel, params, gpu, registry)
-    exp_dir = Path(models_dir or defaults["models_dir"]) / (experiment or kernel)
+    experiment = route_experiment(kernel, table["dtype"], experiment,
+                                  _config(defaults["config"]).get("experiments") or {})
+    exp_dir = Path(models_dir or defaults["models_dir"]) / experiment
     if feature_set is not None:
         _check_feature_set(exp_dir, feature_set)
     choice = load_choice(exp_dir) if feature_set is None else None
-    primary = _primary_feature_set(defaults["config"], experiment or kernel)
+    primary = _primary_feature_set(defaults["config"], experiment)
     order = (feature_set, primary, "v2_paper", "v2", "v1")
     candidates = ([exp_dir / choice["mlp_dir"]] if choice and choice.get("mlp_dir") else []) + \
         [exp_dir / f"{fs}-all" for fs in dict.fromkeys(order) if fs] + [exp_dir]

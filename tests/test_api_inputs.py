@@ -114,3 +114,40 @@ def test_an_unknown_or_untrained_feature_set_is_refused(tmp_path):
         predict("gemm", GEMM, "h100_sxm", models_dir=tmp_path, feature_set="v3")
     with pytest.raises(InputError, match=r"v2-all: feature_set = 'v2' has no trained model; trained: \['v1'\]$"):
         predict("gemm", GEMM, "h100_sxm", models_dir=tmp_path, feature_set="v2")
+
+
+@pytest.mark.parametrize("kernel, params, experiment", [
+    ("gemm", {**GEMM, "dtype": "float32"}, "gemm_fp32_neusight"),
+    ("gemm", {**GEMM, "dtype": "float16"}, "gemm_fp16_vidur"),
+    ("gemm", GEMM, "gemm"),
+    ("gemm_fp8", {**GEMM, "dtype": "fp8"}, "gemm_fp8"),
+    ("gemm_fp8", {**GEMM, "dtype": "fp8_block"}, "gemm_fp8_aiconfigurator"),
+    ("fused_moe", {**MOE, "dtype": ["bfloat16", "fp8"]}, "fused_moe"),
+    # RMSNorm's features see the dtype only through its element size: bfloat16 is priced like float16
+    ("rmsnorm", {"num_tokens": 8, "hidden_size": 4096, "dtype": "bfloat16"}, "rmsnorm"),
+])
+def test_the_dtype_chooses_the_experiment_trained_on_it(kernel, params, experiment, tmp_path):
+    # no model is trained under tmp_path: the refusal names the experiment folder the launch was routed to
+    with pytest.raises(InputError, match=rf"^{tmp_path / experiment}: no trained model"):
+        _predict(kernel, params, tmp_path=tmp_path)
+
+
+@pytest.mark.parametrize("kernel, params, experiment, match", [
+    ("gemm", {**GEMM, "m": [1, 2], "dtype": ["bfloat16", "float32"]}, "gemm",
+     r"^params row 1: dtype = 'float32', but experiment 'gemm' was trained on \['bfloat16'\]; experiments of gemm "
+     r"trained on float32: \['gemm_fp32_neusight'\]$"),
+    ("gemm", GEMM, "rmsnorm", r"^experiment 'rmsnorm' models rmsnorm, not gemm; experiments of gemm: "
+                              r"\['gemm', 'gemm_fp16_vidur', 'gemm_fp32_neusight'\]$"),
+    ("gemm", {**GEMM, "m": [1, 2], "dtype": ["bfloat16", "float32"]}, None,
+     r"^params: dtypes \['bfloat16', 'float32'\] have no one experiment of gemm trained on all of them .*call "
+     r"predict once per dtype$"),
+    ("rmsnorm", {"num_tokens": 8, "hidden_size": 4096, "dtype": "float32"}, None,
+     r"^params row 0: dtype = 'float32': no model of rmsnorm was trained on it; trained: "
+     r"\{'rmsnorm': \['float16'\]\}$"),
+    ("fused_moe", {**MOE, "dtype": "fp8"}, "fused_moe_pipeweave",
+     r"^params row 0: dtype = 'fp8', but experiment 'fused_moe_pipeweave' was trained on \['bfloat16'\]; experiments "
+     r"of fused_moe trained on fp8: \['fused_moe'\]$"),
+])
+def test_a_dtype_no_model_was_trained_on_is_refused(kernel, params, experiment, match, tmp_path):
+    with pytest.raises(InputError, match=match):
+        predict(kernel, params, "h100_sxm", experiment=experiment, models_dir=tmp_path)

@@ -37,7 +37,7 @@ _POWER_LAW = re.compile(r"power_law_(?:[0-9]+\.?[0-9]*|\.[0-9]+)")
 #: parameters that may be 0
 _MAY_BE_ZERO = {"window_size"}
 #: families whose dtype selects a Tensor Core peak of the GPU (RMSNorm and SiLU&Mul run on CUDA cores)
-_TENSOR_FAMILIES = {"gemm", "gemm_fp8", "attention_prefill", "attention_decode", "fused_moe"}
+TENSOR_FAMILIES = {"gemm", "gemm_fp8", "attention_prefill", "attention_decode", "fused_moe"}
 
 
 def _first_bad(mask: np.ndarray) -> int:
@@ -170,7 +170,7 @@ def check_launches(df: pd.DataFrame, kernel: str, registry, where: str = "params
         i = _first_bad(bad)
         raise InputError(f"{where} row {i}: dtype = {dtype[i]!r}{close_match(dtype[i], MODELLED_DTYPES)}; expected "
                          f"one of {list(MODELLED_DTYPES)}")
-    if kernel in _TENSOR_FAMILIES:
+    if kernel in TENSOR_FAMILIES:
         from .hardware import _PEAK_COLUMN
 
         gpu = df["gpu"].astype(str).to_numpy()
