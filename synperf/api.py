@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 
 from synperf.data.hardware import Registry, load_registry
-from synperf.data.io import InputError, brief_error
-from synperf.data.launches import TENSOR_FAMILIES, check_launches, check_param_keys, close_match
+from synperf.data.io import InputError, brief_error, close_match
+from synperf.data.launches import TENSOR_FAMILIES, check_launches, check_param_keys
 from synperf.data.schema import KERNEL_PARAMS, LAUNCH_COLUMNS, conform
 from synperf.evaluation.path_selection import CHOICE_FILE, load_choice, predict_with_choice
 from synperf.model.estimator import TrainedModel
@@ -185,7 +185,11 @@ def launch_table(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str],
     else:
         cols = {k: (list(v) if _is_listlike(v) else v) for k, v in params.items()}
         df = pd.DataFrame(cols, index=None if any(_is_listlike(v) for v in params.values()) else [0])
-    df["gpu"] = gpu
+    gpus = list(gpu) if _is_listlike(gpu) else None
+    if gpus is not None and len(gpus) != len(df):
+        raise InputError(f"gpu: {len(gpus)} values for {len(df)} launches; expected one GPU or one per launch")
+    ids = {g: registry.resolve(g) for g in dict.fromkeys(gpus if gpus is not None else [gpu])}
+    df["gpu"] = [ids[g] for g in gpus] if gpus is not None else ids[gpu]
     df["kernel"] = kernel
     for col, val in {**DEFAULTS, "implementation": DEFAULT_IMPLEMENTATION[kernel]}.items():
         if col not in df.columns:
@@ -199,8 +203,6 @@ def launch_table(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str],
     missing = [p for p in KERNEL_PARAMS[kernel] if p not in df.columns]
     if missing:
         raise InputError(f"params: kernel {kernel!r} needs {missing}")
-    for g in df["gpu"].unique():
-        registry[g]
     check_launches(df, kernel, registry)
     df["latency_us"] = 1.0  # placeholder so the canonical table is complete; not used
     df["latency_stat"], df["source"], df["source_version"] = "predicted", "api", "api"
@@ -227,7 +229,8 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
         kernel: family name (see :data:`synperf.data.schema.KERNELS`).
         params: kernel parameters as canonical column names (``m``, ``n``, ``k``, ``dtype``, ...),
             scalars broadcast against lists; or a DataFrame with those columns.
-        gpu: registry id (or one per row).
+        gpu: registry id or a device name listed in the registry's ``device_names`` (``NVIDIA H100 80GB HBM3``),
+            or one per row; the output's ``gpu`` column holds the registry id.
         experiment: model to use (default: the one named like ``kernel``).
         models_dir: where trained models live (default: ``models_dir`` of :func:`default_paths`).
         registry: the GPU registry (default: :func:`synperf.data.hardware.load_registry` of the ``registry``

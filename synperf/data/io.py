@@ -9,6 +9,7 @@ one.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import json
 import os
 import tempfile
@@ -20,6 +21,15 @@ import pandas as pd
 
 class InputError(ValueError):
     """Bad input data: the message names the file, row or key and what was expected."""
+
+
+def close_match(word: str, allowed) -> str:
+    """``" (did you mean 'x'?)"`` for the allowed name closest to ``word``, else ``""``: an allowed name that holds
+    ``word`` (``ep_size`` -> ``moe_ep_size``), the shortest such, else the closest by :mod:`difflib`."""
+    word, allowed = str(word), [str(a) for a in allowed]
+    holding = sorted((a for a in allowed if word and word in a), key=len)
+    near = holding[:1] or difflib.get_close_matches(word, allowed, n=1)
+    return f" (did you mean {near[0]!r}?)" if near else ""
 
 
 @contextlib.contextmanager

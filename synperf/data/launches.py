@@ -12,13 +12,12 @@ architecture, shared memory).
 
 from __future__ import annotations
 
-import difflib
 import re
 
 import numpy as np
 import pandas as pd
 
-from .io import InputError
+from .io import InputError, close_match
 from .schema import KERNEL_PARAMS, PARAM_COLUMNS
 
 #: the compute dtypes the families model
@@ -42,15 +41,6 @@ TENSOR_FAMILIES = {"gemm", "gemm_fp8", "attention_prefill", "attention_decode", 
 
 def _first_bad(mask: np.ndarray) -> int:
     return int(np.flatnonzero(mask)[0])
-
-
-def close_match(word: str, allowed) -> str:
-    """``" (did you mean 'x'?)"`` for the allowed name closest to ``word``, else ``""``: an allowed name that holds
-    ``word`` (``ep_size`` -> ``moe_ep_size``), the shortest such, else the closest by :mod:`difflib`."""
-    word, allowed = str(word), [str(a) for a in allowed]
-    holding = sorted((a for a in allowed if word and word in a), key=len)
-    near = holding[:1] or difflib.get_close_matches(word, allowed, n=1)
-    return f" (did you mean {near[0]!r}?)" if near else ""
 
 
 def allowed_params(kernel: str) -> tuple[str, ...]:
