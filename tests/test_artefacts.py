@@ -4,6 +4,7 @@ model or silently skipped."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from synperf.data.io import InputError, read_artefact
 from synperf.model.estimator import TrainConfig, TrainedModel, train
 from synperf.model.features import build_features
 
+_GPUS = Path(__file__).resolve().parent.parent / "config" / "gpus.yaml"
 GEMM = {"m": [2 ** i for i in range(12)] * 3, "n": [1024] * 12 + [4096] * 12 + [8192] * 12, "k": 4096,
         "dtype": "bfloat16"}
 
@@ -85,6 +87,8 @@ def test_meta_without_its_keys_and_a_foreign_encoder_are_refused(model_dir, tmp_
                                   r"the train stage$"),
     ('["mlp"]', r"path.json: expected a JSON object, found list; rerun the train stage$"),
     ('{"mlp_dir": "v1-all"}', r"path.json: missing \['path'\]; rerun the train stage$"),
+    # the recorded path's MLP is absent: refused, not replaced by the v1 model that is there
+    ('{"path": "mlp", "mlp_dir": "v2-all"}', r"v2-all/meta.json: file not found; rerun the train stage$"),
 ])
 def test_an_invalid_path_choice_is_refused_by_name(model_dir, tmp_path, registry, text, match):
     d = _copy(model_dir, tmp_path)
@@ -124,3 +128,29 @@ def test_a_config_that_is_not_yaml_is_named(tmp_path):
     with pytest.raises(InputError, match=rf"^{re.escape(str(tmp_path / 'c.yaml'))}: not valid YAML \("):
         _config(tmp_path / "c.yaml")
     assert _config(tmp_path / "absent.yaml") == {}
+
+
+def test_pipeline_stages_name_a_damaged_features_meta_and_ingest_summary(tmp_path):
+    from synperf.pipeline.merge import merge_measurements
+    from synperf.pipeline.train import train_experiment
+
+    meta = tmp_path / "gemm.json"
+    meta.write_text('{"numeric": ["flops"')
+    with pytest.raises(InputError, match=rf"^{re.escape(str(meta))}: not a valid JSON file \(truncated\?\) "
+                                         r"\(JSONDecodeError: .+\); rerun the features stage$"):
+        train_experiment(str(tmp_path / "gemm.parquet"), str(meta), "gemm", {"kernel": "gemm", "seen": ["h100_sxm"]},
+                         {}, 0, 1, str(tmp_path / "out"))
+    import pandas as pd
+
+    from synperf.data.schema import conform
+
+    table = tmp_path / "vidur.parquet"
+    conform(pd.DataFrame([{"gpu": "h100_sxm", "kernel": "gemm", "implementation": "cublas", "dtype": "bfloat16",
+                           "m": 64, "n": 4096, "k": 4096, "batch": 1, "latency_us": 30.0, "latency_stat": "mean",
+                           "source": "vidur", "source_version": "v1", "source_file": "f"}])).to_parquet(table)
+    summary = tmp_path / "vidur.json"
+    summary.write_text('{"rows": 3}')
+    with pytest.raises(InputError, match=rf"^{re.escape(str(summary))}: missing \['dropped'\]; rerun the ingest "
+                                         r"stage$"):
+        merge_measurements([str(table)], [str(summary)], [], str(_GPUS), str(tmp_path / "all.parquet"),
+                           str(tmp_path / "s.json"))

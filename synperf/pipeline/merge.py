@@ -6,14 +6,13 @@ Imports the analytical work model (:mod:`synperf.model.kernels`) for the physica
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 
 import pandas as pd
 
 from synperf.data.hardware import load_registry
-from synperf.data.io import InputError, read_table, write_json, write_parquet
+from synperf.data.io import InputError, read_artefact, read_table, write_json, write_parquet
 from synperf.data.quality import QualitySettings, check_table, duplicate_spread
 from synperf.data.schema import KERNELS, conform, reduce_duplicates, validate
 
@@ -81,7 +80,7 @@ def merge_measurements(tables: list[str], summaries: list[str], own_measurements
     df, checks = check_table(df, registry, settings)
     dropped: Counter = Counter()
     for s in summaries:
-        dropped.update(json.loads(Path(s).read_text())["dropped"])
+        dropped.update(read_artefact(s, "ingest", keys=("dropped",))["dropped"])
     dropped.update(checks["dropped"])
     counts = df.groupby(["source", "kernel", "gpu"]).size().reset_index(name="rows")
     write_parquet(df, out_table)
