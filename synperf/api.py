@@ -6,8 +6,9 @@ Example::
     df = predict("gemm", {"m": [1, 128, 4096], "n": 4096, "k": 4096, "dtype": "bfloat16"}, gpu="h200_sxm")
     df["predicted_latency_us"]
 
-Models are those the pipeline trained (``models/<experiment>/``); by default the
-experiment named like the kernel family.
+Models are those the pipeline trained (``models/<experiment>/``); by default the experiment of the kernel family
+trained on the launches' dtype (:func:`route_experiment`: the one named like the family when it was, e.g. ``gemm``
+for bfloat16, ``gemm_fp32_neusight`` for float32).
 """
 
 from __future__ import annotations
@@ -231,7 +232,8 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
             scalars broadcast against lists; or a DataFrame with those columns.
         gpu: registry id or a device name listed in the registry's ``device_names`` (``NVIDIA H100 80GB HBM3``),
             or one per row; the output's ``gpu`` column holds the registry id.
-        experiment: model to use (default: the one named like ``kernel``).
+        experiment: model to use (default: :func:`route_experiment` by the rows' dtype: the experiment named like
+            ``kernel`` when the config lists it as trained on that dtype, else the first one that is).
         models_dir: where trained models live (default: ``models_dir`` of :func:`default_paths`).
         registry: the GPU registry (default: :func:`synperf.data.hardware.load_registry` of the ``registry``
             and ``measured_dir`` of :func:`default_paths`).
@@ -260,7 +262,8 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
         (``intervals.json``); NaN otherwise.
 
     Raises:
-        InputError: what :func:`launch_table` refuses, a ``feature_set`` that is not one of
+        InputError: what :func:`launch_table` refuses, a dtype the experiment was not trained on
+            (:func:`route_experiment`), a ``feature_set`` that is not one of
             :data:`synperf.model.features.FEATURE_SETS` or was not trained for the experiment, no trained model, or
             intervals recorded for another path than ``path.json``'s.
     """
