@@ -6,8 +6,9 @@ Example::
     df = predict("gemm", {"m": [1, 128, 4096], "n": 4096, "k": 4096, "dtype": "bfloat16"}, gpu="h200_sxm")
     df["predicted_latency_us"]
 
-Models are those the pipeline trained (``models/<experiment>/``); by default the
-experiment named like the kernel family.
+Models are those the pipeline trained (``models/<experiment>/``); by default the experiment of the kernel family
+trained on the launches' dtype (:func:`route_experiment`: the one named like the family when it was, e.g. ``gemm``
+for bfloat16, ``gemm_fp32_neusight`` for float32).
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ import numpy as np
 import pandas as pd
 
 from synperf.data.hardware import Registry, load_registry
-from synperf.data.io import InputError
-from synperf.data.launches import check_launches
+from synperf.data.io import InputError, brief_error, close_match
+from synperf.data.launches import TENSOR_FAMILIES, check_launches, check_param_keys
 from synperf.data.schema import KERNEL_PARAMS, LAUNCH_COLUMNS, conform
 from synperf.evaluation.path_selection import CHOICE_FILE, load_choice, predict_with_choice
 from synperf.model.estimator import TrainedModel
-from synperf.model.features import build_features, primary_feature_set
+from synperf.model.features import FEATURE_SETS, build_features, primary_feature_set
+from synperf.model.kernels.dtypes import DTYPE_BYTES
 from synperf.model.uncertainty import INTERVAL_QUANTILES, INTERVALS_FILE, interval_bounds, load_intervals
 
 DEFAULT_IMPLEMENTATION = {
@@ -54,26 +56,107 @@ def default_paths() -> dict[str, Path]:
             "measured_dir": root / "data" / "hardware", "config": root / "config" / "config.yaml"}
 
 
-def _primary_feature_set(config_path: Path, experiment: str) -> str | None:
-    """The primary feature set of ``experiment`` in ``config_path``: its entry's ``feature_set``, else the top-level
-    one (None when absent or unreadable); the file is parsed once per version (modification time and size)."""
+def _config(config_path: Path) -> dict:
+    """The parsed YAML file ``config_path`` (``{}`` when absent or unreadable); parsed once per version
+    (modification time and size). The caller must not modify the result.
+
+    Raises:
+        InputError: the file is not YAML or not a mapping; the message names it.
+    """
     try:
         st = Path(config_path).stat()
     except OSError:
-        return None
-    return _feature_set_of(str(config_path), st.st_mtime_ns, st.st_size, experiment)
+        return {}
+    return _config_of(str(config_path), st.st_mtime_ns, st.st_size)
 
 
-@lru_cache(maxsize=32)
-def _feature_set_of(config_path: str, mtime_ns: int, size: int, experiment: str) -> str | None:
-    """:func:`_primary_feature_set` of the YAML file ``config_path``; ``mtime_ns`` and ``size`` only key the cache."""
+@lru_cache(maxsize=8)
+def _config_of(config_path: str, mtime_ns: int, size: int) -> dict:
+    """:func:`_config` of ``config_path``; ``mtime_ns`` and ``size`` only key the cache."""
     import yaml
 
     try:
         cfg = yaml.safe_load(Path(config_path).read_text())
+    except OSError:
+        return {}
+    except yaml.YAMLError as exc:
+        raise InputError(f"{config_path}: not valid YAML ({brief_error(exc)})") from None
+    if cfg is not None and not isinstance(cfg, dict):
+        raise InputError(f"{config_path}: expected a YAML mapping, found {type(cfg).__name__}")
+    return cfg or {}
+
+
+def _primary_feature_set(config_path: Path, experiment: str) -> str | None:
+    """The primary feature set of ``experiment`` in ``config_path``: its entry's ``feature_set``, else the top-level
+    one (None when absent)."""
+    cfg = _config(config_path)
+    try:
         return primary_feature_set((cfg.get("experiments") or {}).get(experiment) or {}, cfg.get("feature_set"))
-    except (OSError, AttributeError, yaml.YAMLError):
+    except AttributeError:
         return None
+
+
+def _serves(kernel: str, dtype: str, trained) -> bool:
+    """True when a model trained on the dtypes ``trained`` prices ``dtype`` of family ``kernel``: one of them, or,
+    for the CUDA-core families (RMSNorm, SiLU&Mul, whose features see a dtype only through its element size), one
+    of the same element size (bfloat16 and float16)."""
+    if dtype in trained:
+        return True
+    if kernel in TENSOR_FAMILIES:
+        return False
+    return DTYPE_BYTES.get(dtype) in {DTYPE_BYTES.get(t) for t in trained}
+
+
+def route_experiment(kernel: str, dtypes: pd.Series, experiment: str | None, experiments: dict) -> str:
+    """The experiment whose model predicts launches of ``kernel`` with the row dtypes ``dtypes``.
+
+    ``experiments`` is the config's ``experiments`` block; an entry's ``dtypes`` are those it was trained on (its
+    rows are selected by them). A named ``experiment`` must be of ``kernel`` and, where its ``dtypes`` are listed,
+    trained on every row's dtype (:func:`_serves`); an experiment the config does not list is taken as named.
+    Without one: the experiment named like ``kernel`` when it serves every row (or the config does not list its
+    dtypes), else the first listed experiment of ``kernel`` that does.
+
+    Raises:
+        InputError: a named experiment of another family or not trained on a row's dtype (the message names the
+            experiments that are), or no one experiment of ``kernel`` trained on every row's dtype.
+    """
+    ours = {name: e.get("dtypes") for name, e in experiments.items()
+            if isinstance(e, dict) and e.get("kernel") == kernel}
+    values = dtypes.astype(str).to_numpy()
+    distinct = list(dict.fromkeys(values))
+
+    def serving(dtype: str) -> list[str]:
+        return [n for n, d in ours.items() if d and _serves(kernel, dtype, d)]
+
+    def first_unserved(trained) -> int | None:
+        bad = [d for d in distinct if not _serves(kernel, d, trained)]
+        return None if not bad else int(np.flatnonzero(values == bad[0])[0])
+
+    if experiment is not None:
+        entry = experiments.get(experiment)
+        if not isinstance(entry, dict):
+            return experiment
+        if entry.get("kernel") != kernel:
+            raise InputError(f"experiment {experiment!r} models {entry.get('kernel')}, not {kernel}; experiments "
+                             f"of {kernel}: {sorted(ours)}")
+        i = first_unserved(entry.get("dtypes")) if entry.get("dtypes") else None
+        if i is not None:
+            raise InputError(f"params row {i}: dtype = {values[i]!r}, but experiment {experiment!r} was trained on "
+                             f"{list(entry['dtypes'])}; experiments of {kernel} trained on {values[i]}: "
+                             f"{serving(values[i])}")
+        return experiment
+    if not ours.get(kernel) or first_unserved(ours[kernel]) is None:
+        return kernel
+    for name, trained in ours.items():
+        if trained and first_unserved(trained) is None:
+            return name
+    listed = {n: list(d) for n, d in ours.items() if d}
+    if all(serving(d) for d in distinct):
+        raise InputError(f"params: dtypes {distinct} have no one experiment of {kernel} trained on all of them "
+                         f"({listed}); call predict once per dtype")
+    i = next(int(np.flatnonzero(values == d)[0]) for d in distinct if not serving(d))
+    raise InputError(f"params row {i}: dtype = {values[i]!r}: no model of {kernel} was trained on it; trained: "
+                     f"{listed}")
 
 
 def _is_listlike(v) -> bool:
@@ -88,18 +171,26 @@ def launch_table(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str],
     ``params`` values may be scalars (broadcast), lists, tuples, numpy arrays or pandas Series.
 
     Raises:
-        InputError: unknown kernel or GPU, a missing parameter, or a launch no kernel runs
-            (:func:`synperf.data.launches.check_launches`: a size that is not an integer >= 1, query heads not a
-            multiple of KV heads, a dtype the GPU cannot run); the message names the column and the row.
+        InputError: unknown kernel or GPU, a parameter the family does not model
+            (:func:`synperf.data.launches.check_param_keys`, with the closest allowed name), a missing parameter, or
+            a launch no kernel runs (:func:`synperf.data.launches.check_launches`: a size that is not an integer
+            >= 1, query heads not a multiple of KV heads, a dtype the GPU cannot run, a label outside its domain,
+            top-k or the expert-parallel degree above the expert count); the message names the column and the row.
     """
     if kernel not in KERNEL_PARAMS:
-        raise InputError(f"unknown kernel {kernel!r}; expected one of {sorted(KERNEL_PARAMS)}")
+        raise InputError(f"unknown kernel {kernel!r}{close_match(kernel, KERNEL_PARAMS)}; expected one of "
+                         f"{sorted(KERNEL_PARAMS)}")
+    check_param_keys(kernel, params)
     if isinstance(params, pd.DataFrame):
         df = params.reset_index(drop=True).copy()
     else:
         cols = {k: (list(v) if _is_listlike(v) else v) for k, v in params.items()}
         df = pd.DataFrame(cols, index=None if any(_is_listlike(v) for v in params.values()) else [0])
-    df["gpu"] = gpu
+    gpus = list(gpu) if _is_listlike(gpu) else None
+    if gpus is not None and len(gpus) != len(df):
+        raise InputError(f"gpu: {len(gpus)} values for {len(df)} launches; expected one GPU or one per launch")
+    ids = {g: registry.resolve(g) for g in dict.fromkeys(gpus if gpus is not None else [gpu])}
+    df["gpu"] = [ids[g] for g in gpus] if gpus is not None else ids[gpu]
     df["kernel"] = kernel
     for col, val in {**DEFAULTS, "implementation": DEFAULT_IMPLEMENTATION[kernel]}.items():
         if col not in df.columns:
@@ -113,12 +204,21 @@ def launch_table(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str],
     missing = [p for p in KERNEL_PARAMS[kernel] if p not in df.columns]
     if missing:
         raise InputError(f"params: kernel {kernel!r} needs {missing}")
-    for g in df["gpu"].unique():
-        registry[g]
     check_launches(df, kernel, registry)
     df["latency_us"] = 1.0  # placeholder so the canonical table is complete; not used
     df["latency_stat"], df["source"], df["source_version"] = "predicted", "api", "api"
     return conform(df.drop(columns=[c for c in LAUNCH_COLUMNS if c in df.columns]))
+
+
+def _check_feature_set(exp_dir: Path, feature_set: str) -> None:
+    """Refuse a ``feature_set`` that is unknown or has no trained model (``<exp_dir>/<feature_set>-all``)."""
+    if feature_set not in FEATURE_SETS:
+        raise InputError(f"feature_set = {feature_set!r}{close_match(feature_set, FEATURE_SETS)}; expected one of "
+                         f"{sorted(FEATURE_SETS)}")
+    if not (exp_dir / f"{feature_set}-all" / "meta.json").exists():
+        trained = sorted(d.name[:-len("-all")] for d in exp_dir.glob("*-all") if (d / "meta.json").exists())
+        raise InputError(f"{exp_dir / f'{feature_set}-all'}: feature_set = {feature_set!r} has no trained model; "
+                         f"trained: {trained}")
 
 
 def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, experiment: str | None = None,
@@ -130,8 +230,10 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
         kernel: family name (see :data:`synperf.data.schema.KERNELS`).
         params: kernel parameters as canonical column names (``m``, ``n``, ``k``, ``dtype``, ...),
             scalars broadcast against lists; or a DataFrame with those columns.
-        gpu: registry id (or one per row).
-        experiment: model to use (default: the one named like ``kernel``).
+        gpu: registry id or a device name listed in the registry's ``device_names`` (``NVIDIA H100 80GB HBM3``),
+            or one per row; the output's ``gpu`` column holds the registry id.
+        experiment: model to use (default: :func:`route_experiment` by the rows' dtype: the experiment named like
+            ``kernel`` when the config lists it as trained on that dtype, else the first one that is).
         models_dir: where trained models live (default: ``models_dir`` of :func:`default_paths`).
         registry: the GPU registry (default: :func:`synperf.data.hardware.load_registry` of the ``registry``
             and ``measured_dir`` of :func:`default_paths`).
@@ -160,15 +262,21 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
         (``intervals.json``); NaN otherwise.
 
     Raises:
-        InputError: unknown kernel or GPU, a missing parameter, no trained model, or intervals recorded for
-            another path than ``path.json``'s.
+        InputError: what :func:`launch_table` refuses, a dtype the experiment was not trained on
+            (:func:`route_experiment`), a ``feature_set`` that is not one of
+            :data:`synperf.model.features.FEATURE_SETS` or was not trained for the experiment, no trained model, or
+            intervals recorded for another path than ``path.json``'s.
     """
     defaults = default_paths()
     registry = registry or load_registry(defaults["registry"], defaults["measured_dir"])
     table = launch_table(kernel, params, gpu, registry)
-    exp_dir = Path(models_dir or defaults["models_dir"]) / (experiment or kernel)
+    experiment = route_experiment(kernel, table["dtype"], experiment,
+                                  _config(defaults["config"]).get("experiments") or {})
+    exp_dir = Path(models_dir or defaults["models_dir"]) / experiment
+    if feature_set is not None:
+        _check_feature_set(exp_dir, feature_set)
     choice = load_choice(exp_dir) if feature_set is None else None
-    primary = _primary_feature_set(defaults["config"], experiment or kernel)
+    primary = _primary_feature_set(defaults["config"], experiment)
     order = (feature_set, primary, "v2_paper", "v2", "v1")
     candidates = ([exp_dir / choice["mlp_dir"]] if choice and choice.get("mlp_dir") else []) + \
         [exp_dir / f"{fs}-all" for fs in dict.fromkeys(order) if fs] + [exp_dir]

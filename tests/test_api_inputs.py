@@ -58,3 +58,96 @@ def test_valid_launches_still_pass(registry):
                                            "num_kv_heads": 4, "head_dim": 128, "dtype": "bfloat16"}, "h100_sxm",
                      registry)
     assert t["kv_len"].tolist() == [8192] and t["window_size"].tolist() == [0]
+
+
+MOE = {"num_tokens": 16, "hidden_size": 4096, "inter_size": 14336, "topk": 2, "num_experts": 8, "dtype": "bfloat16"}
+ATTN = {"batch_size": 1, "kv_len": 4096, "num_heads": 32, "num_kv_heads": 8, "head_dim": 128, "dtype": "bfloat16"}
+GEMM = {"m": 16, "n": 4096, "k": 4096, "dtype": "bfloat16"}
+
+
+@pytest.mark.parametrize("kernel, params, match", [
+    ("fused_moe", {**MOE, "ep_size": 2}, r"^params: unknown parameter 'ep_size' for fused_moe \(did you mean "
+                                         r"'moe_ep_size'\?\); expected one of \[.*'moe_ep_size'"),
+    ("attention_decode", {**ATTN, "window": 128}, r"^params: unknown parameter 'window' for attention_decode \(did "
+                                                  r"you mean 'window_size'\?\);"),
+    ("gemm", {**GEMM, "window_size": 128}, r"^params: unknown parameter 'window_size' for gemm; expected one of "
+                                           r"\['dtype', 'implementation', 'm', 'n', 'k', 'batch'\]$"),
+    ("gemm", {**GEMM, "gpu": "a100_sxm4_80gb"}, r"unknown parameter 'gpu' for gemm"),
+    ("fused_moe", {**MOE, "topk": 9}, r"^params row 0: topk = 9 exceeds num_experts = 8; a token picks topk distinct"),
+    ("fused_moe", {**MOE, "moe_ep_size": [1, 16]}, r"^params row 1: moe_ep_size = 16 exceeds num_experts = 8"),
+    ("fused_moe", {**MOE, "moe_ep_size": 3}, r"^params row 0: moe_ep_size = 3 does not divide num_experts = 8"),
+    ("fused_moe", {**MOE, "distribution": "powerlaw_1.2"}, r"^params row 0: distribution = 'powerlaw_1.2' \(did you "
+                                                           r"mean 'power_law_<alpha>'\?\); expected one of"),
+    ("fused_moe", {**MOE, "distribution": ["balanced", "zipf"]}, r"^params row 1: distribution = 'zipf'; expected "
+                                                                 r"one of \['balanced', 'random', 'power_law_<alpha>'"),
+    ("fused_moe", {**MOE, "moe_stage": "w3"}, r"moe_stage = 'w3' \(did you mean 'w13'\?\); expected"),
+    ("attention_decode", {**ATTN, "kv_cache_dtype": "int8"}, r"kv_cache_dtype = 'int8'; expected one of"),
+    ("gemm", {**GEMM, "dtype": "bfloat"}, r"dtype = 'bfloat' \(did you mean 'bfloat16'\?\);"),
+    ("gem", GEMM, r"^unknown kernel 'gem' \(did you mean 'gemm'\?\);"),
+])
+def test_unknown_keys_and_values_are_refused_with_the_closest_name(kernel, params, match, tmp_path):
+    with pytest.raises(InputError, match=match):
+        _predict(kernel, params, tmp_path=tmp_path)
+
+
+def test_a_table_may_carry_empty_columns_of_other_families(registry):
+    t = launch_table("gemm", pd.DataFrame({**{k: [v] for k, v in GEMM.items()}, "kv_cache_dtype": [None]}),
+                     "h100_sxm", registry)
+    assert t["m"].tolist() == [16]
+    with pytest.raises(InputError, match="unknown parameter 'kv_cache_dtype' for gemm"):
+        launch_table("gemm", pd.DataFrame({**{k: [v] for k, v in GEMM.items()}, "kv_cache_dtype": ["fp8"]}),
+                     "h100_sxm", registry)
+
+
+def test_valid_moe_routings_pass(registry):
+    t = launch_table("fused_moe", {**MOE, "moe_ep_size": [1, 2, 8], "distribution": ["balanced", "power_law_1.2",
+                                                                                     "random"]}, "h100_sxm", registry)
+    assert t["moe_ep_size"].tolist() == [1, 2, 8] and t["distribution"].tolist() == ["balanced", "power_law_1.2",
+                                                                                     "random"]
+
+
+def test_an_unknown_or_untrained_feature_set_is_refused(tmp_path):
+    (tmp_path / "gemm" / "v1-all").mkdir(parents=True)
+    (tmp_path / "gemm" / "v1-all" / "meta.json").write_text("{}")
+    with pytest.raises(InputError, match=r"^feature_set = 'v3'; expected one of \['v1', 'v2', 'v2_launch', "
+                                         r"'v2_paper'\]$"):
+        predict("gemm", GEMM, "h100_sxm", models_dir=tmp_path, feature_set="v3")
+    with pytest.raises(InputError, match=r"v2-all: feature_set = 'v2' has no trained model; trained: \['v1'\]$"):
+        predict("gemm", GEMM, "h100_sxm", models_dir=tmp_path, feature_set="v2")
+
+
+@pytest.mark.parametrize("kernel, params, experiment", [
+    ("gemm", {**GEMM, "dtype": "float32"}, "gemm_fp32_neusight"),
+    ("gemm", {**GEMM, "dtype": "float16"}, "gemm_fp16_vidur"),
+    ("gemm", GEMM, "gemm"),
+    ("gemm_fp8", {**GEMM, "dtype": "fp8"}, "gemm_fp8"),
+    ("gemm_fp8", {**GEMM, "dtype": "fp8_block"}, "gemm_fp8_aiconfigurator"),
+    ("fused_moe", {**MOE, "dtype": ["bfloat16", "fp8"]}, "fused_moe"),
+    # RMSNorm's features see the dtype only through its element size: bfloat16 is priced like float16
+    ("rmsnorm", {"num_tokens": 8, "hidden_size": 4096, "dtype": "bfloat16"}, "rmsnorm"),
+])
+def test_the_dtype_chooses_the_experiment_trained_on_it(kernel, params, experiment, tmp_path):
+    # no model is trained under tmp_path: the refusal names the experiment folder the launch was routed to
+    with pytest.raises(InputError, match=rf"^{tmp_path / experiment}: no trained model"):
+        _predict(kernel, params, tmp_path=tmp_path)
+
+
+@pytest.mark.parametrize("kernel, params, experiment, match", [
+    ("gemm", {**GEMM, "m": [1, 2], "dtype": ["bfloat16", "float32"]}, "gemm",
+     r"^params row 1: dtype = 'float32', but experiment 'gemm' was trained on \['bfloat16'\]; experiments of gemm "
+     r"trained on float32: \['gemm_fp32_neusight'\]$"),
+    ("gemm", GEMM, "rmsnorm", r"^experiment 'rmsnorm' models rmsnorm, not gemm; experiments of gemm: "
+                              r"\['gemm', 'gemm_fp16_vidur', 'gemm_fp32_neusight'\]$"),
+    ("gemm", {**GEMM, "m": [1, 2], "dtype": ["bfloat16", "float32"]}, None,
+     r"^params: dtypes \['bfloat16', 'float32'\] have no one experiment of gemm trained on all of them .*call "
+     r"predict once per dtype$"),
+    ("rmsnorm", {"num_tokens": 8, "hidden_size": 4096, "dtype": "float32"}, None,
+     r"^params row 0: dtype = 'float32': no model of rmsnorm was trained on it; trained: "
+     r"\{'rmsnorm': \['float16'\]\}$"),
+    ("fused_moe", {**MOE, "dtype": "fp8"}, "fused_moe_pipeweave",
+     r"^params row 0: dtype = 'fp8', but experiment 'fused_moe_pipeweave' was trained on \['bfloat16'\]; experiments "
+     r"of fused_moe trained on fp8: \['fused_moe'\]$"),
+])
+def test_a_dtype_no_model_was_trained_on_is_refused(kernel, params, experiment, match, tmp_path):
+    with pytest.raises(InputError, match=match):
+        predict(kernel, params, "h100_sxm", experiment=experiment, models_dir=tmp_path)

@@ -201,7 +201,7 @@ def test_cli_rejects_bad_input(tmp_path, capsys):
 
     assert main(["suggest-moe-config", "--gpu", "h200_sxm", "--experts", "2", "--intermediate", "512",
                  "--topk", "4", "--out-dir", str(tmp_path)]) == 2
-    assert "--topk=4 exceeds --experts=2" in capsys.readouterr().err
+    assert "suggest-moe-config: --topk = 4 exceeds --experts = 2" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------------------------- public data

@@ -46,8 +46,9 @@ def merge(tmp_path, tables, own=(), quality=None):
         paths.append(str(p))
         summaries.append(str(s))
     own_paths = []
-    for i, t in enumerate(own):
-        p = tmp_path / f"own{i}.parquet"
+    for t in own:  # as the profiler writes them: <measurements_dir>/<gpu>/<kernel>.parquet
+        p = tmp_path / "own" / str(t["gpu"].iloc[0]) / f"{t['kernel'].iloc[0]}.parquet"
+        p.parent.mkdir(parents=True, exist_ok=True)
         t.to_parquet(p)
         own_paths.append(str(p))
     merge_measurements(paths, summaries, own_paths, str(GPUS), str(tmp_path / "all.parquet"),
@@ -111,6 +112,32 @@ def test_own_measurements_keep_their_source_when_a_public_source_has_the_shape(t
     out, summ = merge(tmp_path, [pub], own=[own])
     assert dict(zip(out["source"], out["latency_us"])) == {"aiconfigurator": 30.0, "synperf_profiler": 20.0}
     assert {r["source"] for r in summ["row_counts"]} == {"aiconfigurator", "synperf_profiler"}
+
+
+OWN = {"source": "synperf_profiler", "source_version": "synperf@abc torch 2.5", "latency_stat": "median"}
+
+
+@pytest.mark.parametrize("where, rows, match", [
+    ("h100_sxm/gemm.parquet", [{"m": 1}, {"m": 2, "gpu": "a100_sxm4_80gb"}],
+     r"h100_sxm/gemm\.parquet row 1: gpu = 'a100_sxm4_80gb', but the file is under h100_sxm/; expected only gpu "
+     r"'h100_sxm' in <gpu>/<kernel>\.parquet$"),
+    ("h100_sxm/gemm_fp8.parquet", [{"m": 1}],
+     r"h100_sxm/gemm_fp8\.parquet row 0: kernel = 'gemm', but the file is named gemm_fp8\.parquet; expected only "
+     r"kernel 'gemm_fp8'"),
+    ("h100_sxm/matmul.parquet", [{"m": 1}], r"h100_sxm/matmul\.parquet: 'matmul' is not a kernel family; expected "
+                                            r"<gpu>/<kernel>\.parquet"),
+    ("h100_sxm/gemm.parquet", [], r"h100_sxm/gemm\.parquet: no rows; delete the file or profile gemm on h100_sxm "
+                                  r"again$"),
+])
+def test_an_own_measurement_file_holds_the_gpu_and_kernel_its_path_names(tmp_path, where, rows, match):
+    t = gemm_rows([{"n": 16, "k": 16, "latency_us": 5.0, **OWN, **r} for r in rows]) if rows else \
+        gemm_rows([{"m": 1, "n": 16, "k": 16, "latency_us": 5.0, **OWN}]).iloc[:0]
+    p = tmp_path / "own" / where
+    p.parent.mkdir(parents=True)
+    t.to_parquet(p)
+    with pytest.raises(InputError, match=rf"^{tmp_path / 'own'}/{match}"):
+        merge_measurements([], [], [str(p)], str(GPUS), str(tmp_path / "all.parquet"), str(tmp_path / "s.json"))
+    assert not (tmp_path / "all.parquet").exists()
 
 
 def test_own_rows_obey_the_experiment_sources_and_dtypes():

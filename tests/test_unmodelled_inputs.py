@@ -127,7 +127,8 @@ def test_predict_refuses_an_unknown_label(tmp_path):
     p = {"batch_size": 1, "seq_len": [128, 256], "num_heads": 32, "num_kv_heads": 8, "head_dim": 128,
          "dtype": "bfloat16", "implementation": ["vllm_flash_attn", "vllm_flash_attn_fa4"]}
     with pytest.raises(InputError, match=r"^params row 1: implementation = 'vllm_flash_attn_fa4' is not modelled "
-                                         r"for attention_prefill; expected one of \['flashinfer', "):
+                                         r"for attention_prefill \(did you mean 'vllm_flash_attn'\?\); expected one of "
+                                         r"\['flashinfer', "):
         predict("attention_prefill", p, "h100_sxm", models_dir=tmp_path)
 
 

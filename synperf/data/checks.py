@@ -1,8 +1,16 @@
-"""Pipeline configuration checks beyond the JSON schema (cross-references to the GPU registry)."""
+"""Pipeline configuration checks beyond the JSON schema (cross-references to the GPU registry), and checks of the
+GPU registry file (``config/gpus.yaml``) beyond its schema: a key listed twice in one mapping (YAML keeps the last
+silently), non-finite numbers, and numbers outside the range a GPU can have in the field's unit (a DRAM bandwidth
+in TB/s where GB/s is meant, a clock in GHz where MHz is meant).
+"""
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
 from typing import Any, Mapping
+
+import yaml
 
 from synperf.data.io import InputError
 
@@ -83,3 +91,101 @@ def check_data_dir(config: dict) -> None:
             f"(e.g. --config public_data_dir=../shared/public-data), or leave it at {download_dir!r} to download "
             "the pinned files"
         )
+
+
+#: numeric registry field -> (lowest, highest plausible value, unit); the bounds hold every GPU from Pascal to
+#: Blackwell (P4: 1,114 MHz, 192 GB/s, 5.5 TFLOP/s FP32, 2 MiB L2; GB300: 8,000 GB/s, 5,000 TFLOP/s FP8, 129 MiB L2)
+#: with room to spare, and exclude the same number written in a unit 1000x larger or smaller
+PLAUSIBLE: dict[str, tuple[float, float, str]] = {
+    "boost_clock_mhz": (200, 5000, "MHz"),
+    "base_clock_mhz": (200, 5000, "MHz"),
+    "sm_count": (1, 1024, "SMs"),
+    "memory_gb": (1, 4096, "GB"),
+    "dram_bw_gbps": (50, 100_000, "GB/s"),
+    "l2_bw_gbps": (50, 200_000, "GB/s"),
+    "l2_cache_mb": (0.25, 2048, "MiB"),
+    "smem_per_sm_kb": (8, 2048, "KiB"),
+    "fp32_tflops": (0.5, 2000, "TFLOP/s"),
+    "dense_fp16_tflops": (5, 100_000, "TFLOP/s"),
+    "dense_bf16_tflops": (5, 100_000, "TFLOP/s"),
+    "dense_fp8_tflops": (5, 100_000, "TFLOP/s"),
+    "dense_tf32_tflops": (5, 100_000, "TFLOP/s"),
+    "tdp_w": (10, 10_000, "W"),
+}
+#: unit -> (the unit 1000x larger, the unit 1000x smaller), for the hint of a value off by that factor
+_NEIGHBOUR_UNITS = {"MHz": ("GHz", "kHz"), "GB": ("TB", "MB"), "GB/s": ("TB/s", "MB/s"), "MiB": ("GiB", "KiB"),
+                    "KiB": ("MiB", "bytes"), "TFLOP/s": ("PFLOP/s", "GFLOP/s"), "W": ("kW", "mW")}
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A safe YAML loader that refuses a key listed twice in one mapping, naming both lines."""
+
+
+def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        line = key_node.start_mark.line + 1
+        if key in seen:
+            raise InputError(f"{loader.name}: {key!r} is listed twice in one mapping (lines {seen[key]} and {line}); "
+                             "keep one")
+        seen[key] = line
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
+
+
+def load_unique_yaml(path: Path) -> Any:
+    """The YAML document of ``path``, refusing a key listed twice in one mapping.
+
+    Raises:
+        InputError: a duplicate key (names the key and both lines), or not YAML.
+    """
+    text = Path(path).read_text()
+    loader = _UniqueKeyLoader(text)
+    loader.name = str(path)
+    try:
+        return loader.get_single_data()
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: not valid YAML ({exc})".replace("\n", " ")) from None
+    finally:
+        loader.dispose()
+
+
+def check_gpu_numbers(gpus: dict, path: Path) -> None:
+    """Refuse a non-finite number anywhere in a GPU's entry and a field of :data:`PLAUSIBLE` outside its range.
+
+    Raises:
+        InputError: ``"<path>: gpus.<id>.dram_bw_gbps = 3.35 GB/s is outside the plausible [50, 100000] GB/s
+            (a value in TB/s?)"``, or ``"... = nan; expected a finite number"``.
+    """
+    for gid, entry in gpus.items():
+        for key, value in _numbers(entry, f"gpus.{gid}"):
+            if not math.isfinite(value):
+                raise InputError(f"{path}: {key} = {value}; expected a finite number")
+        for name, (lo, hi, unit) in PLAUSIBLE.items():
+            value = entry.get(name)
+            if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            if not lo <= value <= hi:
+                bigger, smaller = _NEIGHBOUR_UNITS.get(unit, (None, None))
+                hint = ""
+                if value < lo and bigger and lo <= value * 1000 <= hi:
+                    hint = f" (a value in {bigger}?)"
+                elif value > hi and smaller and lo <= value / 1000 <= hi:
+                    hint = f" (a value in {smaller}?)"
+                raise InputError(f"{path}: gpus.{gid}.{name} = {value:g} {unit} is outside the plausible "
+                                 f"[{lo:g}, {hi:g}] {unit}{hint}")
+
+
+def _numbers(obj: Any, where: str):
+    """(key path, value) of every float or int (not bool) in ``obj``, nested mappings and lists included."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _numbers(v, f"{where}.{k}")
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _numbers(v, f"{where}[{i}]")
+    elif isinstance(obj, (int, float)) and not isinstance(obj, bool):
+        yield where, float(obj)

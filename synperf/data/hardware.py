@@ -29,7 +29,7 @@ from typing import Any, Iterable, Mapping
 import jsonschema
 import yaml
 
-from synperf.data.io import InputError
+from synperf.data.io import InputError, close_match
 
 #: the JSON schemas shipped with the code (``workflow/schemas/`` beside the package): the registry's format and
 #: the format of a measured hardware file. Code assets, not configuration: the registry itself and the folder of
@@ -243,10 +243,27 @@ class Registry:
         try:
             return self.gpus[gpu_id]
         except KeyError:
-            raise InputError(
-                f"unknown GPU id {gpu_id!r}: not in {self.path}; known ids: {sorted(self.gpus)}. "
-                "Add it to config/gpus.yaml (see README, 'Adding a GPU')."
-            ) from None
+            self._unknown(gpu_id, self.gpus)
+
+    def _unknown(self, gpu: str, names) -> None:
+        """Refuse ``gpu``, suggesting the closest of ``names``."""
+        raise InputError(f"unknown GPU id {gpu!r}{close_match(gpu, names)}: not in {self.path}; known ids: "
+                         f"{sorted(self.gpus)}. Add it to config/gpus.yaml (see README, 'Adding a GPU').")
+
+    def resolve(self, gpu: str) -> str:
+        """The registry id of ``gpu``: a registry id, or a device name listed under a GPU's ``device_names``
+        (``NVIDIA H100 80GB HBM3`` -> ``h100_sxm``).
+
+        Raises:
+            InputError: neither (the message of :meth:`__getitem__`).
+        """
+        gpu = str(gpu)
+        if gpu in self.gpus:
+            return gpu
+        gid = self._by_name.get(gpu.strip())
+        if gid is None:
+            self._unknown(gpu, [*self.gpus, *self._by_name])
+        return gid
 
     def id_for_device_name(self, device_name: str, where: str) -> str:
         """Map a device string (NVML name or a data file's ``device`` value) to a registry id.
@@ -296,23 +313,25 @@ def load_registry(path: str | os.PathLike, measured_dir: str | os.PathLike | Non
     others stay datasheet values (partial files are fine). See :meth:`GPUSpec.value_source`.
 
     Raises:
-        InputError: the registry file is missing, not YAML, or fails the schema (the message names
-            the file and the offending key); or a measured file is malformed, fails its schema,
-            or is named after a GPU id the registry does not have (the message names that file).
+        InputError: the registry file is missing, not YAML, lists a key twice in one mapping (a GPU id, a field),
+            fails the schema, holds a non-finite number or one outside the field's plausible range
+            (:mod:`synperf.data.checks`; the message names the file and the offending key); or a
+            measured file is malformed, fails its schema, or is named after a GPU id the registry does not have
+            (the message names that file).
     """
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: GPU registry not found")
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise InputError(f"{path}: not valid YAML ({exc})") from exc
+    from synperf.data.checks import check_gpu_numbers, load_unique_yaml
+
+    doc = load_unique_yaml(path)
     schema = yaml.safe_load(SCHEMA_PATH.read_text())
     try:
         jsonschema.validate(doc, schema)
     except jsonschema.ValidationError as exc:
         key = "/".join(str(p) for p in exc.absolute_path)
         raise InputError(f"{path}: at key {key!r}: {exc.message}") from exc
+    check_gpu_numbers(doc["gpus"], path)
     gpus = {}
     for gid, e in doc["gpus"].items():
         gpus[gid] = GPUSpec(

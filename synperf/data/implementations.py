@@ -29,7 +29,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from synperf.data.io import InputError
+from synperf.data.io import InputError, close_match
 
 #: family -> {implementation label -> model}
 IMPLEMENTATIONS: dict[str, dict[str, str]] = {
@@ -59,8 +59,8 @@ def implementation_model(kernel: str, label: str, where: str = "implementation")
         raise InputError(f"{where}: unknown kernel family {kernel!r}; expected one of {sorted(IMPLEMENTATIONS)}")
     model = table.get(str(label))
     if model is None:
-        raise InputError(f"{where}: implementation = {label!r} is not modelled for {kernel}; "
-                         f"expected one of {sorted(table)}")
+        raise InputError(f"{where}: implementation = {label!r} is not modelled for {kernel}"
+                         f"{close_match(label, table)}; expected one of {sorted(table)}")
     return model
 
 

@@ -1,4 +1,4 @@
-"""Atomic file output and checked table input.
+"""Atomic file output and checked table and artefact input.
 
 Every output of the pipeline is written to a temporary file in the target's
 directory and moved into place with :func:`os.replace`, so a crash never
@@ -9,6 +9,7 @@ one.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import json
 import os
 import tempfile
@@ -20,6 +21,15 @@ import pandas as pd
 
 class InputError(ValueError):
     """Bad input data: the message names the file, row or key and what was expected."""
+
+
+def close_match(word: str, allowed) -> str:
+    """``" (did you mean 'x'?)"`` for the allowed name closest to ``word``, else ``""``: an allowed name that holds
+    ``word`` (``ep_size`` -> ``moe_ep_size``), the shortest such, else the closest by :mod:`difflib`."""
+    word, allowed = str(word), [str(a) for a in allowed]
+    holding = sorted((a for a in allowed if word and word in a), key=len)
+    near = holding[:1] or difflib.get_close_matches(word, allowed, n=1)
+    return f" (did you mean {near[0]!r}?)" if near else ""
 
 
 @contextlib.contextmanager
@@ -89,6 +99,64 @@ def read_table(path: str | os.PathLike, **kwargs: Any) -> pd.DataFrame:
             "the file may be truncated or corrupt"
         ) from exc
     raise InputError(f"{path}: unsupported table format {path.suffix!r} (expected .parquet or .csv)")
+
+
+def brief_error(exc: BaseException, limit: int = 100) -> str:
+    """``"<type>: <message>"`` of ``exc`` on one line: the first line of the message, cut at its first sentence when
+    longer than ``limit`` characters, and at ``limit``."""
+    text = (str(exc).strip().splitlines() or [""])[0]
+    if len(text) > limit and ". " in text:
+        text = text[: text.index(". ") + 1]
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
+    return f"{type(exc).__name__}: {text}"
+
+
+#: what :func:`read_artefact` reads each file suffix as, and the kind the message names
+_ARTEFACT_KINDS = {".json": "JSON", ".joblib": "joblib", ".pt": "model"}
+
+
+def read_artefact(path: str | os.PathLike, stage: str = "train", *, keys: tuple[str, ...] = ()) -> Any:
+    """The content of one pipeline artefact, by its suffix: ``.json`` (a JSON document), ``.joblib`` (a joblib
+    pickle), ``.pt`` (a torch state dict, tensors only, mapped to the CPU).
+
+    Args:
+        stage: the pipeline stage that writes the file, named in the message.
+        keys: for JSON, keys the document (an object) must have.
+
+    Raises:
+        InputError: one line naming the file: ``"<path>: file not found; rerun the <stage> stage"``, ``"<path>: not a
+            valid model file (truncated?) (<error>); rerun the <stage> stage"``, or a JSON document that is not an
+            object holding ``keys``.
+    """
+    path = Path(path)
+    kind = _ARTEFACT_KINDS.get(path.suffix)
+    if kind is None:
+        raise InputError(f"{path}: unsupported artefact format {path.suffix!r}; expected one of "
+                         f"{sorted(_ARTEFACT_KINDS)}")
+    if not path.is_file():
+        raise InputError(f"{path}: file not found; rerun the {stage} stage")
+    try:
+        if kind == "JSON":
+            obj = json.loads(path.read_text(encoding="utf-8"))
+        elif kind == "joblib":
+            import joblib
+
+            obj = joblib.load(path)
+        else:
+            import torch
+
+            obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # json, pickle, zipfile and torch raise many types for a damaged file
+        raise InputError(f"{path}: not a valid {kind} file (truncated?) ({brief_error(exc)}); rerun the {stage} "
+                         "stage") from None
+    if kind == "JSON" and keys:
+        if not isinstance(obj, dict):
+            raise InputError(f"{path}: expected a JSON object, found {type(obj).__name__}; rerun the {stage} stage")
+        missing = [k for k in keys if k not in obj]
+        if missing:
+            raise InputError(f"{path}: missing {missing}; rerun the {stage} stage")
+    return obj
 
 
 def categorical_strings(df: pd.DataFrame, max_share: float = 0.5) -> pd.DataFrame:

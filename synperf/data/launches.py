@@ -12,22 +12,96 @@ architecture, shared memory).
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
-from .io import InputError
+from .io import InputError, close_match
 from .schema import KERNEL_PARAMS, PARAM_COLUMNS
 
 #: the compute dtypes the families model
 MODELLED_DTYPES = ("bfloat16", "float16", "float32", "fp8", "fp8_block")
+#: parameters a family models beside ``dtype``, ``implementation`` and its :data:`KERNEL_PARAMS`
+OPTIONAL_PARAMS = {"fused_moe": ("distribution", "block_size_m", "block_size_n", "block_size_k", "group_size_m",
+                                 "num_warps", "num_stages")}
+#: the KV-cache dtypes the attention models price (bytes per element of each in
+#: :data:`synperf.model.kernels.dtypes.DTYPE_BYTES`)
+KV_CACHE_DTYPES = ("bfloat16", "float16", "float32", "fp8")
+#: the fused-MoE stages: the whole layer or one of its grouped GEMMs
+MOE_STAGES = ("full", "w13", "w2")
+#: fused-MoE token-to-expert routings: uniform, or Zipf-like with exponent ``alpha`` >= 0 (``power_law_1.2``)
+ROUTINGS = ("balanced", "random", "power_law_<alpha>")
+_POWER_LAW = re.compile(r"power_law_(?:[0-9]+\.?[0-9]*|\.[0-9]+)")
 #: parameters that may be 0
 _MAY_BE_ZERO = {"window_size"}
 #: families whose dtype selects a Tensor Core peak of the GPU (RMSNorm and SiLU&Mul run on CUDA cores)
-_TENSOR_FAMILIES = {"gemm", "gemm_fp8", "attention_prefill", "attention_decode", "fused_moe"}
+TENSOR_FAMILIES = {"gemm", "gemm_fp8", "attention_prefill", "attention_decode", "fused_moe"}
 
 
 def _first_bad(mask: np.ndarray) -> int:
     return int(np.flatnonzero(mask)[0])
+
+
+def allowed_params(kernel: str) -> tuple[str, ...]:
+    """The parameter names :func:`synperf.api.predict` takes for family ``kernel``."""
+    return ("dtype", "implementation", *KERNEL_PARAMS[kernel], *OPTIONAL_PARAMS.get(kernel, ()))
+
+
+def check_param_keys(kernel: str, params, where: str = "params") -> None:
+    """Refuse a parameter ``kernel`` does not model: a key of the dict ``params``, or a column of the DataFrame
+    ``params`` with a value (an all-null column of another family's parameter is left out: tables that hold
+    several families carry them).
+
+    Raises:
+        InputError: ``"<where>: unknown parameter 'ep_size' for fused_moe; did you mean 'moe_ep_size'? expected
+            one of [...]"``.
+    """
+    allowed = allowed_params(kernel)
+    for key in params:
+        if key in allowed:
+            continue
+        if isinstance(params, pd.DataFrame) and key in PARAM_COLUMNS and params[key].isna().all():
+            continue
+        hint = close_match(key, allowed)
+        raise InputError(f"{where}: unknown parameter {key!r} for {kernel}{hint}; expected one of {list(allowed)}")
+
+
+def check_moe_routing(topk, num_experts, ep_size=None, where: str = "params",
+                      names: tuple[str, str, str] = ("topk", "num_experts", "moe_ep_size")) -> None:
+    """Refuse fused-MoE routings no layer has: more experts per token than experts, or an expert-parallel degree
+    above the expert count or not dividing it (every rank holds ``num_experts / moe_ep_size`` experts).
+    ``topk``, ``num_experts`` and ``ep_size`` are integers or equal-length arrays of them (``ep_size`` None: not
+    checked); ``names`` spell the three in the message.
+
+    Raises:
+        InputError: ``"<where> row <i>: topk = 4 exceeds num_experts = 2; ..."`` (no row for scalars).
+    """
+    t, e = np.atleast_1d(np.asarray(topk, dtype="int64")), np.atleast_1d(np.asarray(num_experts, dtype="int64"))
+    ep = None if ep_size is None else np.atleast_1d(np.asarray(ep_size, dtype="int64"))
+    rows = np.ndim(topk) > 0 or np.ndim(num_experts) > 0
+    checks = [(t > e, lambda i: f"{names[0]} = {t[i]} exceeds {names[1]} = {e[i]}; a token picks {names[0]} "
+                                "distinct experts")]
+    if ep is not None:
+        checks += [(ep > e, lambda i: f"{names[2]} = {ep[i]} exceeds {names[1]} = {e[i]}; every expert-parallel "
+                                      "rank holds at least one expert"),
+                   (e % np.maximum(ep, 1) != 0, lambda i: f"{names[2]} = {ep[i]} does not divide {names[1]} = "
+                                                          f"{e[i]}; every rank holds {names[1]} / {names[2]} experts")]
+    for bad, msg in checks:
+        bad = np.broadcast_to(bad, np.broadcast(t, e).shape)
+        if bad.any():
+            i = _first_bad(bad)
+            raise InputError(f"{where} row {i}: {msg(i)}" if rows else f"{where}: {msg(i)}")
+
+
+def _check_labels(df: pd.DataFrame, col: str, ok, allowed, where: str) -> None:
+    """Refuse the first non-null value of ``df[col]`` for which ``ok(value)`` is false."""
+    values = df[col]
+    bad = values.notna().to_numpy() & ~values.astype(str).map(ok).to_numpy(dtype=bool)
+    if bad.any():
+        i = _first_bad(bad)
+        v = str(values.iloc[i])
+        raise InputError(f"{where} row {i}: {col} = {v!r}{close_match(v, allowed)}; expected one of {list(allowed)}")
 
 
 def check_launches(df: pd.DataFrame, kernel: str, registry, where: str = "params") -> None:
@@ -71,12 +145,22 @@ def check_launches(df: pd.DataFrame, kernel: str, registry, where: str = "params
                 i = _first_bad(bad)
                 raise InputError(f"{where} row {i}: kv_len = {k[i]} < seq_len = {q[i]}; expected kv_len >= seq_len "
                                  "(a prefill attends to its own tokens and any cached prefix)")
+    if kernel == "fused_moe":
+        ints = {c: df[c].to_numpy(dtype="int64") for c in ("topk", "num_experts", "moe_ep_size")}
+        check_moe_routing(ints["topk"], ints["num_experts"], ints["moe_ep_size"], where)
+        _check_labels(df, "moe_stage", lambda v: v in MOE_STAGES, MOE_STAGES, where)
+        if "distribution" in df.columns:
+            _check_labels(df, "distribution", lambda v: v in ROUTINGS[:2] or bool(_POWER_LAW.fullmatch(v)),
+                          ROUTINGS, where)
+    if kernel.startswith("attention"):
+        _check_labels(df, "kv_cache_dtype", lambda v: v in KV_CACHE_DTYPES, KV_CACHE_DTYPES, where)
     dtype = df["dtype"].astype(str).to_numpy()
     bad = ~np.isin(dtype, MODELLED_DTYPES)
     if bad.any():
         i = _first_bad(bad)
-        raise InputError(f"{where} row {i}: dtype = {dtype[i]!r}; expected one of {list(MODELLED_DTYPES)}")
-    if kernel in _TENSOR_FAMILIES:
+        raise InputError(f"{where} row {i}: dtype = {dtype[i]!r}{close_match(dtype[i], MODELLED_DTYPES)}; expected "
+                         f"one of {list(MODELLED_DTYPES)}")
+    if kernel in TENSOR_FAMILIES:
         from .hardware import _PEAK_COLUMN
 
         gpu = df["gpu"].astype(str).to_numpy()

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from synperf.data.io import InputError, read_table, write_csv
+from synperf.data.io import InputError, read_artefact, read_table, write_csv
 from synperf.model.moe_configs import CONFIG_COLUMNS, CONFIG_KEYS, default_config
 
 SHAPE = ["moe_stage", "num_tokens", "num_experts", "topk", "hidden_size", "inter_size"]
@@ -77,7 +77,7 @@ def launch_gaps(features_dir, feature_set: str, experiments: dict, models_dir) -
 
     frames = []
     for name, exp in sorted(experiments.items()):
-        meta = json.loads(Path(f"{features_dir}/{feature_set}/{name}.json").read_text())
+        meta = read_artefact(f"{features_dir}/{feature_set}/{name}.json", "features")
         table = read_table(f"{features_dir}/{feature_set}/{name}.parquet").reset_index(drop=True)
         model = TrainedModel.load(Path(models_dir) / name / f"{feature_set}-all")
         p80 = model.predict_efficiency(_feature_frame(table, meta))
@@ -295,7 +295,7 @@ def train_fold(sweep_table, feature_meta: str, target: str, training: dict, seed
         write_parquet(t.reset_index(drop=True), Path(tmp) / "t.parquet")
         train_experiment(str(Path(tmp) / "t.parquet"), feature_meta, f"moe_logo_{target}", exp, training, seed,
                          threads, str(out_dir))
-    return json.loads((Path(out_dir) / "meta.json").read_text())
+    return read_artefact(Path(out_dir) / "meta.json")
 
 
 def suggest_logo(sweep: pd.DataFrame, defaults: pd.DataFrame, target: str, models_dir, fold: str,

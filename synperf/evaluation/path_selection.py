@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import LeaveOneGroupOut
 
+from synperf.data.io import read_table
 from synperf.evaluation.evidence import trained_gpus
 from synperf.evaluation.metrics import ape
 from synperf.model.estimator import TrainConfig, TrainedModel, groups_sha256, train, training_rows
@@ -806,12 +807,17 @@ def save_choice(directory, chosen: str, train_rows: pd.DataFrame, registry, scor
 
 
 def load_choice(directory) -> dict | None:
-    """The record :func:`save_choice` wrote in ``directory`` (None when the folder has none)."""
-    import json
+    """The record :func:`save_choice` wrote in ``directory`` (None when the folder has none).
+
+    Raises:
+        InputError: the file is not valid JSON or has no ``path`` (:func:`synperf.data.io.read_artefact`).
+    """
     from pathlib import Path
 
+    from synperf.data.io import read_artefact
+
     f = Path(directory) / CHOICE_FILE
-    return json.loads(f.read_text()) if f.exists() else None
+    return read_artefact(f, keys=("path",)) if f.exists() else None
 
 
 def predict_with_choice(choice: dict, directory, rows: pd.DataFrame, registry, mlp: TrainedModel | None,
@@ -925,6 +931,7 @@ def _cached_sources(file, registry, feature_set: str | None) -> _SourceCache:
 
     Raises:
         FileNotFoundError: ``file`` does not exist.
+        InputError: ``file`` is not a readable Parquet table (:func:`synperf.data.io.read_table`).
     """
     from pathlib import Path
 
@@ -933,7 +940,7 @@ def _cached_sources(file, registry, feature_set: str | None) -> _SourceCache:
     key = (str(file), st.st_mtime_ns, st.st_size, feature_set, registry_key(registry))
     hit = _SOURCE_CACHE.pop(key, None)
     if hit is None:
-        rows = pd.read_parquet(file)
+        rows = read_table(file)
         if feature_set is not None:
             rows = _with_features(rows, registry, feature_set)[0]
         rows = with_spec_columns(rows.reset_index(drop=True), registry)

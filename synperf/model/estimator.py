@@ -25,7 +25,6 @@ hyper-parameters, training curve).
 from __future__ import annotations
 
 import copy
-import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -35,7 +34,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from synperf.data.io import atomic_path, write_json
+from synperf.data.io import InputError, atomic_path, brief_error, read_artefact, write_json
 from synperf.model.features import FeatureFrame
 from synperf.model.training import TrainConfig, data_hash, groups_sha256, training_rows
 
@@ -265,17 +264,23 @@ class TrainedModel:
         """Load a model written by :meth:`save`.
 
         Raises:
-            FileNotFoundError: ``model.pt``, ``encoder.joblib`` or ``meta.json`` missing.
+            InputError: ``model.pt``, ``encoder.joblib`` or ``meta.json`` missing, truncated or not what
+                :meth:`save` writes (:func:`synperf.data.io.read_artefact`); the message names the file.
         """
-        import joblib
-
         directory = Path(directory)
-        meta = json.loads((directory / "meta.json").read_text())
+        meta = read_artefact(directory / "meta.json", keys=("encoder", "train_config"))
         meta.pop("encoder")
-        enc = joblib.load(directory / "encoder.joblib")
+        enc = read_artefact(directory / "encoder.joblib")
+        if not isinstance(enc, Encoder):
+            raise InputError(f"{directory / 'encoder.joblib'}: expected an Encoder, found {type(enc).__name__}; "
+                             "rerun the train stage")
         cfg = meta["train_config"]
         net = EfficiencyMLP(len(enc.names), cfg["hidden_sizes"], cfg["dropout"], cfg["efficiency_max"])
-        net.load_state_dict(torch.load(directory / "model.pt", map_location="cpu", weights_only=True))
+        try:
+            net.load_state_dict(read_artefact(directory / "model.pt"))
+        except (RuntimeError, TypeError, AttributeError) as exc:  # weights of another shape, or not a state dict
+            raise InputError(f"{directory / 'model.pt'}: weights do not fit the network of meta.json "
+                             f"({brief_error(exc)}); rerun the train stage") from None
         net.eval()
         return cls(net, enc, meta)
 

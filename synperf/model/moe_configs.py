@@ -257,13 +257,13 @@ def add_cli(sub) -> None:
 
 def _cli(args) -> int:
     from synperf.data.hardware import load_registry
+    from synperf.data.launches import check_moe_routing
 
     registry = load_registry(args.registry) if args.registry else None
     for name in ("experts", "intermediate", "hidden", "topk"):
         if getattr(args, name) < 1:
             raise InputError(f"--{name}={getattr(args, name)}: must be >= 1")
-    if args.topk > args.experts:
-        raise InputError(f"--topk={args.topk} exceeds --experts={args.experts}")
+    check_moe_routing(args.topk, args.experts, where="suggest-moe-config", names=("--topk", "--experts", "--ep"))
     path, best = suggest_file(args.gpu, args.experts, args.intermediate, hidden_size=args.hidden, topk=args.topk,
                               dtype=args.dtype, out_dir=args.out_dir, registry=registry,
                               experiment=args.experiment, models_dir=args.models_dir)

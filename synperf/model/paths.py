@@ -221,12 +221,12 @@ class JoblibModel:
         """Read a model :meth:`save` wrote, of this class.
 
         Raises:
-            FileNotFoundError: no such file.
+            InputError: no such file, or not a valid joblib file (:func:`synperf.data.io.read_artefact`).
             TypeError: the file holds something else.
         """
-        import joblib
+        from synperf.data.io import read_artefact
 
-        model = joblib.load(file)
+        model = read_artefact(file)
         if not isinstance(model, cls):
             raise TypeError(f"{file}: expected a {cls.__name__}, found {type(model).__name__}")
         return model

@@ -155,6 +155,12 @@ def save_intervals(directory, path: str, path_rows: pd.DataFrame, fallback: str 
 
 
 def load_intervals(directory) -> dict | None:
-    """The record :func:`save_intervals` wrote in ``directory`` (None when it has none)."""
+    """The record :func:`save_intervals` wrote in ``directory`` (None when it has none).
+
+    Raises:
+        InputError: the file is not valid JSON or has no ``intervals`` (:func:`synperf.data.io.read_artefact`).
+    """
+    from synperf.data.io import read_artefact
+
     f = Path(directory) / INTERVALS_FILE
-    return json.loads(f.read_text()) if f.exists() else None
+    return read_artefact(f, keys=("intervals",)) if f.exists() else None

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pandas as pd
 
-from synperf.data.io import read_table, write_parquet
+from synperf.data.io import read_artefact, read_table, write_parquet
 from synperf.evaluation.metrics import ape, summarize
 from synperf.model.estimator import TrainedModel
 from synperf.pipeline.common import _feature_frame
@@ -20,7 +17,7 @@ def evaluate_experiment(features: str, features_meta: str, model_dir: str, exp_n
 
     ``table`` and ``model`` are the feature table and the trained model when the caller has them (read from
     ``features`` and ``model_dir`` otherwise)."""
-    meta = json.loads(Path(features_meta).read_text())
+    meta = read_artefact(features_meta, "features")
     table = read_table(features) if table is None else table
     table = table[table["split"] != "unused"].reset_index(drop=True)
     model = TrainedModel.load(model_dir) if model is None else model

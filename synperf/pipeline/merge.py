@@ -6,16 +6,41 @@ Imports the analytical work model (:mod:`synperf.model.kernels`) for the physica
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 
 import pandas as pd
 
 from synperf.data.hardware import load_registry
-from synperf.data.io import read_table, write_json, write_parquet
+from synperf.data.io import InputError, read_artefact, read_table, write_json, write_parquet
 from synperf.data.quality import QualitySettings, check_table, duplicate_spread
-from synperf.data.schema import conform, reduce_duplicates, validate
+from synperf.data.schema import KERNELS, conform, reduce_duplicates, validate
+
+
+def check_own_file(df: pd.DataFrame, path: str | Path) -> None:
+    """Refuse an own measurement file ``<measurements_dir>/<gpu>/<kernel>.parquet`` that holds no row, is named
+    after no kernel family, or holds a row whose ``gpu`` or ``kernel`` is not the one its folder and file name say.
+
+    Raises:
+        InputError: ``"<path>: no rows; ..."``, ``"<path>: 'gemm2' is not a kernel family; ..."`` or
+            ``"<path> row 3: gpu = 'a100_sxm4_80gb', but the file is under h100_sxm/; ..."``.
+    """
+    path = Path(path)
+    gpu, kernel = path.parent.name, path.stem
+    if kernel not in KERNELS:
+        raise InputError(f"{path}: {kernel!r} is not a kernel family; expected <gpu>/<kernel>.parquet with a kernel "
+                         f"of {list(KERNELS)}")
+    if df.empty:
+        raise InputError(f"{path}: no rows; delete the file or profile {kernel} on {gpu} again")
+    for col, expected, where in (("gpu", gpu, f"under {gpu}/"), ("kernel", kernel, f"named {path.name}")):
+        if col not in df.columns:
+            raise InputError(f"{path}: no {col!r} column; expected the canonical schema")
+        values = df[col].astype("string")
+        bad = (values != expected).fillna(True).to_numpy(dtype=bool)
+        if bad.any():
+            i = int(bad.argmax())
+            raise InputError(f"{path} row {i}: {col} = {values.iloc[i]!r}, but the file is {where}; expected "
+                             f"only {col} {expected!r} in <gpu>/<kernel>.parquet")
 
 
 def merge_measurements(tables: list[str], summaries: list[str], own_measurements: list[str], registry_path: str,
@@ -34,8 +59,9 @@ def merge_measurements(tables: list[str], summaries: list[str], own_measurements
         quality: the config's ``ingest.quality`` thresholds (:class:`synperf.data.quality.QualitySettings`).
 
     Raises:
-        InputError: a table (e.g. a profiled Parquet under data/measurements) is unreadable or not canonical,
-            or a quality setting is out of range.
+        InputError: a table (e.g. a profiled Parquet under data/measurements) is unreadable or not canonical, an
+            own measurement file is empty or holds rows of another GPU or kernel than its path names
+            (:func:`check_own_file`), or a quality setting is out of range.
     """
     settings = QualitySettings.from_dict(quality)
     registry = load_registry(registry_path, measured_dir)
@@ -43,6 +69,7 @@ def merge_measurements(tables: list[str], summaries: list[str], own_measurements
     for path in list(tables) + list(own_measurements):
         df = read_table(path)
         if path in own_measurements:
+            check_own_file(df, path)
             df = conform(df, str(path))
         frames.append(validate(df, str(path), registry.ids))
     df = pd.concat(frames, ignore_index=True)
@@ -53,7 +80,7 @@ def merge_measurements(tables: list[str], summaries: list[str], own_measurements
     df, checks = check_table(df, registry, settings)
     dropped: Counter = Counter()
     for s in summaries:
-        dropped.update(json.loads(Path(s).read_text())["dropped"])
+        dropped.update(read_artefact(s, "ingest", keys=("dropped",))["dropped"])
     dropped.update(checks["dropped"])
     counts = df.groupby(["source", "kernel", "gpu"]).size().reset_index(name="rows")
     write_parquet(df, out_table)

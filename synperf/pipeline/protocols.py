@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from synperf.data.hardware import load_registry
-from synperf.data.io import categorical_strings, read_table
+from synperf.data.io import categorical_strings, read_artefact, read_table
 from synperf.model.estimator import TrainConfig, TrainedModel
 
 #: columns of ``evaluate_protocols``'s ``out_rows``: one row per configured test row predicted by ``synperf``
@@ -86,7 +86,7 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
     log = logging.getLogger(__name__)
     registry = load_registry(registry_path, measured_dir)
     table = categorical_strings(read_table(features).reset_index(drop=True))
-    meta = json.loads(Path(features_meta).read_text())
+    meta = read_artefact(features_meta, "features")
     configured_fs = configured_feature_set or meta.get("feature_set")
     tables = {meta.get("feature_set"): (table, meta)}
 
@@ -97,7 +97,7 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
             t = categorical_strings(read_table(t_path).reset_index(drop=True))
             if len(t) != len(table) or not t["problem_key"].equals(table["problem_key"]):
                 raise ValueError(f"{t_path}: rows differ from {features}; rebuild the features stage")
-            tables[fs] = (t, json.loads(Path(m_path).read_text()))
+            tables[fs] = (t, read_artefact(m_path, "features"))
         return tables[fs]
 
     fs_scores = (pd.concat([pd.read_csv(f) for f in feature_scores], ignore_index=True)

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pandas as pd
 
 from synperf.data.hardware import load_registry
-from synperf.data.io import categorical_strings, read_table, write_json
+from synperf.data.io import categorical_strings, read_artefact, read_table, write_json
 from synperf.model.training import TrainConfig
 
 
@@ -46,7 +43,7 @@ def score_selection(candidates: list[tuple[str, str, str]], exp_name: str, regis
     registry = load_registry(registry_path, measured_dir)
     done, fold_models = {}, {}  # scores by feature table; fold MLPs by (feature table, training config)
     for features, features_meta, out_table in candidates:
-        meta = json.loads(Path(features_meta).read_text())
+        meta = read_artefact(features_meta, "features")
         models = fold_models.setdefault((features, repr(cfg)), {})
         table = categorical_strings(read_table(features))
         done[features] = score_feature_set(table, meta, exp_name, registry, cfg, seed, log=log.info, models_out=models)
@@ -58,7 +55,7 @@ def score_selection(candidates: list[tuple[str, str, str]], exp_name: str, regis
     if recipes:
         from synperf.evaluation.selection import choose_recipe
 
-        table, meta = categorical_strings(read_table(primary[0])), json.loads(Path(primary[1]).read_text())
+        table, meta = categorical_strings(read_table(primary[0])), read_artefact(primary[1], "features")
         parts = []
         for name, overrides in recipes.items():
             rcfg = TrainConfig.from_dict({**training, **overrides, "seed": seed, "threads": threads})
@@ -77,7 +74,7 @@ def score_selection(candidates: list[tuple[str, str, str]], exp_name: str, regis
         from synperf.data.io import write_parquet
         from synperf.evaluation.path_selection import PATH_ROW_COLUMNS, score_paths
 
-        table, meta = categorical_strings(read_table(primary[0])), json.loads(Path(primary[1]).read_text())
+        table, meta = categorical_strings(read_table(primary[0])), read_artefact(primary[1], "features")
         path_rows = []
         paths = score_paths(table, meta, exp_name, registry, chosen_cfg, log=log.info,
                             fold_mlps=fold_models.get((primary[0], repr(chosen_cfg))), rows_out=path_rows)

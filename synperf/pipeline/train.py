@@ -7,7 +7,7 @@ import logging
 import time
 from pathlib import Path
 
-from synperf.data.io import read_table
+from synperf.data.io import read_artefact, read_table
 from synperf.data.schema import KEY_COLUMNS
 from synperf.model.estimator import TrainConfig, data_hash, train
 from synperf.pipeline.common import _feature_frame
@@ -48,7 +48,7 @@ def train_experiment(features: str, features_meta: str, exp_name: str, exp: dict
     Raises:
         LeakError: the model's training GPUs are not all seen GPUs of the experiment (nothing is saved).
     """
-    meta = select_group(json.loads(Path(features_meta).read_text()), group)
+    meta = select_group(read_artefact(features_meta, "features"), group)
     table = read_table(features) if table is None else table
     tr = table[table["split"] == "train"].reset_index(drop=True)
     cfg = TrainConfig.from_dict({**training, "seed": seed, "threads": threads})
@@ -74,7 +74,7 @@ def recipe_overrides(recipe: str | None) -> dict:
     under ``recipe``; ``{}`` without one."""
     if not recipe:
         return {}
-    choice = json.loads(Path(recipe).read_text())
+    choice = read_artefact(recipe, "selection")
     return {**choice["overrides"], "recipe": choice["chosen"]}
 
 
@@ -122,7 +122,7 @@ def train_models(exp_name: str, exp: dict, models: list[dict], seed: int, thread
             from synperf.evaluation.path_selection import record_choice
 
             registry = load_registry(path_choice["registry"], path_choice.get("measured_dir"))
-            meta = json.loads(Path(m["meta"]).read_text())
+            meta = read_artefact(m["meta"], "features")
             seen_rows: list = []
             default = None
             if path_choice.get("all_scores"):
