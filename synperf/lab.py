@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from synperf.api import default_paths
 from synperf.data.io import InputError
 from synperf.model.features import primary_feature_set
 
@@ -127,14 +128,14 @@ def score_experiment(job: dict) -> pd.DataFrame:
 
 
 def _jobs(cfg: dict, families: list[str], features_dir: Path, results_dir: Path, methods: list[str],
-          protocols: list[str], problems: int, registry: str | None) -> list[dict]:
+          protocols: list[str], problems: int, root: Path) -> list[dict]:
     experiments = cfg["experiments"]
     unknown = [f for f in families if f not in experiments]
     if unknown:
         raise InputError(f"--families: {unknown} not in the config's experiments {sorted(experiments)}")
     training = {**(cfg.get("training") or {}), **((cfg.get("protocols") or {}).get("training") or {})}
-    measured = cfg.get("hardware_measurements_dir", "data/hardware")
-    measured_dir = measured if (cfg.get("characterize") or {}).get("use_measured", True) else None
+    measured = root / cfg.get("hardware_measurements_dir", "data/hardware")
+    measured_dir = str(measured) if (cfg.get("characterize") or {}).get("use_measured", True) else None
     scores = {e: str(results_dir / "selection" / e / "paths.csv") for e in experiments
               if (results_dir / "selection" / e / "paths.csv").is_file()}
     jobs = []
@@ -142,16 +143,18 @@ def _jobs(cfg: dict, families: list[str], features_dir: Path, results_dir: Path,
         exp = experiments[name]
         table, meta = _feature_paths(features_dir, primary_feature_set(exp, cfg["feature_set"]), name)
         jobs.append({"experiment": name, "exp": exp, "table": str(table), "meta": str(meta),
-                     "registry": registry or cfg["gpu_registry"], "measured_dir": measured_dir, "training": training,
+                     "registry": str(root / cfg["gpu_registry"]), "measured_dir": measured_dir, "training": training,
                      "methods": methods, "protocols": protocols, "problems": problems, "seed": int(cfg.get("seed", 0)),
                      "path_scores": scores, "experiments": experiments})
     return jobs
 
 
 def run_lab(cfg: dict, families: list[str], features_dir: Path, results_dir: Path, methods: list[str],
-            protocols: list[str], problems: int, workers: int, registry: str | None = None
+            protocols: list[str], problems: int, workers: int, root: Path | None = None
             ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Score ``methods`` under ``protocols`` on every family; ``(protocol summary, goals table)``.
+    """Score ``methods`` under ``protocols`` on every family; ``(protocol summary, goals table)``. The config's
+    relative paths (``gpu_registry``, ``hardware_measurements_dir``) start at ``root`` (default: the working
+    folder; the command passes this checkout, where Snakemake runs).
 
     Raises:
         InputError: an unknown family, method or protocol, or a missing feature table.
@@ -163,7 +166,7 @@ def run_lab(cfg: dict, families: list[str], features_dir: Path, results_dir: Pat
         bad = [m for m in given if m not in known]
         if bad:
             raise InputError(f"{label}: unknown {bad}; known: {list(known)}")
-    jobs = _jobs(cfg, families, features_dir, results_dir, methods, protocols, problems, registry)
+    jobs = _jobs(cfg, families, features_dir, results_dir, methods, protocols, problems, Path(root or "."))
     # the longest first: the experiments with the most GPUs
     jobs.sort(key=lambda j: -len(list(j["exp"]["seen"]) + list(j["exp"].get("unseen", []))))
     if workers <= 1 or len(jobs) == 1:
@@ -193,10 +196,12 @@ def _cores() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m synperf.lab", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--config", type=Path, default=Path("config/config.yaml"), help="pipeline config")
-    ap.add_argument("--features", type=Path, default=Path("results/features"),
+    config = default_paths()["config"]
+    checkout = config.parent.parent
+    ap.add_argument("--config", type=Path, default=config, help="pipeline config (default: this checkout's)")
+    ap.add_argument("--features", type=Path, default=checkout / "results" / "features",
                     help="cached feature tables, <features>/<feature set>/<experiment>.parquet")
-    ap.add_argument("--results", type=Path, default=Path("results"),
+    ap.add_argument("--results", type=Path, default=checkout / "results",
                     help="results folder whose selection/<experiment>/paths.csv give the synperf method's default")
     ap.add_argument("--families", help="comma-separated experiments (default: the config's protocols.experiments)")
     ap.add_argument("--methods", default=",".join(DEFAULT_METHODS), help="comma-separated protocol methods")
@@ -216,7 +221,8 @@ def main(argv: list[str] | None = None) -> int:
         if not families:
             raise InputError(f"{args.config}: no protocols.experiments; name the families with --families")
         summary, goals = run_lab(cfg, families, args.features, args.results, args.methods.split(","),
-                                 args.protocols.split(","), args.problems, args.workers)
+                                 args.protocols.split(","), args.problems, args.workers,
+                                 root=checkout)
     except InputError as err:
         print(f"synperf.lab: {err}", file=sys.stderr)
         return 2
