@@ -45,10 +45,12 @@ from synperf.api import default_paths
 from synperf.data.io import InputError
 from synperf.model.features import primary_feature_set
 
-#: problems sampled per experiment (every GPU's rows of each): about 4 minutes on 2 cores with the default methods
-DEFAULT_PROBLEMS = 400
-#: methods scored by default: the MLP, the nearest-GPU baseline the goals compare with, and the roofline
-DEFAULT_METHODS = ("synperf_mlp", "nearest_gpu_roofline", "roofline")
+#: problems sampled per experiment (every GPU's rows of each), sized so the default run answers within a few minutes
+#: on 2 cores
+DEFAULT_PROBLEMS = 3000
+#: methods scored by default: what ``predict`` serves (``synperf``), the MLP alone, the nearest-GPU baseline the goals
+#: compare with, and the roofline
+DEFAULT_METHODS = ("synperf", "synperf_mlp", "nearest_gpu_roofline", "roofline")
 DEFAULT_PROTOCOLS = ("logo",)
 
 
