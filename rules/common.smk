@@ -16,8 +16,9 @@ from synperf.gpu.profiling import PROFILED_KERNELS, parse_capability, supports_k
 def code_inputs(script):
     """The synperf modules a rule script imports, transitively (read with ast, synperf/imports.py), are the
     rule's code inputs, so editing e.g. a feature set reruns what depends on it and editing the report reruns only
-    the report (the profiler's and the characterization's code are imported by no pipeline rule)."""
-    return code_closure(Path(workflow.basedir, script))
+    the report (the profiler's and the characterization's code are imported by no pipeline rule). Paths relative
+    to the working folder, so a moved or copied checkout with its outputs and .snakemake/ reruns nothing."""
+    return [os.path.relpath(p) for p in code_closure(Path(workflow.basedir, script))]
 
 
 # ---- ingest

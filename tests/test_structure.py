@@ -160,13 +160,26 @@ def test_editing_the_report_reruns_the_report_not_the_training(tmp_path):
         return proc.stdout
 
     # --touch only updates existing files: create every planned output (empty), then touch them in DAG order
-    for line in snakemake("-n").splitlines():
+    planned = snakemake("-n")
+    for line in planned.splitlines():
         if line.strip().startswith(("output:", "benchmark:")):
             for out in line.split(":", 1)[1].split(","):
                 (repo / out.strip()).parent.mkdir(parents=True, exist_ok=True)
                 (repo / out.strip()).touch()
+    # every rule's code inputs are relative to the checkout, so a moved or copied checkout keeps its input sets
+    inputs = [f.strip() for line in planned.splitlines() if line.strip().startswith("input:")
+              for f in line.split(":", 1)[1].split(",")]
+    code = [f for f in inputs if f.endswith(".py")]
+    assert code and all(not Path(f).is_absolute() for f in code), [f for f in code if Path(f).is_absolute()][:3]
+    assert "synperf/model/estimator.py" in code
     snakemake("--touch", "--quiet")
     assert _scheduled(snakemake("-n")) == {}
+    # a copy of the checkout with its outputs and metadata, modification times kept, has nothing to do either
+    copy = shutil.copytree(repo, tmp_path / "moved", symlinks=True)
+    moved = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "-n", "--config",
+                            f"public_data_dir={data}"], cwd=copy, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=500)
+    assert moved.returncode == 0 and _scheduled(moved.stdout) == {}, moved.stdout[-2000:]
     future = (repo / "results" / "report.md").stat().st_mtime + 10
     os.utime(repo / "synperf" / "reporting" / "report.py", (future, future))
     jobs = _scheduled(snakemake("-n"))
