@@ -223,7 +223,7 @@ def _check_feature_set(exp_dir: Path, feature_set: str) -> None:
 
 def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, experiment: str | None = None,
             models_dir: str | os.PathLike | None = None, registry: Registry | None = None,
-            feature_set: str | None = None) -> pd.DataFrame:
+            feature_set: str | None = None, experiments: dict | None = None) -> pd.DataFrame:
     """Predict latency for many launches of one kernel family.
 
     Args:
@@ -237,6 +237,9 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
         models_dir: where trained models live (default: ``models_dir`` of :func:`default_paths`).
         registry: the GPU registry (default: :func:`synperf.data.hardware.load_registry` of the ``registry``
             and ``measured_dir`` of :func:`default_paths`).
+        experiments: the ``experiments`` block of the config the models in ``models_dir`` were trained with, which
+            routes the rows by dtype (:func:`route_experiment`); default the ``config`` of :func:`default_paths`.
+            A pipeline stage running another config passes its own.
         feature_set: which model of the experiment (``models/<experiment>/<feature_set>-all``); default the
             MLP folder of the recorded path (``path.json``), else the experiment's primary feature set in the
             ``config`` of :func:`default_paths` (its entry's ``feature_set``, else the top-level one), else the first
@@ -270,8 +273,9 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
     defaults = default_paths()
     registry = registry or load_registry(defaults["registry"], defaults["measured_dir"])
     table = launch_table(kernel, params, gpu, registry)
-    experiment = route_experiment(kernel, table["dtype"], experiment,
-                                  _config(defaults["config"]).get("experiments") or {})
+    if experiments is None:
+        experiments = _config(defaults["config"]).get("experiments") or {}
+    experiment = route_experiment(kernel, table["dtype"], experiment, experiments)
     exp_dir = Path(models_dir or defaults["models_dir"]) / experiment
     if feature_set is not None:
         _check_feature_set(exp_dir, feature_set)

@@ -151,3 +151,14 @@ def test_the_dtype_chooses_the_experiment_trained_on_it(kernel, params, experime
 def test_a_dtype_no_model_was_trained_on_is_refused(kernel, params, experiment, match, tmp_path):
     with pytest.raises(InputError, match=match):
         predict(kernel, params, "h100_sxm", experiment=experiment, models_dir=tmp_path)
+
+
+def test_the_experiments_of_the_models_config_route_the_dtype_not_the_checkouts(tmp_path):
+    # a config whose gemm experiment is a float16 GEMM (the small config's Vidur one): with its experiments block a
+    # float16 launch goes to that (here absent) model, where the checkout's config, whose gemm is bfloat16, refuses it
+    launch = {**GEMM, "dtype": "float16"}
+    with pytest.raises(InputError, match=r"experiment 'gemm' was trained on \['bfloat16'\]"):
+        predict("gemm", launch, "h100_sxm", experiment="gemm", models_dir=tmp_path)
+    with pytest.raises(InputError, match=rf"^{tmp_path / 'gemm'}: no trained model"):
+        predict("gemm", launch, "h100_sxm", experiment="gemm", models_dir=tmp_path,
+                experiments={"gemm": {"kernel": "gemm", "dtypes": ["float16"]}})

@@ -69,7 +69,8 @@ def predict_throughput(experiments: dict, feature_tables: list[str], models_dir:
             launches = pool.sample(n=n, replace=True, random_state=random_state).reset_index(drop=True)
             params, gpus = launches.drop(columns="gpu"), launches["gpu"].astype(str).tolist()
             start = time.perf_counter()
-            predict(kernel, params, gpus, experiment=name, models_dir=models_dir, registry=registry)
+            predict(kernel, params, gpus, experiment=name, models_dir=models_dir, registry=registry,
+                    experiments=experiments)
             return time.perf_counter() - start
 
         cold = timed(warmup_launches, seed + 1)
