@@ -186,3 +186,14 @@ def test_predict_errors(tmp_path, capsys, args, message):
     assert cli.main(["predict", "--kernel", "gemm", "--models-dir", str(tmp_path)] + args) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_gpus_all_lists_what_cannot_run_or_shard(fake_plan, monkeypatch, capsys, public_data, registry):
+    monkeypatch.setattr(cli, "default_registry", lambda: registry)
+    df = _plan_json(capsys, ["--model", "qwen2.5-14b", *WORKLOAD, "--gpus", "all", "--tp", "1,3",
+                             "--collectives", str(public_data / "pipeweave/dataset/collective")])
+    assert sorted(df["gpu"].unique()) == sorted(registry.gpus) and len(df) == 2 * len(registry.gpus)
+    status = df.set_index(["gpu", "tp"])["status"]
+    assert status["v100_pcie_32gb", 1] == "cannot run bfloat16: no Tensor Core peak for it in the registry"
+    assert status["h100_sxm", 3].startswith("cannot shard: qwen2.5-14b: num_attention_heads=40 is not divisible")
+    assert status["h100_sxm", 1] == "ok" and df["total_s"].notna().sum() == (df["status"] == "ok").sum()

@@ -18,11 +18,12 @@ Memory per GPU (bytes; GB = 1e9 bytes, the unit of the registry's ``memory_gb``)
 against ``memory_gb`` of the registry, all of it usable (no ``gpu_memory_utilization`` margin).
 
 Intervals: where the kernel predictor returns ``predicted_latency_low_us``/``predicted_latency_high_us`` (an 80%
-interval per launch, :mod:`synperf.model.uncertainty`), the bounds of prefill, decode step and total are the
-compose of every launch at its low (high) bound: the per-launch bounds are summed as if every kernel were off in
-the same direction at once, which is wider than the interval of the sum (conservative). Collectives (measured
-tables) and the framework overhead count at their point value in both bounds. Launches without an interval
-count at their point prediction in both bounds; a configuration none of whose launches has one has no interval.
+interval per launch, :mod:`synperf.model.uncertainty`), the low (high) bounds of prefill, decode step and total
+come from composing the workload again with every launch at its low (high) bound; the decode step's bound is the
+median of those decode iterations. Summing per-launch bounds treats every kernel as off in the same direction at
+once: wider than the sum's interval would be under independent errors (conservative), and not a calibrated 80%
+interval of the total. Collectives (measured tables) and the framework overhead count at their point value in
+both bounds, as do launches without an interval; a configuration none of whose launches has one has no interval.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from ._deps import InputError, Registry, predict
+from ._deps import InputError, Registry, launch_table, predict
 from .collectives import CollectiveModel
 from .compose import KERNEL_FAMILIES, Overhead, attention_path, compose
 from .model_config import ModelConfig, load_model_config
@@ -186,7 +187,9 @@ def plan(model: ModelConfig, requests: list[Request], gpus: list[str], tps: list
          predict_fn: Callable | None = None) -> pd.DataFrame:
     """One row per (GPU, TP, PP) (:data:`PLAN_COLUMNS` plus ``trained_<family>``: ``trained`` when the GPU is a
     training GPU of that family's model, else ``unseen: predicted``). ``status`` is ``ok`` for a priced row, else
-    ``does not fit: needs X GB of Y GB`` or the sharding error; priced rows first, by ``total_s``.
+    ``does not fit: needs X GB of Y GB``, ``cannot run <dtype>`` (the GPU has no Tensor Core peak for the model's
+    dtype, as :func:`synperf.data.launches.check_launches` refuses) or ``cannot shard: <why>``; priced rows first,
+    by ``total_s``.
     ``tokens_per_s`` = output tokens / total; ``usd_per_m_output_tokens`` = price per GPU-hour x GPUs x total /
     3600 / output tokens x 1e6 (where ``prices`` names the GPU).
 
@@ -209,6 +212,14 @@ def plan(model: ModelConfig, requests: list[Request], gpus: list[str], tps: list
     rows = []
     for gpu in gpus:
         cap = float(registry[gpu].datasheet().memory_gb)
+        try:   # a GEMM in the model's dtype: refused where the GPU has no Tensor Core peak for it
+            launch_table("gemm", {"m": 1, "n": 1, "k": 1, "dtype": model.dtype}, gpu, registry)
+        except InputError:
+            rows += [{"gpu": gpu, "tp": tp, "pp": pp, "gpus": tp * pp, "memory_gb": cap,
+                      "usd_per_hour": prices.get(gpu, math.nan),
+                      "status": f"cannot run {model.dtype}: no Tensor Core peak for it in the registry"}
+                     for tp in tps for pp in pps]
+            continue
         for tp in tps:
             for pp in pps:
                 row = {"gpu": gpu, "tp": tp, "pp": pp, "gpus": tp * pp, "memory_gb": cap,
