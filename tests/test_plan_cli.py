@@ -197,3 +197,38 @@ def test_gpus_all_lists_what_cannot_run_or_shard(fake_plan, monkeypatch, capsys,
     assert status["v100_pcie_32gb", 1] == "cannot run bfloat16: no Tensor Core peak for it in the registry"
     assert status["h100_sxm", 3].startswith("cannot shard: qwen2.5-14b: num_attention_heads=40 is not divisible")
     assert status["h100_sxm", 1] == "ok" and df["total_s"].notna().sum() == (df["status"] == "ok").sum()
+
+
+class MetaOnlyPredictor(FakePredictor):
+    """FakePredictor whose GEMM result names a model folder (``meta.json`` with ``train_gpus``) and no
+    ``training_gpus``, like a model folder without a recorded path."""
+
+    def __init__(self, model_dir):
+        super().__init__()
+        self.model_dir = model_dir
+
+    def __call__(self, kernel, params, gpu, **kw):
+        out = super().__call__(kernel, params, gpu, **kw)
+        if kernel == "gemm":
+            out.attrs = {"model_dir": str(self.model_dir)}
+        return out
+
+
+def test_trained_flag_falls_back_to_the_model_meta(monkeypatch, capsys, tmp_path):
+    (tmp_path / "meta.json").write_text(json.dumps({"train_gpus": ["l40s", "b200"]}))
+    monkeypatch.setattr(P, "predict", MetaOnlyPredictor(tmp_path))
+    df = _plan_json(capsys, ["--model", "llama-3.1-8b", *WORKLOAD, "--gpus", "l40s,h200_sxm"]).set_index("gpu")
+    assert df.loc["l40s", "trained_gemm"] == "trained" and df.loc["h200_sxm", "trained_gemm"] == "unseen: predicted"
+    assert df.loc["l40s", "trained_rmsnorm"] == "unseen: predicted"
+
+
+def test_plan_total_equals_synperf_e2e_at_tp4(fake_plan, monkeypatch, capsys, tmp_path, public_data):
+    monkeypatch.setattr(cli, "compose", functools.partial(compose, predict_fn=FakePredictor()))
+    coll = ["--collectives", str(public_data / "pipeweave/dataset/collective")]
+    trace = tmp_path / "t.csv"
+    pd.DataFrame({"num_prefill_tokens": [2000] * 16, "output_tokens": [200] * 16}).to_csv(trace, index=False)
+    model = str(cli.EXAMPLE_MODELS / "llama-3.1-70b.json")
+    assert cli.main(["e2e", "--model", model, "--trace", str(trace), "--gpu", "b200", "--tp", "4", *coll]) == 0
+    total = float(re.search(r"total latency\s+([\d.]+) s", capsys.readouterr().out).group(1))
+    row = _plan_json(capsys, ["--model", "llama-3.1-70b", *WORKLOAD, "--gpus", "b200", "--tp", "4", *coll]).iloc[0]
+    assert row["status"] == "ok" and row["total_s"] == pytest.approx(total, abs=1e-4)

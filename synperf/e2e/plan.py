@@ -28,6 +28,7 @@ both bounds, as do launches without an interval; a configuration none of whose l
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from pathlib import Path
@@ -137,6 +138,19 @@ class _Recorder:
         self.outs[family] = out
         return out
 
+    def training_gpus(self, family: str) -> set[str]:
+        """The training GPUs of ``family``'s model: ``attrs["training_gpus"]`` of the prediction (the recorded
+        path's, :func:`synperf.api.predict`), else ``train_gpus`` of ``meta.json`` in ``attrs["model_dir"]`` (a
+        model folder without a recorded path), else none."""
+        out = self.outs[family]
+        if "training_gpus" in out.attrs:
+            return {str(g) for g in out.attrs["training_gpus"]}
+        meta = Path(str(out.attrs.get("model_dir", ""))) / "meta.json"
+        try:
+            return {str(g) for g in json.loads(meta.read_text()).get("train_gpus", [])}
+        except (OSError, ValueError, AttributeError):
+            return set()
+
     def has_intervals(self) -> bool:
         return any("predicted_latency_low_us" in o.columns and o["predicted_latency_low_us"].notna().any()
                    for o in self.outs.values())
@@ -173,10 +187,9 @@ def price(model: ModelConfig, requests: list[Request], gpu: str, tp: int, pp: in
             b = compose(wl, gpu, predict_fn=rec.bound(side), **kw)
             row.update({f"prefill_{side}_ms": b.prefill_s * 1e3, f"decode_step_{side}_ms": b.decode_step_s * 1e3,
                         f"total_{side}_s": b.total_s})
-    trained = dict(zip(res.models["family"], res.models["training_gpu"]))
     for fam in KERNEL_FAMILIES:
-        if fam in trained:
-            row[f"trained_{fam}"] = "trained" if trained[fam] else "unseen: predicted"
+        if fam in rec.outs:
+            row[f"trained_{fam}"] = "trained" if gpu in rec.training_gpus(fam) else "unseen: predicted"
     return row
 
 
@@ -186,11 +199,11 @@ def plan(model: ModelConfig, requests: list[Request], gpus: list[str], tps: list
          models_dir: str | os.PathLike | None = None, prices: dict[str, float] | None = None,
          predict_fn: Callable | None = None) -> pd.DataFrame:
     """One row per (GPU, TP, PP) (:data:`PLAN_COLUMNS` plus ``trained_<family>``: ``trained`` when the GPU is a
-    training GPU of that family's model, else ``unseen: predicted``). ``status`` is ``ok`` for a priced row, else
-    ``does not fit: needs X GB of Y GB``, ``cannot run <dtype>`` (the GPU has no Tensor Core peak for the model's
-    dtype, as :func:`synperf.data.launches.check_launches` refuses) or ``cannot shard: <why>``; priced rows first,
-    by ``total_s``.
-    ``tokens_per_s`` = output tokens / total; ``usd_per_m_output_tokens`` = price per GPU-hour x GPUs x total /
+    training GPU of that family's model (:meth:`_Recorder.training_gpus`), else ``unseen: predicted``).
+    ``status`` is ``ok`` for a priced row, else ``does not fit: needs X GB of Y GB``, ``cannot run <dtype>`` (the
+    GPU has no Tensor Core peak for the model's dtype, as :func:`synperf.data.launches.check_launches` refuses) or
+    ``cannot shard: <why>``; priced rows first, by ``total_s``. ``tokens_per_s`` = output tokens / total;
+    ``usd_per_m_output_tokens`` = price per GPU-hour x GPUs x total /
     3600 / output tokens x 1e6 (where ``prices`` names the GPU).
 
     Raises:
