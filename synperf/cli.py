@@ -1,6 +1,7 @@
 """``synperf`` command line: ``synperf e2e`` (predicted end-to-end latency of serving a trace),
 ``synperf suggest-moe-config`` (a vLLM fused-MoE config file from predicted latencies) and ``synperf gpus``
-(the GPU registry and which GPUs have measurements).
+(the GPU registry and which GPUs have measurements), ``synperf plan`` (one workload priced on many GPUs and
+TP/PP splits, sorted by predicted total latency) and ``synperf predict`` (kernel launch latencies as CSV).
 
 Example::
 
@@ -26,9 +27,11 @@ from synperf.e2e._deps import default_registry
 from synperf.e2e.collectives import CollectiveModel
 from synperf.e2e.compose import Overhead, attention_path, compose
 from synperf.e2e.model_config import load_model_config
-from synperf.e2e.workload import POLICIES, generate, read_trace
+from synperf.e2e.workload import POLICIES, Request, generate, read_trace
 
 _REPO = Path(__file__).resolve().parents[1]
+#: the shipped example model configs ``synperf plan --model NAME`` reads (public Hugging Face ``config.json`` fields)
+EXAMPLE_MODELS = _REPO / "examples" / "models"
 DEFAULT_COLLECTIVES = ("resources/public-data/pipeweave/dataset/collective",
                        "../shared/public-data/pipeweave/dataset/collective")
 
@@ -128,6 +131,98 @@ def e2e(args: argparse.Namespace) -> int:
     return 0
 
 
+def _int_list(arg: str, flag: str) -> list[int]:
+    """``"1,2,4"`` as ``[1, 2, 4]``.
+
+    Raises:
+        InputError: an item that is not an integer (the message names ``flag``).
+    """
+    try:
+        return [int(x) for x in arg.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"{flag} {arg}: expected a comma list of integers, e.g. 1,2,4") from None
+
+
+def plan_cmd(args: argparse.Namespace) -> int:
+    """``synperf plan``: :func:`synperf.e2e.plan.plan` of ``--model`` and the workload (``--trace``, or ``--batch``
+    requests of ``--isl`` prompt and ``--osl`` output tokens) on ``--gpus`` x ``--tp`` x ``--pp``."""
+    from synperf.e2e import plan as planmod
+
+    registry = load_registry(args.registry) if args.registry else default_registry()
+    model = planmod.resolve_model(args.model, EXAMPLE_MODELS)
+    if args.trace:
+        if args.isl or args.osl:
+            raise InputError("--trace and --isl/--osl: pass one workload")
+        reqs, max_batch = read_trace(args.trace), args.batch
+    else:
+        if not (args.isl and args.osl and args.batch) or min(args.isl, args.osl, args.batch) < 1:
+            raise InputError("pass --trace FILE.csv, or --isl, --osl and --batch (integers >= 1)")
+        reqs, max_batch = [Request(args.isl, args.osl)] * args.batch, args.batch
+    gpus = list(registry.gpus) if args.gpus == "all" else [g.strip() for g in args.gpus.split(",") if g.strip()]
+    tps, pps = _int_list(args.tp, "--tp"), _int_list(args.pp, "--pp")
+    for g in gpus:
+        registry[g]
+    prices = planmod.parse_prices(args.price, registry)
+    needs_comm = max(tps) > 1 or max(pps) > 1
+    coll = _collectives(args.collectives, registry, args.config) if needs_comm else None
+    overhead = Overhead.from_json(args.overhead) if args.overhead else Overhead()
+    df = planmod.plan(model, reqs, gpus, tps, pps, registry=registry, max_batch=max_batch, policy=args.policy,
+                      collectives=coll, overhead=overhead, models_dir=args.models_dir, prices=prices)
+    if args.format == "csv":
+        sys.stdout.write(df.to_csv(index=False))
+    elif args.format == "json":
+        print(df.to_json(orient="records", indent=1))
+    else:
+        print(f"{model.name}: {len(reqs)} requests, batch {max_batch or len(reqs)}, "
+              f"{sum(r.prompt_tokens for r in reqs)} prompt and {sum(r.output_tokens for r in reqs)} output tokens"
+              + ("" if args.overhead else " (no framework overhead: pass --overhead)"))
+        print(planmod.format_table(df))
+    if args.plot:
+        planmod.plot(df, args.plot, title=model.name)
+    return 0
+
+
+def _param_value(v: str):
+    """A ``--param`` value as int, else float, else the string."""
+    for t in (int, float):
+        try:
+            return t(v)
+        except ValueError:
+            pass
+    return v
+
+
+def predict_cmd(args: argparse.Namespace) -> int:
+    """``synperf predict``: :func:`synperf.api.predict` of ``--param key=value`` (one launch) or ``--launches``
+    (a CSV, one launch per row) on ``--gpu``, written as CSV to ``--out`` (else stdout)."""
+    from synperf.api import predict
+
+    if bool(args.param) == bool(args.launches):
+        raise InputError("pass either --param key=value (repeatable) or --launches FILE.csv")
+    if args.launches:
+        try:
+            params = pd.read_csv(args.launches)
+        except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+            raise InputError(f"--launches {args.launches}: cannot read CSV ({e})") from None
+        if params.empty:
+            raise InputError(f"--launches {args.launches}: no rows")
+    else:
+        params = {}
+        for it in args.param:
+            key, sep, val = it.partition("=")
+            if not sep or not key.strip():
+                raise InputError(f"--param {it}: expected key=value, e.g. m=4096")
+            params[key.strip()] = _param_value(val.strip())
+    registry = load_registry(args.registry) if args.registry else None
+    out = predict(args.kernel, params, args.gpu, models_dir=args.models_dir, registry=registry)
+    text = out.to_csv(index=False)
+    if args.out:
+        Path(args.out).write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
 #: registry fields ``synperf gpus`` lists after the id, in order: memory in GB, DRAM bandwidth in GB/s, the dense
 #: Tensor Core peaks in TFLOP/s (None where the GPU lacks the format)
 GPU_COLUMNS = ("architecture", "compute_capability", "memory_gb", "memory_type", "sm_count", "dram_bw_gbps",
@@ -212,6 +307,39 @@ def build_parser() -> argparse.ArgumentParser:
                    help="pipeline config: its experiments, measurements_dir and hardware_measurements_dir (default: "
                         "config/config.yaml of this checkout; its relative paths start at the folder above config/)")
     g.set_defaults(func=gpus)
+    p = sub.add_parser("plan", help="rank GPUs and TP/PP splits for one model and workload by predicted latency")
+    p.add_argument("--model", required=True, help="Hugging Face config.json, or an example name "
+                   "(examples/models/: llama-3.1-8b, llama-3.1-70b, qwen2.5-14b)")
+    p.add_argument("--trace", default=None, help="CSV with num_prefill_tokens, output_tokens per request")
+    p.add_argument("--isl", type=int, default=None, help="prompt tokens per request (without --trace)")
+    p.add_argument("--osl", type=int, default=None, help="output tokens per request (without --trace)")
+    p.add_argument("--batch", type=int, default=None,
+                   help="requests (with --isl/--osl), or the max batch of --trace (default: the whole trace)")
+    p.add_argument("--gpus", required=True, help="comma list of registry ids, or 'all'")
+    p.add_argument("--tp", default="1", help="comma list of tensor-parallel sizes (default 1)")
+    p.add_argument("--pp", default="1", help="comma list of pipeline-parallel sizes (default 1)")
+    p.add_argument("--policy", choices=POLICIES, default="static")
+    p.add_argument("--price", action="append", default=None, metavar="GPU=USD_PER_HOUR",
+                   help="price of one GPU-hour (repeatable): adds the cost per million output tokens")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    p.add_argument("--plot", default=None, metavar="FILE.png", help="bar chart of total latency per configuration")
+    p.add_argument("--models-dir", default=None, help="trained models (default: models/ of this checkout)")
+    p.add_argument("--registry", default=None, help="GPU registry (default config/gpus.yaml)")
+    p.add_argument("--collectives", default=None, help="NCCL tables folder (pipeweave/dataset/collective)")
+    p.add_argument("--config", default=None, help="pipeline config with e2e.collective_gpu_map (default: "
+                   "config/config.yaml of this checkout)")
+    p.add_argument("--overhead", default=None, help="overhead.json with a_s, b_s (from the e2e evaluation)")
+    p.set_defaults(func=plan_cmd)
+    k = sub.add_parser("predict", help="predict kernel launch latencies (CSV out)")
+    k.add_argument("--kernel", required=True, help="kernel family, e.g. gemm")
+    k.add_argument("--gpu", required=True, help="registry id, e.g. h200_sxm")
+    k.add_argument("--param", action="append", default=None, metavar="KEY=VALUE",
+                   help="one launch's parameter (repeatable), e.g. --param m=4096 --param dtype=bfloat16")
+    k.add_argument("--launches", default=None, metavar="FILE.csv", help="launches, one per row (parameter columns)")
+    k.add_argument("--out", default=None, help="write the CSV here (default: stdout)")
+    k.add_argument("--models-dir", default=None, help="trained models (default: models/ of this checkout)")
+    k.add_argument("--registry", default=None, help="GPU registry (default config/gpus.yaml)")
+    k.set_defaults(func=predict_cmd)
     from synperf.model.moe_configs import add_cli
 
     add_cli(sub)

@@ -1,0 +1,318 @@
+"""Which GPU and parallelism serve a workload fastest: one :func:`synperf.e2e.compose.compose` per (GPU, TP, PP).
+
+:func:`plan` prices every configuration that fits in memory with the same path as ``synperf e2e``
+(:func:`~.workload.generate` then :func:`~.compose.compose`) and returns one row per configuration, sorted by the
+predicted total latency; configurations that do not fit, or that the model cannot be sharded into, are listed
+after them with the reason and no latency.
+
+Memory per GPU (bytes; GB = 1e9 bytes, the unit of the registry's ``memory_gb``), :func:`memory_need`:
+
+* weights = (``L_stage`` x per-layer parameters / TP + 2 x vocab x hidden / TP) x dtype bytes, where ``L_stage``
+  is the largest pipeline stage's layer count, a layer's parameters are the QKV, output, MLP (or router + experts
+  + shared expert) matrices and two RMSNorm weights, and the embedding and LM head are untied and vocab-parallel
+  over TP (vLLM's ``VocabParallelEmbedding``/``ParallelLMHead``), both counted on the one GPU;
+* KV cache = tokens x 2 (K and V) x ``L_stage`` x ``max(1, kv_heads / TP)`` x head_dim x dtype bytes for every
+  token the largest batch holds at its end (the sum of prompt + output tokens of its requests);
+* activations: the fixed allowance :data:`ACTIVATION_GB` (CUDA context, activations, CUDA graphs, NCCL buffers);
+
+against ``memory_gb`` of the registry, all of it usable (no ``gpu_memory_utilization`` margin).
+
+Intervals: where the kernel predictor returns ``predicted_latency_low_us``/``predicted_latency_high_us`` (an 80%
+interval per launch, :mod:`synperf.model.uncertainty`), the low (high) bounds of prefill, decode step and total
+come from composing the workload again with every launch at its low (high) bound; the decode step's bound is the
+median of those decode iterations. Summing per-launch bounds treats every kernel as off in the same direction at
+once: wider than the sum's interval would be under independent errors (conservative), and not a calibrated 80%
+interval of the total. Collectives (measured tables) and the framework overhead count at their point value in
+both bounds, as do launches without an interval; a configuration none of whose launches has one has no interval.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from ._deps import InputError, Registry, launch_table, predict
+from .collectives import CollectiveModel
+from .compose import KERNEL_FAMILIES, Overhead, attention_path, compose
+from .model_config import ModelConfig, load_model_config
+from .workload import DTYPE_BYTES, POLICIES, Request, generate
+
+#: per-GPU memory allowed for everything but weights and KV cache (GB): CUDA context (~0.5-1 GB), the largest
+#: activation of a forward pass, CUDA graphs and NCCL buffers; a round figure, not a measurement
+ACTIVATION_GB = 4.0
+GB = 1e9
+#: columns of :func:`plan`'s table, before the per-family ``trained_<family>`` columns
+PLAN_COLUMNS = ["gpu", "tp", "pp", "gpus", "status", "prefill_ms", "prefill_low_ms", "prefill_high_ms",
+                "decode_step_ms", "decode_step_low_ms", "decode_step_high_ms", "total_s", "total_low_s",
+                "total_high_s", "tokens_per_s", "weights_gb", "kv_cache_gb", "activation_gb", "memory_need_gb",
+                "memory_gb", "usd_per_hour", "usd_per_m_output_tokens"]
+
+
+def resolve_model(arg: str, examples: str | os.PathLike) -> ModelConfig:
+    """The model of ``--model``: a ``config.json`` path, else the name of an example config in the folder
+    ``examples`` (``<name>.json``, e.g. ``llama-3.1-70b``; the CLI passes the checkout's ``examples/models/``).
+
+    Raises:
+        InputError: neither a file nor an example name (the message lists the examples).
+    """
+    p = Path(arg)
+    if p.is_file():
+        return load_model_config(p)
+    ex = Path(examples) / f"{arg.lower()}.json"
+    if ex.is_file():
+        return load_model_config(ex)
+    names = sorted(f.stem for f in Path(examples).glob("*.json"))
+    raise InputError(f"--model {arg}: not a file nor a shipped example; examples: {names}")
+
+
+def layer_params(m: ModelConfig) -> int:
+    """Parameters of one decoder layer (elements, unsharded): Q/K/V and output projections, the gated MLP (or
+    router + experts + shared expert) and the two RMSNorm weights."""
+    attn = m.hidden_size * (m.num_heads + 2 * m.num_kv_heads) * m.head_dim + m.num_heads * m.head_dim * m.hidden_size
+    if m.is_moe:
+        mlp = (m.hidden_size * m.num_experts + m.num_experts * 3 * m.hidden_size * m.moe_intermediate_size
+               + 3 * m.hidden_size * m.shared_expert_intermediate_size)
+    else:
+        mlp = 3 * m.hidden_size * m.intermediate_size
+    return attn + mlp + 2 * m.hidden_size
+
+
+def memory_need(m: ModelConfig, tp: int, pp: int, kv_tokens: int) -> dict:
+    """Per-GPU memory of ``m`` at ``tp`` x ``pp`` holding ``kv_tokens`` tokens of KV cache, in GB (1e9 bytes):
+    ``weights_gb``, ``kv_cache_gb``, ``activation_gb`` and their sum ``memory_need_gb`` (module docstring).
+
+    Raises:
+        InputError: the model cannot be sharded so (:meth:`ModelConfig.shard`).
+    """
+    sm = m.shard(tp, pp)
+    nbytes = DTYPE_BYTES.get(m.dtype, 2)
+    layers = max(sm.layers_per_stage)
+    weights = (layers * layer_params(m) / tp + 2 * m.vocab_size * m.hidden_size / tp) * nbytes
+    kv = kv_tokens * 2 * layers * sm.num_kv_heads * m.head_dim * nbytes
+    return {"weights_gb": weights / GB, "kv_cache_gb": kv / GB, "activation_gb": ACTIVATION_GB,
+            "memory_need_gb": weights / GB + kv / GB + ACTIVATION_GB}
+
+
+def kv_tokens(requests: list[Request], max_batch: int | None) -> int:
+    """Tokens in the KV cache at the end of the largest batch (static batching in trace order, groups of
+    ``max_batch``): the largest group sum of prompt + output tokens."""
+    b = max_batch or len(requests)
+    return max(sum(r.prompt_tokens + r.output_tokens for r in requests[i:i + b]) for i in range(0, len(requests), b))
+
+
+def parse_prices(items: list[str] | None, registry: Registry) -> dict[str, float]:
+    """``GPU=USD_PER_HOUR`` strings as ``{gpu: usd}`` (per GPU, per hour).
+
+    Raises:
+        InputError: no ``=``, a non-positive or non-numeric price, or an unknown GPU id (named).
+    """
+    out = {}
+    for it in items or []:
+        gpu, sep, val = it.partition("=")
+        try:
+            usd = float(val)
+        except ValueError:
+            usd = float("nan")
+        if not sep or not usd > 0:
+            raise InputError(f"--price {it}: expected GPU=USD_PER_HOUR with a positive price, e.g. h100_sxm=2.5")
+        registry[gpu.strip()]
+        out[gpu.strip()] = usd
+    return out
+
+
+class _Recorder:
+    """A ``predict_fn`` that answers with ``inner``'s predictions and keeps each family's result, so the same
+    launches can be composed again at their interval bounds (:meth:`bound`) without predicting twice."""
+
+    def __init__(self, inner: Callable):
+        self.inner, self.outs = inner, {}
+
+    def __call__(self, family, params, gpu, **kw):
+        out = self.inner(family, params, gpu, **kw)
+        self.outs[family] = out
+        return out
+
+    def training_gpus(self, family: str) -> set[str]:
+        """The training GPUs of ``family``'s model: ``attrs["training_gpus"]`` of the prediction (the recorded
+        path's, :func:`synperf.api.predict`), else ``train_gpus`` of ``meta.json`` in ``attrs["model_dir"]`` (a
+        model folder without a recorded path), else none."""
+        out = self.outs[family]
+        if "training_gpus" in out.attrs:
+            return {str(g) for g in out.attrs["training_gpus"]}
+        meta = Path(str(out.attrs.get("model_dir", ""))) / "meta.json"
+        try:
+            return {str(g) for g in json.loads(meta.read_text()).get("train_gpus", [])}
+        except (OSError, ValueError, AttributeError):
+            return set()
+
+    def has_intervals(self) -> bool:
+        return any("predicted_latency_low_us" in o.columns and o["predicted_latency_low_us"].notna().any()
+                   for o in self.outs.values())
+
+    def bound(self, side: str) -> Callable:
+        """A ``predict_fn`` answering the recorded ``predicted_latency_<side>_us`` (the point value where NaN)."""
+        def fn(family, params, gpu, **_):
+            o = self.outs[family].copy()
+            col = f"predicted_latency_{side}_us"
+            if col in o.columns:
+                o["predicted_latency_us"] = o[col].fillna(o["predicted_latency_us"]).to_numpy()
+            return o
+        return fn
+
+
+def price(model: ModelConfig, requests: list[Request], gpu: str, tp: int, pp: int, *, registry: Registry,
+          max_batch: int | None = None, policy: str = "static", collectives: CollectiveModel | None = None,
+          overhead: Overhead = Overhead(), models_dir: str | os.PathLike | None = None,
+          predict_fn: Callable | None = None) -> dict:
+    """One priced configuration: the ``synperf e2e`` prediction (``generate`` + ``compose``) and, when the
+    predictor returns intervals, the compose at each bound. Times in ms (prefill, decode step) and s (total).
+
+    Raises:
+        InputError: from :func:`~.workload.generate` or :func:`~.compose.compose`.
+    """
+    wl = generate(model, requests, tp=tp, pp=pp, max_batch=max_batch, policy=policy,
+                  prefill_impl=attention_path(gpu, registry))
+    rec = _Recorder(predict_fn or predict)
+    kw = dict(models_dir=models_dir, registry=registry, collectives=collectives, overhead=overhead)
+    res = compose(wl, gpu, predict_fn=rec, **kw)
+    row = {"prefill_ms": res.prefill_s * 1e3, "decode_step_ms": res.decode_step_s * 1e3, "total_s": res.total_s}
+    if rec.has_intervals():
+        for side in ("low", "high"):
+            b = compose(wl, gpu, predict_fn=rec.bound(side), **kw)
+            row.update({f"prefill_{side}_ms": b.prefill_s * 1e3, f"decode_step_{side}_ms": b.decode_step_s * 1e3,
+                        f"total_{side}_s": b.total_s})
+    for fam in KERNEL_FAMILIES:
+        if fam in rec.outs:
+            row[f"trained_{fam}"] = "trained" if gpu in rec.training_gpus(fam) else "unseen: predicted"
+    return row
+
+
+def plan(model: ModelConfig, requests: list[Request], gpus: list[str], tps: list[int], pps: list[int], *,
+         registry: Registry, max_batch: int | None = None, policy: str = "static",
+         collectives: CollectiveModel | None = None, overhead: Overhead = Overhead(),
+         models_dir: str | os.PathLike | None = None, prices: dict[str, float] | None = None,
+         predict_fn: Callable | None = None) -> pd.DataFrame:
+    """One row per (GPU, TP, PP) (:data:`PLAN_COLUMNS` plus ``trained_<family>``: ``trained`` when the GPU is a
+    training GPU of that family's model (:meth:`_Recorder.training_gpus`), else ``unseen: predicted``).
+    ``status`` is ``ok`` for a priced row, else ``does not fit: needs X GB of Y GB``, ``cannot run <dtype>`` (the
+    GPU has no Tensor Core peak for the model's dtype, as :func:`synperf.data.launches.check_launches` refuses) or
+    ``cannot shard: <why>``; priced rows first, by ``total_s``. ``tokens_per_s`` = output tokens / total;
+    ``usd_per_m_output_tokens`` = price per GPU-hour x GPUs x total /
+    3600 / output tokens x 1e6 (where ``prices`` names the GPU).
+
+    Raises:
+        InputError: an unknown GPU id, a policy not in :data:`~.workload.POLICIES`, TP or PP < 1, TP/PP > 1
+            without ``collectives``, or a predictor error (no trained model, ...).
+    """
+    if policy not in POLICIES:
+        raise InputError(f"unknown batching policy {policy!r}; expected one of {POLICIES}")
+    for g in gpus:
+        registry[g]
+    if any(t < 1 for t in tps) or any(p < 1 for p in pps):
+        raise InputError(f"--tp and --pp must be >= 1 (got {tps}, {pps})")
+    if collectives is None and (max(tps) > 1 or max(pps) > 1):
+        raise InputError("TP/PP > 1 needs the collective tables: pass --collectives "
+                         "PUBLIC_DATA/pipeweave/dataset/collective")
+    prices = prices or {}
+    out_tokens = sum(r.output_tokens for r in requests)
+    tokens = kv_tokens(requests, max_batch)
+    rows = []
+    for gpu in gpus:
+        cap = float(registry[gpu].datasheet().memory_gb)
+        try:   # a GEMM in the model's dtype: refused where the GPU has no Tensor Core peak for it
+            launch_table("gemm", {"m": 1, "n": 1, "k": 1, "dtype": model.dtype}, gpu, registry)
+        except InputError:
+            rows += [{"gpu": gpu, "tp": tp, "pp": pp, "gpus": tp * pp, "memory_gb": cap,
+                      "usd_per_hour": prices.get(gpu, math.nan),
+                      "status": f"cannot run {model.dtype}: no Tensor Core peak for it in the registry"}
+                     for tp in tps for pp in pps]
+            continue
+        for tp in tps:
+            for pp in pps:
+                row = {"gpu": gpu, "tp": tp, "pp": pp, "gpus": tp * pp, "memory_gb": cap,
+                       "usd_per_hour": prices.get(gpu, math.nan)}
+                try:
+                    row.update(memory_need(model, tp, pp, tokens))
+                except InputError as e:
+                    rows.append({**row, "status": f"cannot shard: {e}"})
+                    continue
+                if row["memory_need_gb"] > cap:
+                    rows.append({**row, "status": f"does not fit: needs {row['memory_need_gb']:.1f} GB of "
+                                                  f"{cap:.0f} GB"})
+                    continue
+                row.update(price(model, requests, gpu, tp, pp, registry=registry, max_batch=max_batch,
+                                 policy=policy, collectives=collectives, overhead=overhead, models_dir=models_dir,
+                                 predict_fn=predict_fn))
+                row["status"] = "ok"
+                row["tokens_per_s"] = out_tokens / row["total_s"]
+                row["usd_per_m_output_tokens"] = row["usd_per_hour"] * tp * pp * row["total_s"] / 3600 \
+                    / out_tokens * 1e6
+                rows.append(row)
+    df = pd.DataFrame(rows)
+    fams = [f"trained_{f}" for f in KERNEL_FAMILIES if f"trained_{f}" in df.columns]
+    df = df.reindex(columns=PLAN_COLUMNS + fams)
+    df["_ok"] = df["status"] != "ok"
+    return df.sort_values(["_ok", "total_s", "gpu", "tp", "pp"], kind="stable").drop(columns="_ok") \
+        .reset_index(drop=True)
+
+
+def format_table(df: pd.DataFrame) -> str:
+    """``df`` of :func:`plan` as aligned text: latencies with their interval where there is one, memory, cost,
+    and the kernel families whose model never saw the GPU."""
+    def iv(v, lo, hi, fmt):
+        if pd.isna(v):
+            return "-"
+        return fmt.format(v) + (f" [{fmt.format(lo)}-{fmt.format(hi)}]" if pd.notna(lo) else "")
+
+    fams = [c for c in df.columns if c.startswith("trained_")]
+    lines = []
+    for r in df.to_dict("records"):
+        unseen = [c[len("trained_"):] for c in fams if r.get(c) == "unseen: predicted"]
+        lines.append({
+            "gpu": r["gpu"], "tp": str(r["tp"]), "pp": str(r["pp"]),
+            "prefill ms": iv(r["prefill_ms"], r["prefill_low_ms"], r["prefill_high_ms"], "{:.1f}"),
+            "decode step ms": iv(r["decode_step_ms"], r["decode_step_low_ms"], r["decode_step_high_ms"], "{:.2f}"),
+            "total s": iv(r["total_s"], r["total_low_s"], r["total_high_s"], "{:.3f}"),
+            "tokens/s": "-" if pd.isna(r["tokens_per_s"]) else f"{r['tokens_per_s']:.0f}",
+            "memory GB": "-" if pd.isna(r["memory_need_gb"]) else f"{r['memory_need_gb']:.1f}/{r['memory_gb']:.0f}",
+            "$/M out tok": "-" if pd.isna(r["usd_per_m_output_tokens"]) else f"{r['usd_per_m_output_tokens']:.2f}",
+            "status": r["status"] if r["status"] != "ok" else
+            ("unseen (predicted): " + ", ".join(unseen) if unseen else "all families trained on this GPU")})
+    if not lines:
+        return ""
+    cols = list(lines[0])
+    w = {c: max(len(c), *(len(x[c]) for x in lines)) for c in cols}
+    return "\n".join("  ".join(f"{v:<{w[c]}}" for c, v in zip(cols, row)).rstrip()
+                     for row in [cols] + [[x[c] for c in cols] for x in lines])
+
+
+def plot(df: pd.DataFrame, path: str | os.PathLike, title: str = "") -> None:
+    """A bar chart of the priced rows' total latency (s) per configuration, with the interval as whiskers where
+    there is one, written to ``path`` (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ok = df[df["status"] == "ok"]
+    labels = [f"{r.gpu} tp{r.tp} pp{r.pp}" for r in ok.itertuples()]
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.6 * len(ok) + 2), 4))
+    tot = ok["total_s"].to_numpy(dtype=float)
+    err = None
+    if ok["total_low_s"].notna().any():
+        lo = np.where(ok["total_low_s"].notna(), ok["total_low_s"], tot)
+        hi = np.where(ok["total_high_s"].notna(), ok["total_high_s"], tot)
+        err = np.vstack([tot - lo, hi - tot])
+    ax.bar(range(len(ok)), tot, yerr=err, capsize=3, color="tab:blue")
+    ax.set_xticks(range(len(ok)), labels, rotation=45, ha="right")
+    ax.set_ylabel("predicted total latency (s)")
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,234 @@
+"""``synperf plan`` (fake kernel predictor at the model edge) and ``synperf predict`` (a tiny trained GEMM model)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_e2e_compose import FakePredictor
+
+import synperf.cli as cli
+import synperf.e2e.plan as P
+from synperf.e2e.compose import compose
+
+WORKLOAD = ["--isl", "2000", "--osl", "200", "--batch", "16"]
+
+
+class IntervalPredictor(FakePredictor):
+    """FakePredictor with an interval of [0.5, 2] x the point prediction on every launch."""
+
+    def __call__(self, kernel, params, gpu, **kw):
+        out = super().__call__(kernel, params, gpu, **kw)
+        out["predicted_latency_low_us"] = out["predicted_latency_us"] * 0.5
+        out["predicted_latency_high_us"] = out["predicted_latency_us"] * 2.0
+        return out
+
+
+@pytest.fixture
+def fake_plan(monkeypatch):
+    monkeypatch.setattr(P, "predict", FakePredictor())
+
+
+def _plan_json(capsys, args) -> pd.DataFrame:
+    assert cli.main(["plan", "--format", "json"] + args) == 0
+    return pd.DataFrame(json.loads(capsys.readouterr().out))
+
+
+def test_70b_does_not_fit_one_l40s_and_rows_sort_by_total(fake_plan, capsys):
+    df = _plan_json(capsys, ["--model", "llama-3.1-70b", *WORKLOAD, "--gpus", "l40s,h200_sxm,b200,h100_sxm"])
+    # Llama-3.1-70B from its config fields, bf16 (2 bytes), untied embedding + LM head
+    h, L, inter, vocab, heads, kv, hd = 8192, 80, 28672, 128256, 64, 8, 128
+    layer = h * (heads + 2 * kv) * hd + heads * hd * h + 3 * h * inter + 2 * h
+    weights = (L * layer + 2 * vocab * h) * 2
+    kv_cache = 16 * (2000 + 200) * 2 * L * kv * hd * 2
+    need_gb = (weights + kv_cache) / 1e9 + P.ACTIVATION_GB
+    assert 150 < need_gb < 160
+    status = df.set_index("gpu")["status"]
+    assert status["l40s"] == f"does not fit: needs {need_gb:.1f} GB of 48 GB"
+    assert status["h100_sxm"] == f"does not fit: needs {need_gb:.1f} GB of 80 GB"
+    assert status["h200_sxm"] == f"does not fit: needs {need_gb:.1f} GB of 141 GB"
+    assert status["b200"] == "ok" and df.loc[df.gpu == "l40s", "total_s"].isna().all()
+    assert df["gpu"].iloc[0] == "b200"      # priced rows first
+
+
+def test_plan_sorts_by_total_and_flags_unseen_families(fake_plan, capsys, public_data):
+    coll = str(public_data / "pipeweave/dataset/collective")
+    df = _plan_json(capsys, ["--model", "qwen2.5-14b", *WORKLOAD, "--gpus", "l40s,h200_sxm,b200",
+                             "--tp", "1,2", "--collectives", coll])
+    assert (df["status"] == "ok").all() and len(df) == 6
+    assert df["total_s"].is_monotonic_increasing and df["total_s"].iloc[0] < df["total_s"].iloc[-1]
+    # the fake GEMM model was trained on h200_sxm only, the others on a100_sxm4_80gb
+    assert set(df.loc[df.gpu == "h200_sxm", "trained_gemm"]) == {"trained"}
+    assert set(df.loc[df.gpu != "h200_sxm", "trained_gemm"]) == {"unseen: predicted"}
+    assert set(df["trained_attention_decode"]) == {"unseen: predicted"}
+    assert np.allclose(df["tokens_per_s"], 16 * 200 / df["total_s"])
+
+
+def test_plan_total_equals_synperf_e2e(fake_plan, monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(cli, "compose", functools.partial(compose, predict_fn=FakePredictor()))
+    trace = tmp_path / "t.csv"
+    pd.DataFrame({"num_prefill_tokens": [2000] * 16, "output_tokens": [200] * 16}).to_csv(trace, index=False)
+    model = str(cli.EXAMPLE_MODELS / "qwen2.5-14b.json")
+    assert cli.main(["e2e", "--model", model, "--trace", str(trace), "--gpu", "h200_sxm"]) == 0
+    out = capsys.readouterr().out
+    total = float(re.search(r"total latency\s+([\d.]+) s", out).group(1))
+    prefill = float(re.search(r"prefill latency\s+([\d.]+) s", out).group(1))
+    step_ms = float(re.search(r"median decode step\s+([\d.]+) ms", out).group(1))
+    for args in (["--trace", str(trace)], WORKLOAD):
+        row = _plan_json(capsys, ["--model", model, "--gpus", "h200_sxm", *args]).iloc[0]
+        assert row["total_s"] == pytest.approx(total, abs=1e-4)
+        assert row["prefill_ms"] / 1e3 == pytest.approx(prefill, abs=1e-4)
+        assert row["decode_step_ms"] == pytest.approx(step_ms, abs=1e-3)
+
+
+def test_intervals_price_and_plot(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(P, "predict", IntervalPredictor())
+    png = tmp_path / "plan.png"
+    df = _plan_json(capsys, ["--model", "llama-3.1-8b", *WORKLOAD, "--gpus", "h100_sxm,l40s",
+                             "--price", "h100_sxm=3", "--plot", str(png)])
+    # no collectives, no overhead: every launch at half (twice) its latency halves (doubles) the total
+    assert np.allclose(df["total_low_s"], 0.5 * df["total_s"]) and np.allclose(df["total_high_s"], 2 * df["total_s"])
+    assert np.allclose(df["prefill_low_ms"], 0.5 * df["prefill_ms"])
+    h100 = df.set_index("gpu").loc["h100_sxm"]
+    assert h100["usd_per_m_output_tokens"] == pytest.approx(3 * h100["total_s"] / 3600 / 3200 * 1e6)
+    assert df.set_index("gpu")["usd_per_m_output_tokens"].isna()["l40s"]
+    assert png.stat().st_size > 1000 and png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_table_format_lists_what_does_not_fit(fake_plan, capsys):
+    assert cli.main(["plan", "--model", "llama-3.1-70b", *WORKLOAD, "--gpus", "l40s,b200"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2].startswith("b200") and "unseen (predicted): gemm" in lines[2]
+    assert lines[3].startswith("l40s") and "does not fit: needs" in lines[3] and lines[3].endswith("of 48 GB")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--gpus", "h100_sxn"], "unknown GPU id 'h100_sxn'"),
+    (["--gpus", "h100_sxm", "--tp", "1,x"], "--tp 1,x: expected a comma list of integers"),
+    (["--gpus", "h100_sxm", "--tp", "2"], "TP/PP > 1 needs the collective tables"),
+    (["--gpus", "h100_sxm", "--price", "h100_sxm"], "--price h100_sxm: expected GPU=USD_PER_HOUR"),
+    (["--gpus", "h100_sxm", "--price", "h100_sxn=2"], "unknown GPU id 'h100_sxn'"),
+])
+def test_plan_errors(fake_plan, monkeypatch, capsys, args, message):
+    monkeypatch.setattr(cli, "DEFAULT_COLLECTIVES", ())
+    assert cli.main(["plan", "--model", "llama-3.1-8b", *WORKLOAD] + args) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_plan_workload_and_model_errors(capsys, tmp_path):
+    assert cli.main(["plan", "--model", "llama-9", *WORKLOAD, "--gpus", "h100_sxm"]) == 2
+    assert "--model llama-9: not a file nor a shipped example" in capsys.readouterr().err
+    assert cli.main(["plan", "--model", "llama-3.1-8b", "--isl", "10", "--gpus", "h100_sxm"]) == 2
+    assert "--isl, --osl and --batch" in capsys.readouterr().err
+    assert cli.main(["plan", "--model", "llama-3.1-8b", "--gpus", "h100_sxm", *WORKLOAD,
+                     "--models-dir", str(tmp_path)]) == 2     # real predict, no models
+    assert "no trained model" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def tiny_gemm(tmp_path_factory, registry):
+    """A small GEMM efficiency model (2 epochs) on synthetic rows of a40 and h20, saved where
+    :func:`synperf.api.predict` finds it: ``<dir>/gemm/v2-all``."""
+    from synperf.api import launch_table
+    from synperf.model.estimator import TrainConfig, train
+    from synperf.model.features import build_features
+
+    rng = np.random.default_rng(0)
+    sizes = [64, 256, 1024, 4096]
+    df = pd.DataFrame([{"gpu": g, "m": m, "n": n, "k": k, "dtype": "bfloat16"}
+                       for g in ("a40", "h20") for m in sizes for n in sizes for k in sizes])
+    table = launch_table("gemm", df.drop(columns="gpu"), df["gpu"].tolist(), registry)
+    ff = build_features(table, registry, "v2")
+    lat = ff.frame["theoretical_time_us"] / rng.uniform(0.2, 0.6, len(table))
+    d = tmp_path_factory.mktemp("models")
+    model = train(ff, lat, pd.Series(np.arange(len(table)) % 7), TrainConfig(max_epochs=2, hidden_sizes=[8]),
+                  extra_meta={"feature_set": "v2", "train_gpus": ["a40", "h20"]}, log=lambda *a: None)
+    model.save(d / "gemm" / "v2-all")
+    return d
+
+
+def test_predict_cli_equals_api_predict(tiny_gemm, registry, capsys, tmp_path):
+    from synperf.api import predict
+
+    base = ["predict", "--kernel", "gemm", "--gpu", "l40s", "--models-dir", str(tiny_gemm),
+            "--registry", str(registry.path)]
+    assert cli.main(base + ["--param", "m=128", "--param", "n=4096", "--param", "k=4096",
+                            "--param", "dtype=bfloat16"]) == 0
+    one = pd.read_csv(__import__("io").StringIO(capsys.readouterr().out))
+    ref = predict("gemm", {"m": 128, "n": 4096, "k": 4096, "dtype": "bfloat16"}, "l40s", models_dir=tiny_gemm,
+                  registry=registry)
+    assert one["predicted_latency_us"].iloc[0] == pytest.approx(ref["predicted_latency_us"].iloc[0], rel=1e-9)
+    assert "prediction_path" in one.columns and "predicted_latency_low_us" in one.columns
+    launches = tmp_path / "l.csv"
+    pd.DataFrame({"m": [1, 128, 4096], "n": 4096, "k": 4096, "dtype": "bfloat16"}).to_csv(launches, index=False)
+    out = tmp_path / "out.csv"
+    assert cli.main(base + ["--launches", str(launches), "--out", str(out)]) == 0
+    got = pd.read_csv(out)
+    ref = predict("gemm", pd.read_csv(launches), "l40s", models_dir=tiny_gemm, registry=registry)
+    assert got["m"].tolist() == [1, 128, 4096]
+    assert np.allclose(got["predicted_latency_us"], ref["predicted_latency_us"], rtol=1e-9)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--gpu", "h100_sxn", "--param", "m=1", "--param", "n=1", "--param", "k=1", "--param", "dtype=bfloat16"],
+     "unknown GPU id 'h100_sxn'"),
+    (["--gpu", "h100_sxm", "--param", "m"], "--param m: expected key=value"),
+    (["--gpu", "h100_sxm"], "pass either --param key=value"),
+    (["--gpu", "h100_sxm", "--launches", "/no/such.csv"], "--launches /no/such.csv: cannot read CSV"),
+    (["--gpu", "h100_sxm", "--param", "m=1", "--param", "dtype=bfloat16"], "needs ['n', 'k']"),
+])
+def test_predict_errors(tmp_path, capsys, args, message):
+    assert cli.main(["predict", "--kernel", "gemm", "--models-dir", str(tmp_path)] + args) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_gpus_all_lists_what_cannot_run_or_shard(fake_plan, monkeypatch, capsys, public_data, registry):
+    monkeypatch.setattr(cli, "default_registry", lambda: registry)
+    df = _plan_json(capsys, ["--model", "qwen2.5-14b", *WORKLOAD, "--gpus", "all", "--tp", "1,3",
+                             "--collectives", str(public_data / "pipeweave/dataset/collective")])
+    assert sorted(df["gpu"].unique()) == sorted(registry.gpus) and len(df) == 2 * len(registry.gpus)
+    status = df.set_index(["gpu", "tp"])["status"]
+    assert status["v100_pcie_32gb", 1] == "cannot run bfloat16: no Tensor Core peak for it in the registry"
+    assert status["h100_sxm", 3].startswith("cannot shard: qwen2.5-14b: num_attention_heads=40 is not divisible")
+    assert status["h100_sxm", 1] == "ok" and df["total_s"].notna().sum() == (df["status"] == "ok").sum()
+
+
+class MetaOnlyPredictor(FakePredictor):
+    """FakePredictor whose GEMM result names a model folder (``meta.json`` with ``train_gpus``) and no
+    ``training_gpus``, like a model folder without a recorded path."""
+
+    def __init__(self, model_dir):
+        super().__init__()
+        self.model_dir = model_dir
+
+    def __call__(self, kernel, params, gpu, **kw):
+        out = super().__call__(kernel, params, gpu, **kw)
+        if kernel == "gemm":
+            out.attrs = {"model_dir": str(self.model_dir)}
+        return out
+
+
+def test_trained_flag_falls_back_to_the_model_meta(monkeypatch, capsys, tmp_path):
+    (tmp_path / "meta.json").write_text(json.dumps({"train_gpus": ["l40s", "b200"]}))
+    monkeypatch.setattr(P, "predict", MetaOnlyPredictor(tmp_path))
+    df = _plan_json(capsys, ["--model", "llama-3.1-8b", *WORKLOAD, "--gpus", "l40s,h200_sxm"]).set_index("gpu")
+    assert df.loc["l40s", "trained_gemm"] == "trained" and df.loc["h200_sxm", "trained_gemm"] == "unseen: predicted"
+    assert df.loc["l40s", "trained_rmsnorm"] == "unseen: predicted"
+
+
+def test_plan_total_equals_synperf_e2e_at_tp4(fake_plan, monkeypatch, capsys, tmp_path, public_data):
+    monkeypatch.setattr(cli, "compose", functools.partial(compose, predict_fn=FakePredictor()))
+    coll = ["--collectives", str(public_data / "pipeweave/dataset/collective")]
+    trace = tmp_path / "t.csv"
+    pd.DataFrame({"num_prefill_tokens": [2000] * 16, "output_tokens": [200] * 16}).to_csv(trace, index=False)
+    model = str(cli.EXAMPLE_MODELS / "llama-3.1-70b.json")
+    assert cli.main(["e2e", "--model", model, "--trace", str(trace), "--gpu", "b200", "--tp", "4", *coll]) == 0
+    total = float(re.search(r"total latency\s+([\d.]+) s", capsys.readouterr().out).group(1))
+    row = _plan_json(capsys, ["--model", "llama-3.1-70b", *WORKLOAD, "--gpus", "b200", "--tp", "4", *coll]).iloc[0]
+    assert row["status"] == "ok" and row["total_s"] == pytest.approx(total, abs=1e-4)
