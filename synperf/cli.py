@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from synperf.api import default_paths
+from synperf.api import default_paths, progress_reporter
 from synperf.data.hardware import load_registry
 from synperf.data.io import InputError
 from synperf.e2e._deps import default_registry
@@ -31,28 +31,6 @@ from synperf.e2e.workload import POLICIES, generate, read_trace
 _REPO = Path(__file__).resolve().parents[1]
 DEFAULT_COLLECTIVES = ("resources/public-data/pipeweave/dataset/collective",
                        "../shared/public-data/pipeweave/dataset/collective")
-
-
-def _progress():
-    """A progress callback: tqdm when installed, else a carriage-return line on stderr every 5%."""
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        tqdm = None
-    state: dict = {}
-
-    def cb(done: int, total: int) -> None:
-        if total < 200:
-            return
-        if tqdm is not None:
-            bar = state.setdefault("bar", tqdm(total=total, desc="building launches", file=sys.stderr))
-            bar.update(done - bar.n)
-            if done == total:
-                bar.close()
-        elif done == total or done % max(1, total // 20) == 0:
-            print(f"\rbuilding launches: {done}/{total} iterations", end="\n" if done == total else "",
-                  file=sys.stderr, flush=True)
-    return cb
 
 
 def read_config(config_path: str | Path, holding: str) -> dict:
@@ -108,7 +86,7 @@ def e2e(args: argparse.Namespace) -> int:
                          "PUBLIC_DATA/pipeweave/dataset/collective")
     overhead = Overhead.from_json(args.overhead) if args.overhead else Overhead()
     res = compose(wl, args.gpu, models_dir=args.models_dir, registry=registry, collectives=coll,
-                  overhead=overhead, progress=_progress())
+                  overhead=overhead, progress=progress_reporter("building launches", "iterations", min_total=200))
     print(f"{model.name} on {args.tp * args.pp} x {spec.name} ({args.gpu}), tp={args.tp} pp={args.pp}, "
           f"{len(reqs)} requests, batch {wl.max_batch}, {len(wl.iterations)} iterations")
     print(f"prefill latency      {res.prefill_s:10.4f} s")
