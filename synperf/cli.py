@@ -24,9 +24,9 @@ from synperf.data.hardware import load_registry
 from synperf.data.io import InputError
 from synperf.e2e._deps import default_registry
 from synperf.e2e.collectives import CollectiveModel
-from synperf.e2e.compose import Overhead, attention_path, compose
+from synperf.e2e.compose import Overhead, attention_path, compose_trace
 from synperf.e2e.model_config import load_model_config
-from synperf.e2e.workload import POLICIES, generate, read_trace
+from synperf.e2e.workload import GROUP_ITERATIONS, POLICIES, read_trace
 
 _REPO = Path(__file__).resolve().parents[1]
 DEFAULT_COLLECTIVES = ("resources/public-data/pipeweave/dataset/collective",
@@ -78,17 +78,18 @@ def e2e(args: argparse.Namespace) -> int:
     spec = registry[args.gpu]
     model = load_model_config(args.model)
     reqs = read_trace(args.trace)
-    wl = generate(model, reqs, tp=args.tp, pp=args.pp, max_batch=args.batch, policy=args.policy,
-                  prefill_impl=attention_path(args.gpu, registry))
     coll = _collectives(args.collectives, registry, args.config) if (args.tp > 1 or args.pp > 1) else None
     if (args.tp > 1 or args.pp > 1) and coll is None:
         raise InputError("TP/PP > 1 needs the collective tables: pass --collectives "
                          "PUBLIC_DATA/pipeweave/dataset/collective")
     overhead = Overhead.from_json(args.overhead) if args.overhead else Overhead()
-    res = compose(wl, args.gpu, models_dir=args.models_dir, registry=registry, collectives=coll,
-                  overhead=overhead, progress=progress_reporter("building launches", "iterations", min_total=200))
+    res = compose_trace(model, reqs, args.gpu, tp=args.tp, pp=args.pp, max_batch=args.batch, policy=args.policy,
+                        prefill_impl=attention_path(args.gpu, registry), group_iterations=args.group_iterations,
+                        models_dir=args.models_dir, registry=registry, collectives=coll, overhead=overhead,
+                        progress=progress_reporter("pricing iterations (two passes)", "iterations", min_total=400))
+    batch = args.batch or len(reqs)
     print(f"{model.name} on {args.tp * args.pp} x {spec.name} ({args.gpu}), tp={args.tp} pp={args.pp}, "
-          f"{len(reqs)} requests, batch {wl.max_batch}, {len(wl.iterations)} iterations")
+          f"{len(reqs)} requests, batch {batch}, {len(res.iterations)} iterations")
     print(f"prefill latency      {res.prefill_s:10.4f} s")
     print(f"median decode step   {res.decode_step_s * 1e3:10.3f} ms")
     print(f"total latency        {res.total_s:10.4f} s")
@@ -175,6 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--pp", type=int, default=1)
     e.add_argument("--batch", type=int, default=None, help="max batch (default: every request of the trace)")
     e.add_argument("--policy", choices=POLICIES, default="static")
+    e.add_argument("--group-iterations", type=int, default=GROUP_ITERATIONS,
+                   help=f"iterations built and priced at a time, bounding memory on a long trace (default "
+                        f"{GROUP_ITERATIONS})")
     e.add_argument("--models-dir", default=None, help="trained models (default: models/ of this checkout)")
     e.add_argument("--registry", default=None, help="GPU registry (default config/gpus.yaml)")
     e.add_argument("--collectives", default=None, help="NCCL tables folder (pipeweave/dataset/collective)")
