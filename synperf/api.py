@@ -251,7 +251,8 @@ def progress_reporter(desc: str, unit: str, min_total: int = 0) -> Callable[[int
             bar.update(done - bar.n)
             if done == total:
                 bar.close()
-        elif done == total or done % max(1, total // 20) == 0:
+        elif done == total or done * 20 // total > state.get("twentieths", 0):  # each 5% passed
+            state["twentieths"] = done * 20 // total
             print(f"\r{desc}: {done}/{total} {unit}", end="\n" if done == total else "", file=sys.stderr,
                   flush=True)
     return cb
