@@ -103,7 +103,9 @@ class E2EResult:
         iterations: one row per iteration: ``iteration``, ``phase``, ``batch_size``, ``num_tokens``,
             ``kernel_s``, ``comm_s``, ``overhead_s``, ``latency_s`` (seconds).
         launches: one row per (iteration, operator): ``op``, ``family``, ``count``, canonical params,
-            ``latency_us`` (one launch, microseconds) and ``time_s`` (= count * latency, seconds).
+            ``latency_us`` (one launch, microseconds) and ``time_s`` (= count * latency, seconds); from
+            :func:`compose_trace`, one row per ``phase``, ``op`` and ``family`` with the summed ``count`` and
+            ``time_s``.
         models: per family (:data:`MODEL_COLUMNS`): ``model`` (the model folder predict used, or the collective
             model's description), ``path`` (attention: fa2/fa3 path; collectives: proxy GPU),
             ``prediction_path`` (the predictor's ``prediction_path`` labels with their launch counts, e.g.
