@@ -13,9 +13,12 @@ for bfloat16, ``gemm_fp32_neusight`` for float32).
 
 from __future__ import annotations
 
+import inspect
 import os
+import sys
 from functools import lru_cache
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -221,9 +224,57 @@ def _check_feature_set(exp_dir: Path, feature_set: str) -> None:
                          f"trained: {trained}")
 
 
+#: launches :func:`predict` models at a time unless told (``chunk_rows``): the features, encoded features and path
+#: predictions of one chunk exist at once, so a call's peak memory grows with the chunk and the output columns, not
+#: with the launch count (``benchmarks/predict_memory.py`` measures it)
+CHUNK_ROWS = 200_000
+#: rows the MLP takes per matrix product (:meth:`TrainedModel.predict_efficiency`'s ``batch``), counted from the
+#: call's first row. A product's last rows past a multiple of 16 take another CPU kernel that rounds some of them
+#: differently, so a row's prediction depends on where the blocks start; chunks are whole blocks
+MLP_BLOCK_ROWS = inspect.signature(TrainedModel.predict_efficiency).parameters["batch"].default
+
+
+def progress_reporter(desc: str, unit: str, min_total: int = 0) -> Callable[[int, int], None]:
+    """A ``progress(done, total)`` callback that draws a tqdm bar on stderr when tqdm is installed, else a
+    carriage-return line ``<desc>: done/total <unit>`` every 5%; silent when ``total < min_total``."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        tqdm = None
+    state: dict = {}
+
+    def cb(done: int, total: int) -> None:
+        if total < min_total:
+            return
+        if tqdm is not None:
+            bar = state.setdefault("bar", tqdm(total=total, desc=desc, unit=unit, file=sys.stderr))
+            bar.update(done - bar.n)
+            if done == total:
+                bar.close()
+        elif done == total or done * 20 // total > state.get("twentieths", 0):  # each 5% passed
+            state["twentieths"] = done * 20 // total
+            print(f"\r{desc}: {done}/{total} {unit}", end="\n" if done == total else "", file=sys.stderr,
+                  flush=True)
+    return cb
+
+
+def check_chunk_rows(chunk_rows) -> int:
+    """The rows per chunk of :func:`predict` for ``chunk_rows`` (None: :data:`CHUNK_ROWS`): rounded up to a
+    multiple of :data:`MLP_BLOCK_ROWS`, so that chunking leaves every MLP block as it is.
+
+    Raises:
+        InputError: not an integer >= 1 (the message names the value).
+    """
+    chunk_rows = CHUNK_ROWS if chunk_rows is None else chunk_rows
+    if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, (int, np.integer)) or chunk_rows < 1:
+        raise InputError(f"chunk_rows = {chunk_rows!r}; expected an integer >= 1")
+    return -(-int(chunk_rows) // MLP_BLOCK_ROWS) * MLP_BLOCK_ROWS
+
+
 def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, experiment: str | None = None,
             models_dir: str | os.PathLike | None = None, registry: Registry | None = None,
-            feature_set: str | None = None, experiments: dict | None = None) -> pd.DataFrame:
+            feature_set: str | None = None, experiments: dict | None = None, chunk_rows: int | None = None,
+            progress: bool | Callable[[int, int], None] = False) -> pd.DataFrame:
     """Predict latency for many launches of one kernel family.
 
     Args:
@@ -244,6 +295,12 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
             MLP folder of the recorded path (``path.json``), else the experiment's primary feature set in the
             ``config`` of :func:`default_paths` (its entry's ``feature_set``, else the top-level one), else the first
             of v2_paper, v2, v1 that was trained.
+        chunk_rows: launches modelled at a time (default :data:`CHUNK_ROWS`; rounded up to a multiple of
+            :data:`MLP_BLOCK_ROWS`). Validation and the choice of experiment see every launch; every later step
+            (features, encoding, MLP blocks, recorded path, intervals) treats rows independently, so the result is
+            the same, bit for bit, whatever the chunk size, and only the output columns grow with the launch count.
+        progress: with more than one chunk, report progress after each chunk: True draws a bar on stderr
+            (:func:`progress_reporter`), a callable gets ``(launches done, launches in total)``.
 
     Returns:
         The canonical parameter columns plus ``theoretical_time_us``, ``predicted_efficiency``,
@@ -265,13 +322,15 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
         (``intervals.json``); NaN otherwise.
 
     Raises:
-        InputError: what :func:`launch_table` refuses, a dtype the experiment was not trained on
-            (:func:`route_experiment`), a ``feature_set`` that is not one of
+        InputError: ``chunk_rows`` not an integer >= 1, what :func:`launch_table` refuses, a dtype the experiment
+            was not trained on (:func:`route_experiment`), a ``feature_set`` that is not one of
             :data:`synperf.model.features.FEATURE_SETS` or was not trained for the experiment, no trained model, or
             intervals recorded for another path than ``path.json``'s.
     """
+    chunk_rows = check_chunk_rows(chunk_rows)
     defaults = default_paths()
     registry = registry or load_registry(defaults["registry"], defaults["measured_dir"])
+    # validation and routing see the whole call: the experiment is chosen by every row's dtype
     table = launch_table(kernel, params, gpu, registry)
     if experiments is None:
         experiments = _config(defaults["config"]).get("experiments") or {}
@@ -287,9 +346,45 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
     model_dir = next((d for d in candidates if (d / "meta.json").exists()), None)
     if model_dir is None:
         raise InputError(f"{exp_dir}: no trained model; run the pipeline (`snakemake --cores all`) first")
+    intervals = load_intervals(exp_dir) if choice is not None else None
+    if intervals is not None:
+        for key in ("path", "seen_path"):
+            if intervals.get(key) != choice.get(key):
+                raise InputError(f"{exp_dir / INTERVALS_FILE}: intervals of {key} {intervals.get(key)!r}, but "
+                                 f"{CHOICE_FILE} records {choice.get(key)!r}; rerun the train stage")
+    out = table.drop(columns=["latency_us", "latency_stat", "source", "source_version", "source_file"])
+    n = len(table)
+    report = progress_reporter(f"predicting {kernel}", "launches") if progress is True else (progress or None)
+    parts = []
+    for start in range(0, max(n, 1), chunk_rows):
+        rows = table.iloc[start:start + chunk_rows].reset_index(drop=True)
+        parts.append(_predict_chunk(rows, registry, exp_dir, model_dir, choice, intervals))
+        if report is not None and n > chunk_rows:
+            report(min(start + chunk_rows, n), n)
+    del table
+    pred = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+    del parts
+    for c in pred.columns:
+        out[c] = pred[c].to_numpy() if c == "source_gpu" else pred[c].array
+    out.attrs["model_dir"] = str(model_dir)
+    if choice is not None:
+        out.attrs["path_choice"] = str(exp_dir / CHOICE_FILE)
+        out.attrs["training_gpus"] = [str(g) for g in choice.get("training_gpus", [])]
+        if intervals is not None:
+            out.attrs["interval"] = (f"{INTERVAL_QUANTILES[1] - INTERVAL_QUANTILES[0]:.0%} interval from each "
+                                     "path's errors on seen GPUs left out in turn (on a training GPU: on problems "
+                                     f"its MLP held out) ({exp_dir / INTERVALS_FILE})")
+    return out
+
+
+def _predict_chunk(table: pd.DataFrame, registry: Registry, exp_dir: Path, model_dir: Path, choice: dict | None,
+                   intervals: dict | None) -> pd.DataFrame:
+    """:func:`predict`'s output columns for the launch rows ``table`` (index ``0..len-1``): ``theoretical_time_us``,
+    ``predicted_latency_us``, ``predicted_efficiency``, ``prediction_path``, ``unknown_category``, ``source_gpu``,
+    ``predicted_latency_low_us``, ``predicted_latency_high_us``; one row per launch, each from that row alone."""
     model = _load(str(model_dir))
     ff = build_features(table, registry, model.meta.get("feature_set", "v1"))
-    out = table.drop(columns=["latency_us", "latency_stat", "source", "source_version", "source_file"])
+    out = pd.DataFrame(index=table.index)
     out["theoretical_time_us"] = ff.frame["theoretical_time_us"].to_numpy()
     out["predicted_latency_us"] = model.predict_latency_us(ff)
     out["predicted_efficiency"] = out["theoretical_time_us"] / out["predicted_latency_us"]
@@ -298,33 +393,23 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
     out["source_gpu"] = pd.Series([pd.NA] * len(out), dtype="string")
     out["predicted_latency_low_us"] = np.nan
     out["predicted_latency_high_us"] = np.nan
-    out.attrs["model_dir"] = str(model_dir)
-    if choice is not None:
-        mlp = _load(str(exp_dir / choice["mlp_dir"])) if choice.get("mlp_dir") else model
-        # the features and MLP predictions above serve the path when it uses the same feature set and MLP
-        same_fs = choice.get("feature_set", "v2") == model.meta.get("feature_set", "v1")
-        chosen = predict_with_choice(choice, exp_dir, table, registry, mlp, features=ff if same_fs else None,
-                                     mlp_pred=out["predicted_latency_us"].to_numpy() if same_fs and mlp is model
-                                     else None)
-        out["predicted_latency_us"] = chosen["predicted_latency_us"].to_numpy()
-        out["predicted_efficiency"] = out["theoretical_time_us"] / out["predicted_latency_us"]
-        out["prediction_path"] = chosen["prediction_path"].to_numpy()
-        out["source_gpu"] = chosen["source_gpu"].astype("string").to_numpy()
-        out.attrs["path_choice"] = str(exp_dir / CHOICE_FILE)
-        out.attrs["training_gpus"] = [str(g) for g in choice.get("training_gpus", [])]
-        intervals = load_intervals(exp_dir)
-        if intervals is not None:
-            for key in ("path", "seen_path"):
-                if intervals.get(key) != choice.get(key):
-                    raise InputError(f"{exp_dir / INTERVALS_FILE}: intervals of {key} {intervals.get(key)!r}, but "
-                                     f"{CHOICE_FILE} records {choice.get(key)!r}; rerun the train stage")
-            pred, labels = out["predicted_latency_us"].to_numpy(), out["prediction_path"].to_numpy()
-            lo, hi = interval_bounds(pred, labels, intervals["intervals"])
-            if choice.get("seen_path") and intervals.get("seen_intervals"):  # rows on a training GPU
-                on = out["gpu"].astype(str).isin(choice.get("training_gpus", [])).to_numpy()
-                lo[on], hi[on] = interval_bounds(pred[on], labels[on], intervals["seen_intervals"])
-            out["predicted_latency_low_us"], out["predicted_latency_high_us"] = lo, hi
-            out.attrs["interval"] = (f"{INTERVAL_QUANTILES[1] - INTERVAL_QUANTILES[0]:.0%} interval from each "
-                                     "path's errors on seen GPUs left out in turn (on a training GPU: on problems "
-                                     f"its MLP held out) ({exp_dir / INTERVALS_FILE})")
+    if choice is None:
+        return out
+    mlp = _load(str(exp_dir / choice["mlp_dir"])) if choice.get("mlp_dir") else model
+    # the features and MLP predictions above serve the path when it uses the same feature set and MLP
+    same_fs = choice.get("feature_set", "v2") == model.meta.get("feature_set", "v1")
+    chosen = predict_with_choice(choice, exp_dir, table, registry, mlp, features=ff if same_fs else None,
+                                 mlp_pred=out["predicted_latency_us"].to_numpy() if same_fs and mlp is model
+                                 else None)
+    out["predicted_latency_us"] = chosen["predicted_latency_us"].to_numpy()
+    out["predicted_efficiency"] = out["theoretical_time_us"] / out["predicted_latency_us"]
+    out["prediction_path"] = chosen["prediction_path"].to_numpy()
+    out["source_gpu"] = chosen["source_gpu"].astype("string").to_numpy()
+    if intervals is not None:
+        pred, labels = out["predicted_latency_us"].to_numpy(), out["prediction_path"].to_numpy()
+        lo, hi = interval_bounds(pred, labels, intervals["intervals"])
+        if choice.get("seen_path") and intervals.get("seen_intervals"):  # rows on a training GPU
+            on = table["gpu"].astype(str).isin(choice.get("training_gpus", [])).to_numpy()
+            lo[on], hi[on] = interval_bounds(pred[on], labels[on], intervals["seen_intervals"])
+        out["predicted_latency_low_us"], out["predicted_latency_high_us"] = lo, hi
     return out

@@ -20,42 +20,20 @@ from pathlib import Path
 
 import pandas as pd
 
-from synperf.api import default_paths
+from synperf.api import default_paths, progress_reporter
 from synperf.data.hardware import load_registry
 from synperf.data.io import InputError
 from synperf.e2e._deps import default_registry
 from synperf.e2e.collectives import CollectiveModel
-from synperf.e2e.compose import Overhead, attention_path, compose
+from synperf.e2e.compose import Overhead, attention_path, compose_trace
 from synperf.e2e.model_config import load_model_config
-from synperf.e2e.workload import POLICIES, Request, generate, read_trace
+from synperf.e2e.workload import GROUP_ITERATIONS, POLICIES, Request, read_trace
 
 _REPO = Path(__file__).resolve().parents[1]
 #: the shipped example model configs ``synperf plan --model NAME`` reads (public Hugging Face ``config.json`` fields)
 EXAMPLE_MODELS = _REPO / "examples" / "models"
 DEFAULT_COLLECTIVES = ("resources/public-data/pipeweave/dataset/collective",
                        "../shared/public-data/pipeweave/dataset/collective")
-
-
-def _progress():
-    """A progress callback: tqdm when installed, else a carriage-return line on stderr every 5%."""
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        tqdm = None
-    state: dict = {}
-
-    def cb(done: int, total: int) -> None:
-        if total < 200:
-            return
-        if tqdm is not None:
-            bar = state.setdefault("bar", tqdm(total=total, desc="building launches", file=sys.stderr))
-            bar.update(done - bar.n)
-            if done == total:
-                bar.close()
-        elif done == total or done % max(1, total // 20) == 0:
-            print(f"\rbuilding launches: {done}/{total} iterations", end="\n" if done == total else "",
-                  file=sys.stderr, flush=True)
-    return cb
 
 
 def read_config(config_path: str | Path, holding: str) -> dict:
@@ -103,17 +81,18 @@ def e2e(args: argparse.Namespace) -> int:
     spec = registry[args.gpu]
     model = load_model_config(args.model)
     reqs = read_trace(args.trace)
-    wl = generate(model, reqs, tp=args.tp, pp=args.pp, max_batch=args.batch, policy=args.policy,
-                  prefill_impl=attention_path(args.gpu, registry))
     coll = _collectives(args.collectives, registry, args.config) if (args.tp > 1 or args.pp > 1) else None
     if (args.tp > 1 or args.pp > 1) and coll is None:
         raise InputError("TP/PP > 1 needs the collective tables: pass --collectives "
                          "PUBLIC_DATA/pipeweave/dataset/collective")
     overhead = Overhead.from_json(args.overhead) if args.overhead else Overhead()
-    res = compose(wl, args.gpu, models_dir=args.models_dir, registry=registry, collectives=coll,
-                  overhead=overhead, progress=_progress())
+    res = compose_trace(model, reqs, args.gpu, tp=args.tp, pp=args.pp, max_batch=args.batch, policy=args.policy,
+                        prefill_impl=attention_path(args.gpu, registry), group_iterations=args.group_iterations,
+                        models_dir=args.models_dir, registry=registry, collectives=coll, overhead=overhead,
+                        progress=progress_reporter("pricing iterations (two passes)", "iterations", min_total=400))
+    batch = args.batch or len(reqs)
     print(f"{model.name} on {args.tp * args.pp} x {spec.name} ({args.gpu}), tp={args.tp} pp={args.pp}, "
-          f"{len(reqs)} requests, batch {wl.max_batch}, {len(wl.iterations)} iterations")
+          f"{len(reqs)} requests, batch {batch}, {len(res.iterations)} iterations")
     print(f"prefill latency      {res.prefill_s:10.4f} s")
     print(f"median decode step   {res.decode_step_s * 1e3:10.3f} ms")
     print(f"total latency        {res.total_s:10.4f} s")
@@ -292,6 +271,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--pp", type=int, default=1)
     e.add_argument("--batch", type=int, default=None, help="max batch (default: every request of the trace)")
     e.add_argument("--policy", choices=POLICIES, default="static")
+    e.add_argument("--group-iterations", type=int, default=GROUP_ITERATIONS,
+                   help=f"iterations built and priced at a time, bounding memory on a long trace (default "
+                        f"{GROUP_ITERATIONS})")
     e.add_argument("--models-dir", default=None, help="trained models (default: models/ of this checkout)")
     e.add_argument("--registry", default=None, help="GPU registry (default config/gpus.yaml)")
     e.add_argument("--collectives", default=None, help="NCCL tables folder (pipeweave/dataset/collective)")

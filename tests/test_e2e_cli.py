@@ -9,12 +9,12 @@ import pytest
 from test_e2e_compose import FakePredictor
 
 import synperf.cli as cli
-from synperf.e2e.compose import compose
+from synperf.e2e.compose import compose_trace
 
 
 @pytest.fixture
 def fake_cli(monkeypatch):
-    monkeypatch.setattr(cli, "compose", functools.partial(compose, predict_fn=FakePredictor()))
+    monkeypatch.setattr(cli, "compose_trace", functools.partial(compose_trace, predict_fn=FakePredictor()))
 
 
 def test_cli_prints_latencies_and_shares(public_data, fake_cli, capsys):

@@ -13,7 +13,7 @@ from test_e2e_compose import FakePredictor
 
 import synperf.cli as cli
 import synperf.e2e.plan as P
-from synperf.e2e.compose import compose
+from synperf.e2e.compose import compose_trace
 
 WORKLOAD = ["--isl", "2000", "--osl", "200", "--batch", "16"]
 
@@ -69,7 +69,7 @@ def test_plan_sorts_by_total_and_flags_unseen_families(fake_plan, capsys, public
 
 
 def test_plan_total_equals_synperf_e2e(fake_plan, monkeypatch, capsys, tmp_path):
-    monkeypatch.setattr(cli, "compose", functools.partial(compose, predict_fn=FakePredictor()))
+    monkeypatch.setattr(cli, "compose_trace", functools.partial(compose_trace, predict_fn=FakePredictor()))
     trace = tmp_path / "t.csv"
     pd.DataFrame({"num_prefill_tokens": [2000] * 16, "output_tokens": [200] * 16}).to_csv(trace, index=False)
     model = str(cli.EXAMPLE_MODELS / "qwen2.5-14b.json")
@@ -223,7 +223,7 @@ def test_trained_flag_falls_back_to_the_model_meta(monkeypatch, capsys, tmp_path
 
 
 def test_plan_total_equals_synperf_e2e_at_tp4(fake_plan, monkeypatch, capsys, tmp_path, public_data):
-    monkeypatch.setattr(cli, "compose", functools.partial(compose, predict_fn=FakePredictor()))
+    monkeypatch.setattr(cli, "compose_trace", functools.partial(compose_trace, predict_fn=FakePredictor()))
     coll = ["--collectives", str(public_data / "pipeweave/dataset/collective")]
     trace = tmp_path / "t.csv"
     pd.DataFrame({"num_prefill_tokens": [2000] * 16, "output_tokens": [200] * 16}).to_csv(trace, index=False)

@@ -31,7 +31,16 @@ import pandas as pd
 
 from ._deps import InputError, Registry, default_registry, launch_table, predict
 from .collectives import CollectiveModel
-from .workload import Workload, equivalent_decode_kv, equivalent_prefill_len
+from .model_config import ModelConfig
+from .workload import (
+    GROUP_ITERATIONS,
+    Request,
+    Workload,
+    equivalent_decode_kv,
+    equivalent_prefill_len,
+    generate_groups,
+    iteration_count,
+)
 
 KERNEL_FAMILIES = ("gemm", "attention_prefill", "attention_decode", "rmsnorm", "silu_mul", "fused_moe")
 COLLECTIVES = ("all_reduce", "send_recv")
@@ -94,7 +103,9 @@ class E2EResult:
         iterations: one row per iteration: ``iteration``, ``phase``, ``batch_size``, ``num_tokens``,
             ``kernel_s``, ``comm_s``, ``overhead_s``, ``latency_s`` (seconds).
         launches: one row per (iteration, operator): ``op``, ``family``, ``count``, canonical params,
-            ``latency_us`` (one launch, microseconds) and ``time_s`` (= count * latency, seconds).
+            ``latency_us`` (one launch, microseconds) and ``time_s`` (= count * latency, seconds); from
+            :func:`compose_trace`, one row per ``phase``, ``op`` and ``family`` with the summed ``count`` and
+            ``time_s``.
         models: per family (:data:`MODEL_COLUMNS`): ``model`` (the model folder predict used, or the collective
             model's description), ``path`` (attention: fa2/fa3 path; collectives: proxy GPU),
             ``prediction_path`` (the predictor's ``prediction_path`` labels with their launch counts, e.g.
@@ -217,6 +228,9 @@ class SharedPredictor:
         InputError: a call :meth:`record` did not see.
     """
 
+    #: recorded calls of one group after which :meth:`record` keeps only their distinct launches
+    RECORD_COMPACT = 64
+
     def __init__(self, predict_fn: Callable = predict):
         self.predict_fn = predict_fn
         self._requests: dict[tuple, list[pd.DataFrame]] = {}
@@ -227,8 +241,14 @@ class SharedPredictor:
         return family, str(gpu), tuple(params.columns), tuple(str(t) for t in params.dtypes)
 
     def record(self, family: str, params: pd.DataFrame, gpu: str, **_) -> pd.DataFrame:
-        """Keep ``params`` (one launch per row) for :meth:`predict`; a placeholder result of 1 µs per row."""
-        self._requests.setdefault(self._key(family, params, gpu), []).append(params)
+        """Keep ``params`` (one launch per row) for :meth:`predict`; a placeholder result of 1 µs per row. Every
+        :data:`RECORD_COMPACT` calls of a group, its kept launches are reduced to the distinct ones (first
+        appearance order, as :meth:`predict` takes them), so that many calls hold little more than their distinct
+        launches."""
+        frames = self._requests.setdefault(self._key(family, params, gpu), [])
+        frames.append(params)
+        if len(frames) >= self.RECORD_COMPACT:
+            frames[:] = [pd.concat(frames, ignore_index=True).drop_duplicates()]
         return pd.DataFrame({"predicted_latency_us": np.ones(len(params))})
 
     def predict(self, **kwargs) -> None:
@@ -332,4 +352,76 @@ def compose(workload: Workload, gpu: str, *, predict_fn: Callable = predict,
     its["overhead_s"] = 0.0
     its["latency_s"] = its["kernel_s"] + its["comm_s"]
     res = E2EResult(gpu, its, df, pd.DataFrame(models, columns=MODEL_COLUMNS))
+    return res.with_overhead(overhead)
+
+
+def compose_trace(model: ModelConfig, requests: list[Request], gpu: str, *, tp: int = 1, pp: int = 1,
+                  max_batch: int | None = None, policy: str = "static", prefill_impl: str = "fa2",
+                  group_iterations: int = GROUP_ITERATIONS, predict_fn: Callable = predict,
+                  models_dir: str | os.PathLike | None = None, registry: Registry | None = None,
+                  collectives: CollectiveModel | None = None, overhead: Overhead = Overhead(),
+                  progress: Callable[[int, int], None] | None = None) -> E2EResult:
+    """:func:`compose` of :func:`synperf.e2e.workload.generate`'s workload, in bounded memory for a long trace.
+
+    The iterations are built ``group_iterations`` at a time (:func:`synperf.e2e.workload.generate_groups`) twice:
+    the first pass keeps only each family's distinct launches (:meth:`SharedPredictor.record`), which one
+    ``predict_fn`` call per family then predicts, the same call :func:`compose` makes on the whole workload (the
+    same launches in the same order); the second pass composes each group with those predictions. Every iteration's
+    latency, and so ``prefill_s``, ``decode_step_s`` and ``total_s``, are therefore those of :func:`compose`.
+
+    Args:
+        model, requests, tp, pp, max_batch, policy, prefill_impl: as :func:`synperf.e2e.workload.generate`.
+        group_iterations: iterations built and composed at a time (each holds its launches, about ten per
+            iteration).
+        predict_fn, models_dir, registry, collectives, overhead: as :func:`compose`.
+        progress: ``progress(done, total)`` over both passes (``total`` = twice the iteration count).
+
+    Returns:
+        :class:`E2EResult` whose ``iterations`` and ``models`` are :func:`compose`'s; ``launches`` has one row per
+        ``phase``, ``op`` and ``family`` with the summed ``count`` and ``time_s`` (seconds) of its launches
+        (:meth:`E2EResult.breakdown` then sums over groups, so its shares may differ from :func:`compose`'s in the
+        last bits).
+
+    Raises:
+        InputError: as :func:`synperf.e2e.workload.generate_groups` and :func:`compose`.
+    """
+    registry = registry or default_registry()
+    registry[gpu]
+    n = iteration_count(requests, max_batch, policy)
+
+    def groups():
+        return generate_groups(model, requests, tp, pp, max_batch, policy, prefill_impl,
+                               group_iterations=group_iterations)
+
+    def step(offset: int):
+        return None if progress is None else (lambda done, _: progress(offset + done, 2 * n))
+
+    shared, done = SharedPredictor(predict_fn), 0
+    for wl in groups():
+        compose(wl, gpu, predict_fn=shared.record, registry=registry, collectives=collectives,
+                progress=step(done))
+        done += len(wl.iterations)
+    shared.predict(models_dir=models_dir, registry=registry)
+    its, parts, models, done = [], [], [], 0
+    keys = ["phase", "op", "family"]
+    for wl in groups():
+        res = compose(wl, gpu, predict_fn=shared, registry=registry, collectives=collectives,
+                      progress=step(n + done))
+        done += len(wl.iterations)
+        its.append(res.iterations)
+        parts.append(res.launches.groupby(keys, as_index=False, sort=False)[["count", "time_s"]].sum())
+        models.append(res.models)
+    launches_ = pd.concat(parts, ignore_index=True).groupby(keys, as_index=False, sort=False)[["count", "time_s"]].sum()
+    fam = []  # the kernel families' rows from the one prediction of each family, as compose gives them
+    for key, (_, out) in shared._answers.items():
+        paths = out["prediction_path"].astype(str) if "prediction_path" in out.columns else pd.Series([], dtype=str)
+        fam.append({"family": key[0], "model": model_dir_used(out),
+                    "path": attention_path(gpu, registry) if key[0].startswith("attention") else "",
+                    "prediction_path": ", ".join(f"{p} {c}" for p, c in paths.value_counts().items()),
+                    "training_gpu": gpu in out.attrs.get("training_gpus", ())})
+    fam.sort(key=lambda r: KERNEL_FAMILIES.index(r["family"]))
+    coll = pd.concat(models, ignore_index=True)
+    coll = coll[coll["family"].isin(COLLECTIVES)].drop_duplicates()
+    table = pd.concat([pd.DataFrame(fam, columns=MODEL_COLUMNS), coll], ignore_index=True)
+    res = E2EResult(gpu, pd.concat(its, ignore_index=True), launches_, table)
     return res.with_overhead(overhead)

@@ -56,6 +56,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 import pandas as pd
 
@@ -159,6 +160,12 @@ def schedule(requests: list[Request], max_batch: int | None = None, policy: str 
         InputError: unknown policy, ``max_batch`` < 1, no requests, an output that alone exceeds
             ``max_model_len``.
     """
+    return list(iter_schedule(requests, max_batch, policy, max_model_len))
+
+
+def _scheduled_requests(requests: list[Request], max_batch: int | None, policy: str,
+                        max_model_len: int | None) -> tuple[list[Request], int]:
+    """The requests the scheduler runs (merged, truncated) and the batch size; raises as :func:`schedule`."""
     if policy not in POLICIES:
         raise InputError(f"unknown batching policy {policy!r}; expected one of {POLICIES}")
     if not requests:
@@ -174,15 +181,38 @@ def schedule(requests: list[Request], max_batch: int | None = None, policy: str 
     max_batch = len(requests) if max_batch is None else int(max_batch)
     if max_batch < 1:
         raise InputError(f"max_batch must be >= 1, got {max_batch}")
-    its = []
-    for start in range(0, len(requests), max_batch):
-        group = requests[start:start + max_batch]
-        prompts = tuple(r.prompt_tokens for r in group)
-        its.append(("prefill", prompts, prompts))
-        for step in range(1, max(r.output_tokens for r in group)):
-            live = [r for r in group if r.output_tokens - 1 >= step]
-            its.append(("decode", (1,) * len(live), tuple(r.prompt_tokens + step for r in live)))
-    return its
+    return requests, max_batch
+
+
+def iter_schedule(requests: list[Request], max_batch: int | None = None, policy: str = "static",
+                  max_model_len: int | None = None) -> Iterator[tuple[str, tuple[int, ...], tuple[int, ...]]]:
+    """:func:`schedule`'s iterations one at a time (the arguments are checked on the call, before the first).
+
+    Raises:
+        InputError: as :func:`schedule`.
+    """
+    requests, max_batch = _scheduled_requests(requests, max_batch, policy, max_model_len)
+
+    def its():
+        for start in range(0, len(requests), max_batch):
+            group = requests[start:start + max_batch]
+            prompts = tuple(r.prompt_tokens for r in group)
+            yield "prefill", prompts, prompts
+            for step in range(1, max(r.output_tokens for r in group)):
+                live = [r for r in group if r.output_tokens - 1 >= step]
+                yield "decode", (1,) * len(live), tuple(r.prompt_tokens + step for r in live)
+    return its()
+
+
+def iteration_count(requests: list[Request], max_batch: int | None = None, policy: str = "static") -> int:
+    """How many iterations :func:`schedule` gives (one prefill per group of ``max_batch`` requests plus its
+    longest output - 1 decode steps), without building them.
+
+    Raises:
+        InputError: as :func:`schedule`.
+    """
+    requests, max_batch = _scheduled_requests(requests, max_batch, policy, None)
+    return sum(max(r.output_tokens for r in requests[s:s + max_batch]) for s in range(0, len(requests), max_batch))
 
 
 def forward_ops(sm: ShardedModel, phase: str, q_lengths: tuple[int, ...], prefill_impl: str = "fa2") -> list[Op]:
@@ -245,6 +275,40 @@ def generate(model: ModelConfig, requests: list[Request], tp: int = 1, pp: int =
     its = [Iteration(i, phase, q, kv, forward_ops(sm, phase, q, prefill_impl))
            for i, (phase, q, kv) in enumerate(schedule(requests, max_batch, policy, limit), start=1)]
     return Workload(sm, its, policy, max_batch or len(requests), prefill_impl)
+
+
+#: iterations per :class:`Workload` that :func:`generate_groups` yields unless told
+GROUP_ITERATIONS = 20_000
+
+
+def generate_groups(model: ModelConfig, requests: list[Request], tp: int = 1, pp: int = 1,
+                    max_batch: int | None = None, policy: str = "static", prefill_impl: str = "fa2",
+                    max_model_len: int | None = -1, group_iterations: int = GROUP_ITERATIONS) -> Iterator[Workload]:
+    """:func:`generate`'s iterations as consecutive workloads of at most ``group_iterations`` iterations each
+    (indices continue across them), built one workload at a time, so that a long trace never holds every
+    iteration at once. The arguments are checked on the call.
+
+    Raises:
+        InputError: as :func:`generate`, or ``group_iterations`` not an integer >= 1.
+    """
+    if prefill_impl not in ("fa2", "fa3"):
+        raise InputError(f"prefill_impl must be 'fa2' or 'fa3', got {prefill_impl!r}")
+    if isinstance(group_iterations, bool) or not isinstance(group_iterations, int) or group_iterations < 1:
+        raise InputError(f"group_iterations = {group_iterations!r}; expected an integer >= 1")
+    sm = model.shard(tp, pp)
+    limit = model.max_position_embeddings if max_model_len == -1 else max_model_len
+    sched = iter_schedule(requests, max_batch, policy, limit)
+
+    def groups():
+        its = []
+        for i, (phase, q, kv) in enumerate(sched, start=1):
+            its.append(Iteration(i, phase, q, kv, forward_ops(sm, phase, q, prefill_impl)))
+            if len(its) == group_iterations:
+                yield Workload(sm, its, policy, max_batch or len(requests), prefill_impl)
+                its = []
+        if its:
+            yield Workload(sm, its, policy, max_batch or len(requests), prefill_impl)
+    return groups()
 
 
 def to_oracle_format(it: Iteration, qk_norm: str = "omit") -> dict:
