@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -108,6 +109,36 @@ def test_unmodelled_architectures_name_the_field():
         parse_config({k: v for k, v in base.items() if k != "vocab_size"})
     # Qwen2-style: a window field that is switched off is full attention
     assert parse_config({**base, "sliding_window": 4096, "use_sliding_window": False}).num_layers == 4
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"model_type": "deepseek_v2", "n_routed_experts": 64, "first_k_dense_replace": 1},
+     r"model_type='deepseek_v2' is not a modelled decoder family"),
+    ({"n_routed_experts": 64, "n_shared_experts": 2}, r"n_routed_experts=64: this MoE layout"),
+    ({"num_experts": 8, "num_experts_per_tok": 2, "first_k_dense_replace": 1}, r"first_k_dense_replace=1"),
+    ({"num_experts": 8, "num_experts_per_tok": 2, "decoder_sparse_step": 2}, r"decoder_sparse_step=2"),
+    ({"model_type": "gpt2"}, r"model_type='gpt2'"),
+    ({"architectures": ["FalconForCausalLM"]}, r"architectures\[0\]='FalconForCausalLM' is not modelled"),
+    ({"model_type": "llama", "hidden_act": "gelu"}, r"hidden_act='gelu': only SiLU-gated MLPs"),
+    ({"hidden_act": "gelu_pytorch_tanh"}, r"hidden_act='gelu_pytorch_tanh'"),
+    ({"model_type": "llama", "quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic"}},
+     r"quantization_config \(quant_method='fp8'\): quantized models are not modelled"),
+    ({"quantization_config": {"quant_method": "awq", "bits": 4}}, r"quantization_config \(quant_method='awq'\)"),
+])
+def test_config_fields_that_change_the_math_are_refused_by_name(extra, message):
+    base = {"hidden_size": 1024, "num_attention_heads": 16, "num_hidden_layers": 4, "intermediate_size": 4096,
+            "vocab_size": 1000}
+    with pytest.raises(InputError, match=rf"^cfg: {message}"):
+        parse_config({**base, **extra}, where="cfg")
+
+
+def test_every_shipped_and_public_model_config_is_a_modelled_family(public_data):
+    paths = sorted((public_data / "pipeweave" / "config").glob("*.json"))
+    paths += sorted((Path(__file__).resolve().parent.parent / "examples" / "models").glob("*.json"))
+    assert len(paths) >= 12
+    for p in paths:
+        m = load_model_config(p)
+        assert m.architecture in ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"), p
 
 
 def test_sharding_and_moe():

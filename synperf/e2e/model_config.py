@@ -130,19 +130,62 @@ def _int(cfg: dict, key: str, where: str, default=None) -> int:
         raise InputError(f"{where}: config field {key!r} must be an integer, got {val!r}") from None
 
 
+#: the decoder families the composer models, by ``model_type`` and by ``architectures[0]``: pre-norm decoders with
+#: RMSNorm, rotary GQA attention and SiLU-gated MLPs (dense, or Mixtral/Qwen-MoE routed experts in every layer)
+MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe")
+ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
+                 "MixtralForCausalLM", "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM")
+#: the MLP activations of a SiLU-gated MLP (SiLU&Mul), the only MLP the composer prices
+GATED_SILU = ("silu", "swish")
+#: config fields of MoE layouts the composer does not price (DeepSeek's routed plus shared experts and leading dense
+#: layers; Qwen-MoE's dense layers between sparse ones), each refused by name
+UNMODELLED_MOE_FIELDS = ("n_routed_experts", "n_shared_experts", "first_k_dense_replace", "moe_layer_freq")
+
+
+def _check_modelled(cfg: dict, where: str) -> None:
+    """Refuse, naming the field, a config whose math the composer would get wrong: an unrecognised ``model_type``
+    or ``architectures[0]`` (a config with neither is read as a generic decoder of the recognised kind), a
+    non-SiLU-gated MLP (``hidden_act``), quantized weights (``quantization_config``), or an MoE layout other than
+    routed experts in every layer."""
+    mt = cfg.get("model_type")
+    if mt is not None and str(mt) not in MODEL_TYPES:
+        raise InputError(f"{where}: model_type={mt!r} is not a modelled decoder family; modelled: {list(MODEL_TYPES)}")
+    archs = cfg.get("architectures")
+    if archs and str(archs[0]) not in ARCHITECTURES:
+        raise InputError(f"{where}: architectures[0]={archs[0]!r} is not modelled; modelled: {list(ARCHITECTURES)}")
+    act = cfg.get("hidden_act", cfg.get("hidden_activation"))
+    if act is not None and str(act) not in GATED_SILU:
+        raise InputError(f"{where}: hidden_act={act!r}: only SiLU-gated MLPs (SiLU&Mul) are modelled")
+    quant = cfg.get("quantization_config")
+    if quant:
+        method = quant.get("quant_method") if isinstance(quant, dict) else quant
+        raise InputError(f"{where}: quantization_config (quant_method={method!r}): quantized models are not modelled; "
+                         f"the composer prices torch_dtype weights and activations")
+    for field in UNMODELLED_MOE_FIELDS:
+        if cfg.get(field) not in (None, 0):
+            raise InputError(f"{where}: {field}={cfg[field]!r}: this MoE layout (shared experts or dense layers "
+                             "between sparse ones) is not modelled")
+    if int(cfg.get("decoder_sparse_step") or 1) != 1 or cfg.get("mlp_only_layers"):
+        raise InputError(f"{where}: decoder_sparse_step={cfg.get('decoder_sparse_step')!r}, mlp_only_layers="
+                         f"{cfg.get('mlp_only_layers')!r}: dense layers between sparse ones are not modelled")
+
+
 def parse_config(cfg: dict, name: str = "model", where: str | None = None) -> ModelConfig:
     """Parse a Hugging Face config dict into a :class:`ModelConfig`.
 
     Raises:
         InputError: an architecture that is not modelled (the message names the config field:
             ``kv_lora_rank``/``q_lora_rank``, ``use_sliding_window``, ``sliding_window``,
-            ``is_encoder_decoder``) or a missing/non-integer required field.
+            ``is_encoder_decoder``, and those of :func:`_check_modelled`: ``model_type``, ``architectures``,
+            ``hidden_act``, ``quantization_config``, :data:`UNMODELLED_MOE_FIELDS`) or a missing/non-integer required
+            field.
     """
     where = where or name
     if not isinstance(cfg, dict):
         raise InputError(f"{where}: a config must be a JSON object")
     if cfg.get("text_config") and "num_hidden_layers" not in cfg:
         raise InputError(f"{where}: multimodal config (text_config) is not modelled; pass the text model's config")
+    _check_modelled(cfg, where)
     if cfg.get("is_encoder_decoder"):
         raise InputError(f"{where}: is_encoder_decoder=true: encoder-decoder models are not modelled")
     for mla in ("kv_lora_rank", "q_lora_rank"):
