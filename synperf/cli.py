@@ -202,16 +202,17 @@ def predict_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-#: registry fields ``synperf gpus`` lists after the id, in order: memory in GB, DRAM bandwidth in GB/s, the dense
+#: registry fields ``synperf gpus`` lists after the id, in order: the class (compute capability, memory family HBM
+#: or GDDR, :attr:`synperf.data.hardware.GPUSpec.gpu_class`), memory in GB, DRAM bandwidth in GB/s, the dense
 #: Tensor Core peaks in TFLOP/s (None where the GPU lacks the format)
-GPU_COLUMNS = ("architecture", "compute_capability", "memory_gb", "memory_type", "sm_count", "dram_bw_gbps",
+GPU_COLUMNS = ("architecture", "compute_capability", "memory_family", "memory_gb", "memory_type", "sm_count",
+               "dram_bw_gbps",
                "dense_fp16_tflops", "dense_bf16_tflops", "dense_fp8_tflops", "dense_tf32_tflops")
 
 
 def gpu_table(registry, config: dict, root: str | Path) -> pd.DataFrame:
     """One row per registry GPU (the registry's order): ``id``, the datasheet values of :data:`GPU_COLUMNS`
-    (``config/gpus.yaml``, also where a measured hardware file replaced one; ``memory_type`` None where the
-    registry has none) and where the GPU has measurements:
+    (``config/gpus.yaml``, also where a measured hardware file replaced one) and where the GPU has measurements:
 
     * ``experiments``: how many experiments of the config's ``experiments`` name the GPU as seen or unseen (their
       ``sources``, mostly the public data, measured it);
@@ -230,7 +231,7 @@ def gpu_table(registry, config: dict, root: str | Path) -> pd.DataFrame:
     rows = []
     for gid, spec in registry.gpus.items():
         sheet = spec.datasheet()
-        row = {"id": gid, **{c: sheet.raw.get(c) if c == "memory_type" else getattr(sheet, c) for c in GPU_COLUMNS}}
+        row = {"id": gid, **{c: getattr(sheet, c) for c in GPU_COLUMNS}}
         kernels = sorted(f.stem for f in (meas / gid).glob("*.parquet")) if (meas / gid).is_dir() else []
         rows.append({**row, "experiments": named.count(gid), "own_kernels": "+".join(kernels),
                      "hardware_measured": gid in registry.measured_files})
