@@ -342,15 +342,17 @@ def load_registry(path: str | os.PathLike, measured_dir: str | os.PathLike | Non
 
     Raises:
         InputError: the registry file is missing, not YAML, lists a key twice in one mapping (a GPU id, a field),
-            fails the schema, holds a non-finite number or one outside the field's plausible range
-            (:mod:`synperf.data.checks`; the message names the file and the offending key); or a
+            fails the schema, holds a non-finite number or one outside the field's plausible range, an unknown
+            ``memory_type``, or a dense tensor peak per SM per clock unlike its compute capability's without a
+            sourced ``tensor_fp32_accumulate_rate`` (:mod:`synperf.data.checks`; the message names the file and the
+            offending key); or a
             measured file is malformed, fails its schema, or is named after a GPU id the registry does not have
             (the message names that file).
     """
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: GPU registry not found")
-    from synperf.data.checks import check_gpu_numbers, load_unique_yaml
+    from synperf.data.checks import check_gpu_numbers, check_memory_types, check_tensor_rates, load_unique_yaml
 
     doc = load_unique_yaml(path)
     schema = yaml.safe_load(SCHEMA_PATH.read_text())
@@ -360,6 +362,7 @@ def load_registry(path: str | os.PathLike, measured_dir: str | os.PathLike | Non
         key = "/".join(str(p) for p in exc.absolute_path)
         raise InputError(f"{path}: at key {key!r}: {exc.message}") from exc
     check_gpu_numbers(doc["gpus"], path)
+    check_memory_types(doc["gpus"], path, MEMORY_FAMILY)
     gpus = {}
     for gid, e in doc["gpus"].items():
         gpus[gid] = GPUSpec(
@@ -367,7 +370,7 @@ def load_registry(path: str | os.PathLike, measured_dir: str | os.PathLike | Non
             name=e["name"],
             architecture=e["architecture"],
             compute_capability=str(e["compute_capability"]),
-            memory_type=_memory_type(e, gid, path),
+            memory_type=str(e["memory_type"]),
             sm_count=int(e["sm_count"]),
             boost_clock_mhz=float(e["boost_clock_mhz"]),
             dram_bw_gbps=float(e["dram_bw_gbps"]),
@@ -389,6 +392,7 @@ def load_registry(path: str | os.PathLike, measured_dir: str | os.PathLike | Non
             device_names=tuple(e.get("device_names") or ()),
             raw=e,
         )
+    check_tensor_rates(gpus, path)
     if not use_measured or measured_dir is None:
         return Registry(gpus, path)
     mdir = Path(measured_dir)
@@ -397,19 +401,6 @@ def load_registry(path: str | os.PathLike, measured_dir: str | os.PathLike | Non
         gpus[mf.gpu] = apply_measured(gpus[mf.gpu], mf)
         files[mf.gpu] = mf.path
     return Registry(gpus, path, use_measured=True, measured_dir=mdir, measured_files=files)
-
-
-def _memory_type(entry: Mapping[str, Any], gid: str, path: Path) -> str:
-    """The entry's ``memory_type``, one of :data:`MEMORY_FAMILY`.
-
-    Raises:
-        InputError: any other value (the message names the file, the GPU and the key).
-    """
-    value = entry.get("memory_type")
-    if value not in MEMORY_FAMILY:
-        raise InputError(f"{path}: gpus.{gid}.memory_type: {value!r} is not a known memory type; expected one of "
-                         f"{list(MEMORY_FAMILY)}")
-    return str(value)
 
 
 # ------------------------------------------------------------------------------------------------
