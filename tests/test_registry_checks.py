@@ -131,8 +131,9 @@ def test_every_ada_and_workstation_peak_says_what_it_is_and_the_rates_agree(regi
     (lambda g: g["h20"].__setitem__("tensor_fp32_accumulate_rate", "full"), "gpus.h20.dense_bf16_tflops"),
 ])
 def test_a_tensor_peak_unlike_its_compute_capability_is_refused(tmp_path, edit, flagged):
-    with pytest.raises(InputError, match=re.escape(flagged)):
+    with pytest.raises(InputError, match=re.escape(flagged)) as err:
         load_registry(_registry_with(tmp_path, edit))
+    assert set(re.findall(r"gpus\.(\w+)\.dense", str(err.value))) == {flagged.split(".")[1]}  # only the odd one
 
 
 def test_a_rate_marker_needs_its_source(tmp_path):

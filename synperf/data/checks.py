@@ -9,6 +9,7 @@ FP16-accumulate figure) without a sourced ``tensor_fp32_accumulate_rate``.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -217,7 +218,7 @@ TENSOR_PEAKS = ("dense_fp16_tflops", "dense_bf16_tflops", "dense_fp8_tflops", "d
 def tensor_rate_mismatches(specs: Mapping[str, Any]) -> list[str]:
     """GPUs whose dense Tensor Core peak per SM per clock is unlike the other GPUs of their compute capability.
 
-    Per compute capability and peak (:data:`TENSOR_PEAKS`), the full rate is the one shared by the GPUs without a
+    Per compute capability and peak (:data:`TENSOR_PEAKS`), the full rate is the one shared by most GPUs without a
     ``tensor_fp32_accumulate_rate`` (or with ``full``); a GPU's expected rate is that times its
     :data:`TENSOR_RATE` fraction. The rate is the power of two nearest ``peak / (SMs x boost clock)`` from the
     datasheet values, as :meth:`synperf.data.hardware.GPUSpec.tensor_ops_per_clk_per_sm` (datasheet TFLOPS are
@@ -229,7 +230,7 @@ def tensor_rate_mismatches(specs: Mapping[str, Any]) -> list[str]:
 
     Returns:
         One line per disagreement, naming the GPU, the peak, its rate and the expected one; empty when none.
-        Where the unmarked GPUs of a compute capability disagree among themselves, each of them is named.
+        Where the unmarked GPUs of a compute capability disagree with no majority rate, each of them is named.
     """
     out = []
     by_cc: dict[tuple[str, str], dict[str, float]] = {}
@@ -241,14 +242,15 @@ def tensor_rate_mismatches(specs: Mapping[str, Any]) -> list[str]:
                     2 ** round(math.log2(peak * 1e12 / (spec.sm_count * spec.clock_hz))))
     for (cc, col), rates in sorted(by_cc.items()):
         frac = {g: TENSOR_RATE[str(specs[g].raw.get("tensor_fp32_accumulate_rate", "full"))] for g in rates}
-        full = {rates[g] for g in rates if frac[g] == 1.0}
-        if len(full) > 1:
-            out += [f"gpus.{g}.{col}: {rates[g]:g} FLOP/clk/SM, but the GPUs of compute capability {cc} without a "
-                    f"tensor_fp32_accumulate_rate disagree ({sorted(full)})" for g in sorted(rates) if frac[g] == 1.0]
-            continue
+        full = Counter(rates[g] for g in rates if frac[g] == 1.0).most_common()
         if not full:
             continue
-        ref = full.pop()
+        ref, n = full[0]
+        if len(full) > 1 and 2 * n <= sum(c for _, c in full):  # no majority among the unmarked GPUs
+            out += [f"gpus.{g}.{col}: {rates[g]:g} FLOP/clk/SM, but the GPUs of compute capability {cc} without a "
+                    f"tensor_fp32_accumulate_rate disagree ({sorted(r for r, _ in full)})"
+                    for g in sorted(rates) if frac[g] == 1.0]
+            continue
         out += [f"gpus.{g}.{col}: {rates[g]:g} FLOP/clk/SM where compute capability {cc}'s full rate is {ref:g} and "
                 f"its tensor_fp32_accumulate_rate is {specs[g].raw.get('tensor_fp32_accumulate_rate', 'full')} "
                 f"(a sparse or FP16-accumulate figure?)"
