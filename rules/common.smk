@@ -23,9 +23,17 @@ def code_inputs(script):
 
 # ---- ingest
 def source_files(wildcards):
-    """The manifest's files of one source, under the configured data folder: the ingest rule's inputs."""
+    """The manifest's kernel-latency files of one source, under the configured data folder: the ingest rule's
+    inputs (the end-to-end inputs, E2E_PREFIXES, are the e2e rule's)."""
     prefix = f"{wildcards.source}/"
-    return [f"{config['public_data_dir']}/{p}" for p in MANIFEST if p.startswith(prefix)]
+    return [f"{config['public_data_dir']}/{p}" for p in MANIFEST
+            if p.startswith(prefix) and not p.startswith(E2E_PREFIXES)]
+
+
+def e2e_files():
+    """The manifest's end-to-end inputs (real runs, model configs, traces, collective tables) under the configured
+    data folder: the e2e rule's inputs."""
+    return [f"{config['public_data_dir']}/{p}" for p in MANIFEST if p.startswith(E2E_PREFIXES)]
 
 
 OWN_MEASUREMENTS = sorted(str(p) for p in Path(config["measurements_dir"]).glob("*/*.parquet"))

@@ -11,6 +11,7 @@ rule e2e:
         registry=config["gpu_registry"],
         code=code_inputs("scripts/e2e.py"),
         hardware=MEASURED_FILES,
+        data=e2e_files(),
     output:
         configs="results/e2e/e2e_configs.csv",
         summary="results/e2e/e2e_summary.csv",
