@@ -86,6 +86,11 @@ def test_memory_type_and_compute_capability_match_the_reference(registry, refere
         assert registry[gid].compute_capability == row["compute_capability"], gid
 
 
+def test_every_gpu_cites_a_compute_capability_table(registry):
+    for spec in registry.gpus.values():
+        assert any("arch_traits.h" in u or "compute-capabilities" in u for u in spec.raw["sources"]["specs"]), spec.id
+
+
 def test_gpu_class(registry):
     assert registry["l40s"].gpu_class == ("8.9", "GDDR")
     assert registry["h100_sxm"].gpu_class == ("9.0", "HBM")
