@@ -232,8 +232,8 @@ DEPLOY_DIR = "deploy"
 
 def model_set_dir(models_dir: Path, experiment: str, models: str | None) -> tuple[Path, str]:
     """The experiment folder of the model set ``models`` (``deploy``, ``evaluation`` or None: ``deploy`` where
-    ``<models_dir>/deploy/<experiment>/path.json`` or a trained MLP there exists, else ``evaluation``) and the set's
-    name.
+    ``<models_dir>/deploy/<experiment>`` records a path (``path.json``, naming its MLP folder), else
+    ``evaluation``) and the set's name.
 
     Raises:
         InputError: ``models`` not one of :data:`MODEL_SETS`, or ``deploy`` without a deploy model of
@@ -242,7 +242,7 @@ def model_set_dir(models_dir: Path, experiment: str, models: str | None) -> tupl
     if models is not None and models not in MODEL_SETS:
         raise InputError(f"models = {models!r}; expected one of {sorted(MODEL_SETS)} or None")
     deploy = models_dir / DEPLOY_DIR / experiment
-    has_deploy = deploy.is_dir() and any((d / "meta.json").exists() for d in deploy.glob("*-all"))
+    has_deploy = (deploy / CHOICE_FILE).is_file()
     if models == "deploy" and not has_deploy:
         raise InputError(f"{deploy}: no deploy model of {experiment!r}; run `snakemake --cores all deploy` first")
     if models != "evaluation" and has_deploy:
