@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -32,6 +33,13 @@ class IntervalPredictor(FakePredictor):
 @pytest.fixture
 def fake_plan(monkeypatch):
     monkeypatch.setattr(P, "predict", FakePredictor())
+
+
+def _trace(tmp_path) -> Path:
+    """The workload of :data:`WORKLOAD` as a trace file: 16 requests of 2000 prompt and 200 output tokens."""
+    trace = tmp_path / "t.csv"
+    pd.DataFrame({"num_prefill_tokens": [2000] * 16, "output_tokens": [200] * 16}).to_csv(trace, index=False)
+    return trace
 
 
 def _plan_json(capsys, args) -> pd.DataFrame:
@@ -71,8 +79,7 @@ def test_plan_sorts_by_total_and_flags_unseen_families(fake_plan, capsys, public
 
 def test_plan_total_equals_synperf_e2e(fake_plan, monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(cli, "compose_trace", functools.partial(compose_trace, predict_fn=FakePredictor()))
-    trace = tmp_path / "t.csv"
-    pd.DataFrame({"num_prefill_tokens": [2000] * 16, "output_tokens": [200] * 16}).to_csv(trace, index=False)
+    trace = _trace(tmp_path)
     model = str(cli.EXAMPLE_MODELS / "qwen2.5-14b.json")
     assert cli.main(["e2e", "--model", model, "--trace", str(trace), "--gpu", "h200_sxm"]) == 0
     out = capsys.readouterr().out
@@ -217,6 +224,10 @@ def test_gpus_all_lists_what_cannot_run_or_shard(fake_plan, monkeypatch, capsys,
     assert status["v100_pcie_32gb", 1] == "cannot run bfloat16: no Tensor Core peak for it in the registry"
     assert status["h100_sxm", 3].startswith("cannot shard: qwen2.5-14b: num_attention_heads=40 is not divisible")
     assert status["h100_sxm", 1] == "ok" and df["total_s"].notna().sum() == (df["status"] == "ok").sum()
+    # every row has the interval, flag and memory columns; memory filled wherever the model shards
+    assert {"total_low_s", "total_high_s", "prefill_low_ms", "decode_step_high_ms", "flag_gemm", "model_set",
+            "memory_need_gb", "memory_usable_gb"} <= set(df.columns)
+    assert df.loc[~df["status"].str.startswith("cannot shard"), "memory_need_gb"].notna().all()
 
 
 class MetaOnlyPredictor(FakePredictor):
@@ -245,10 +256,24 @@ def test_trained_flag_falls_back_to_the_model_meta(monkeypatch, capsys, tmp_path
 def test_plan_total_equals_synperf_e2e_at_tp4(fake_plan, monkeypatch, capsys, tmp_path, public_data):
     monkeypatch.setattr(cli, "compose_trace", functools.partial(compose_trace, predict_fn=FakePredictor()))
     coll = ["--collectives", str(public_data / "pipeweave/dataset/collective")]
-    trace = tmp_path / "t.csv"
-    pd.DataFrame({"num_prefill_tokens": [2000] * 16, "output_tokens": [200] * 16}).to_csv(trace, index=False)
+    trace = _trace(tmp_path)
     model = str(cli.EXAMPLE_MODELS / "llama-3.1-70b.json")
     assert cli.main(["e2e", "--model", model, "--trace", str(trace), "--gpu", "b200", "--tp", "4", *coll]) == 0
     total = float(re.search(r"total latency\s+([\d.]+) s", capsys.readouterr().out).group(1))
     row = _plan_json(capsys, ["--model", "llama-3.1-70b", *WORKLOAD, "--gpus", "b200", "--tp", "4", *coll]).iloc[0]
     assert row["status"] == "ok" and row["total_s"] == pytest.approx(total, abs=1e-4)
+
+
+def test_e2e_prints_the_plan_interval_and_each_familys_flag(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(cli, "compose_trace", functools.partial(compose_trace, predict_fn=IntervalPredictor()))
+    trace = _trace(tmp_path)
+    model = str(cli.EXAMPLE_MODELS / "qwen2.5-14b.json")
+    assert cli.main(["e2e", "--model", model, "--trace", str(trace), "--gpu", "h200_sxm"]) == 0
+    out = capsys.readouterr().out
+    lo, hi = map(float, re.search(r"total latency\s+[\d.]+ s\s+80% interval \[([\d.]+), ([\d.]+)\]", out).groups())
+    monkeypatch.setattr(P, "predict", IntervalPredictor())
+    row = _plan_json(capsys, ["--model", model, "--gpus", "h200_sxm", *WORKLOAD]).iloc[0]
+    assert (lo, hi) == (pytest.approx(row["total_low_s"], abs=1e-4), pytest.approx(row["total_high_s"], abs=1e-4))
+    assert row["model_set"] == "unknown"         # the fake predictor does not name its model set
+    # the fake GEMM model trained on h200_sxm, the others not
+    assert re.search(r"^  gemm\s+trained\s+fake/gemm", out, re.M) and re.search(r"^  rmsnorm\s+unseen\s", out, re.M)

@@ -235,12 +235,9 @@ def plan(model: ModelConfig, requests: list[Request], gpus: list[str], tps: list
         usable = gpu_memory_utilization * cap
         try:   # a GEMM in the model's dtype: refused where the GPU has no Tensor Core peak for it
             launch_table("gemm", {"m": 1, "n": 1, "k": 1, "dtype": model.dtype}, gpu, registry)
+            runs = True
         except InputError:
-            rows += [{"gpu": gpu, "tp": tp, "pp": pp, "gpus": tp * pp, "memory_gb": cap,
-                      "usd_per_hour": prices.get(gpu, math.nan),
-                      "status": f"cannot run {model.dtype}: no Tensor Core peak for it in the registry"}
-                     for tp in tps for pp in pps]
-            continue
+            runs = False
         for tp in tps:
             for pp in pps:
                 row = {"gpu": gpu, "tp": tp, "pp": pp, "gpus": tp * pp, "memory_gb": cap,
@@ -250,6 +247,10 @@ def plan(model: ModelConfig, requests: list[Request], gpus: list[str], tps: list
                     row.update(memory_need(model, tp, pp, tokens))
                 except InputError as e:
                     rows.append({**row, "status": f"cannot shard: {e}"})
+                    continue
+                if not runs:
+                    rows.append({**row, "status": f"cannot run {model.dtype}: no Tensor Core peak for it in the "
+                                                  "registry"})
                     continue
                 if row["memory_need_gb"] > usable:
                     rows.append({**row, "status": f"does not fit: needs {row['memory_need_gb']:.1f} GB of "

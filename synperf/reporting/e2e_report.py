@@ -70,7 +70,7 @@ def e2e_section(summary_csv: str, configs_csv: str, breakdown_csv: str, overhead
         if "total_in_interval" in configs.columns:   # True/False, empty (NaN) without an interval
             cov = configs.groupby("gpu")["total_in_interval"].agg(
                 lambda x: x.dropna().astype(str).eq("True").mean() * 100 if x.notna().any() else float("nan"))
-            by_gpu["total in 80% interval %"] = cov.round(0)
+            by_gpu["total in 80% interval %"] = cov.round(1)
         if models_csv is not None:
             models = pd.read_csv(models_csv)
             if {"training_gpu", "config", "family"} <= set(models.columns):
