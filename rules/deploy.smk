@@ -4,25 +4,6 @@
 # mlp/, named in path.json).
 # `synperf.api.predict`, `synperf plan` and `synperf e2e` answer with them where they exist (models="deploy");
 # every evaluation, the report and the end-to-end scoring keep the evaluation models of models/<experiment>/.
-DEPLOY_FILES = [
-    "path.json",
-    "path_residual.joblib",
-    "path_local.joblib",
-    "path_local_mlp.joblib",
-    "path_sources.parquet",
-    "intervals.json",
-]
-
-
-def deploy_outputs(experiments):
-    """The deploy target's files: each experiment's primary MLP and recorded path under models/deploy/."""
-    return [
-        f
-        for e in experiments
-        for f in [f"models/deploy/{e}/mlp"] + [f"models/deploy/{e}/{name}" for name in DEPLOY_FILES]
-    ]
-
-
 rule deploy_model:
     input:
         **RECIPE_INPUT,
