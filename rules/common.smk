@@ -295,3 +295,23 @@ def characterize_local_target(wildcards):
             msg = no_gpu_message(msg)
         raise WorkflowError(f"characterize_local: {msg}") from None
     return f"{HARDWARE_DIR}/{gpu}.json"
+
+
+# ---- deploy models (rules/deploy.smk)
+DEPLOY_FILES = [
+    "path.json",
+    "path_residual.joblib",
+    "path_local.joblib",
+    "path_local_mlp.joblib",
+    "path_sources.parquet",
+    "intervals.json",
+]
+
+
+def deploy_outputs(experiments):
+    """The deploy target's files: each experiment's primary MLP and recorded path under models/deploy/."""
+    return [
+        f
+        for e in experiments
+        for f in [f"models/deploy/{e}/mlp"] + [f"models/deploy/{e}/{name}" for name in DEPLOY_FILES]
+    ]

@@ -15,6 +15,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from synperf.data.io import write_csv, write_text  # noqa: E402
+from synperf.reporting import e2e_report  # noqa: E402
 from synperf.reporting.tables import md_table, save_figure  # noqa: E402
 
 PAPER = {"seen_mape_pct": 6.0, "unseen_mape_pct": 11.5, "neusight_seen": 42.6, "neusight_unseen": 45.1}
@@ -440,12 +441,7 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
 
         rel = str(Path(fewshot["figure"]).resolve().relative_to(Path(out_md).resolve().parent))
         md += fewshot_section(fewshot_table, pd.read_csv(fewshot["choice"]), rel, (goals or {}).get("families"))
-    if e2e:
-        from .e2e_report import e2e_section
-
-        rel = str(Path(e2e["figure"]).resolve().relative_to(Path(out_md).resolve().parent))
-        md += e2e_section(e2e["summary"], e2e["configs"], e2e["breakdown"], e2e["overhead"], rel,
-                          e2e.get("models"))
+    md += e2e_report.report_lines(e2e, out_md)
     if ceiling:
         from .ceiling_report import ceiling_section
 
