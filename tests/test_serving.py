@@ -18,7 +18,7 @@ TINY = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_si
 
 def test_mixed_iteration_chunked_prefill_by_hand():
     # budget 150: req0's prompt (100) and 50 tokens of req1's; then req0 decodes while req1 finishes its prompt
-    s = simulate([100, 100], [3, 3], 2, SchedulerConfig(max_num_batched_tokens=150))
+    s = simulate([100, 100], [3, 3], 2, SchedulerConfig(max_num_batched_tokens=150), start="burst")
     assert s.num_tokens.tolist() == [150, 51, 2, 1]
     assert s.num_seqs.tolist() == [2, 2, 2, 1]
     assert s.num_decode.tolist() == [0, 1, 2, 1]
@@ -28,7 +28,7 @@ def test_mixed_iteration_chunked_prefill_by_hand():
 
 
 def test_long_prompt_is_chunked_and_running_requests_go_first():
-    s = simulate([20000, 10], [2, 2], 2, SchedulerConfig(max_num_batched_tokens=8192))
+    s = simulate([20000, 10], [2, 2], 2, SchedulerConfig(max_num_batched_tokens=8192), start="burst")
     # the long prompt takes the whole budget for two iterations; the short one waits behind it (FCFS)
     assert s.num_tokens[:3].tolist() == [8192, 8192, 3616 + 10]
     assert s.first_token.tolist() == [2, 2]
@@ -43,14 +43,14 @@ def test_closed_loop_replaces_finished_requests():
 
 
 def test_max_num_seqs_limits_running_requests():
-    s = simulate([10] * 4, [3] * 4, 4, SchedulerConfig(max_num_seqs=2))
+    s = simulate([10] * 4, [3] * 4, 4, SchedulerConfig(max_num_seqs=2), start="burst")
     assert s.num_seqs.max() == 2
     assert s.first_token.tolist() == [0, 0, 3, 3]
 
 
 def test_kv_cache_shortage_preempts_the_last_request_and_recomputes():
     p, o = np.full(6, 64), np.full(6, 200)
-    s = simulate(p, o, 6, SchedulerConfig(block_size=16, kv_cache_tokens=800))
+    s = simulate(p, o, 6, SchedulerConfig(block_size=16, kv_cache_tokens=800), start="burst")
     assert s.preemptions.sum() > 0
     assert (s.finish >= s.first_token).all() and (s.finish >= 0).all()
     # every request's prompt and outputs are computed at least once; preemption adds recomputed tokens
@@ -63,15 +63,28 @@ def test_decode_runs_match_step_by_step():
     # the fast path (runs of decode steps) against a budget that forbids it (one token per request per step is
     # the same schedule, but the run skipping is bypassed when len(running) > budget is false; compare with a
     # by-hand total instead): 2 requests, prompt 8, outputs 50 and 30, concurrency 2
-    s = simulate([8, 8], [50, 30], 2)
+    s = simulate([8, 8], [50, 30], 2, start="burst")
     assert s.iterations == 50
     assert s.num_decode.tolist() == [0] + [2] * 29 + [1] * 20
     assert s.decode_kv_sum[1] == 9 + 9 and s.decode_kv_sum[29] == 37 + 37 and s.decode_kv_sum[30] == 38
 
 
+def test_steady_start_spreads_the_first_wave_and_marks_the_warm_up():
+    # concurrency 2, outputs of 10: the second request arrives before iteration 10 / 2 = 5, so the two never share
+    # a prefill; the replacements (requests 2, 3) are the measured ones
+    s = simulate([8] * 4, [10] * 4, 2)
+    assert s.arrival.tolist()[:2] == [-1, 4]
+    assert s.first_token.tolist() == [0, 5, 10, 15]
+    assert s.chunks[:, 0].tolist() == [0, 5, 10, 15]
+    assert s.measured.tolist() == [False, False, True, True]
+    assert simulate([8], [10], 2).measured.tolist() == [True]
+
+
 def test_simulate_refuses_bad_input():
     with pytest.raises(InputError, match="concurrency"):
         simulate([10], [1], 0)
+    with pytest.raises(InputError, match="start"):
+        simulate([10], [1], 1, start="later")
     with pytest.raises(InputError, match="KV blocks"):
         simulate([1000], [10], 1, SchedulerConfig(kv_cache_tokens=512))
 
@@ -91,7 +104,7 @@ def _unit_predict(family, params, gpu, **kw):
 
 def test_price_counts_every_launch():
     m = parse_config(TINY, "tiny")
-    s = simulate([100, 100], [3, 3], 2, SchedulerConfig(max_num_batched_tokens=150))
+    s = simulate([100, 100], [3, 3], 2, SchedulerConfig(max_num_batched_tokens=150), start="burst")
     p = price_schedule(s, m, "h100_sxm", 1, predict_fn=_unit_predict)
     L = 3
     base = 4 * L + 1 + (2 * L + 1) + L            # GEMMs, LM head, RMSNorms, SiLU&Mul (1 us each)

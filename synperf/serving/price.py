@@ -132,6 +132,8 @@ def price_schedule(sched: Schedule, model: ModelConfig, gpu: str, tp: int, *, ge
     L, h, hd = model.num_layers, model.hidden_size, model.head_dim
     bulk = _Bulk(predict_fn, gpu, {"models_dir": models_dir, "registry": registry})
     T, B, D, K = sched.num_tokens, sched.num_seqs, sched.num_decode, sched.decode_kv_sum
+    active = T > 0   # idle iterations (the engine waiting for an arrival) cost nothing
+    T, B = np.maximum(T, 1), np.maximum(B, 1)
     uT, iT = np.unique(T, return_inverse=True)
     uB, iB = np.unique(B, return_inverse=True)
     fam, exp = GEMM_ROUTES[gemm_dtype]
@@ -181,10 +183,10 @@ def price_schedule(sched: Schedule, model: ModelConfig, gpu: str, tp: int, *, ge
         if p_handle is not None:
             lat = ckey.merge(uch.assign(_l=bulk.get(p_handle, side)), on=["seq_len", "kv_len"], how="left")["_l"]
             parts["attention_prefill"] = np.bincount(ch[:, 0], weights=L * lat.to_numpy() / 1e6, minlength=n_it)
-        results.append(sum(parts.values()) + comm + ov)
+        results.append((sum(parts.values()) + comm + ov) * active)
         if side == "predicted_latency_us":
-            family_s = {k: float(v.sum()) for k, v in parts.items()}
-            family_s.update(all_reduce=float(comm.sum()), overhead=float(np.sum(ov)))
+            family_s = {k: float((v * active).sum()) for k, v in parts.items()}
+            family_s.update(all_reduce=float((comm * active).sum()), overhead=float(np.sum(ov * active)))
     models = {f"{k[0]}" + (f" ({k[1]})" if k[1] else ""): str(o.attrs.get("model_dir", "(not reported)"))
               for k, o in bulk.out.items()}
     seen = {f"{k[0]}" + (f" ({k[1]})" if k[1] else ""): gpu in o.attrs.get("training_gpus", ())

@@ -19,8 +19,15 @@ read at commit ``00024d314514900f361ad072af6931e403b7f589``; defaults from ``Eng
    step that preempted.
 4. A step that completes a request's ``num_tokens`` samples one token (the first one is its time to first token);
    a request is done when it has sampled ``output_tokens``; a partial prefill chunk samples nothing.
-5. Closed loop at ``concurrency``: ``concurrency`` requests arrive at time 0; each finished request is replaced by
-   the next one of the trace, arriving at the end of the iteration that finished it, until the trace is served.
+5. Closed loop at ``concurrency``: each finished request is replaced by the next one of the trace, arriving at the
+   end of the iteration that finished it, until the trace is served. The first ``concurrency`` requests (the first
+   wave) arrive either all at time 0 (``start="burst"``: a benchmark client that sends them at once) or spread
+   evenly over one request lifetime (``start="steady"``: request ``j`` of the first wave arrives before iteration
+   ``round(j * mean_output / concurrency)``), which starts the loop in its steady state, where requests finish and
+   are replaced one by one rather than in synchronised waves. Measured serving TTFTs below the time of one batched
+   prefill of the whole first wave (e.g. 4 x 1,024 tokens of Llama-3.1-70B) show that the measured runs are not
+   synchronised waves; ``steady`` is the default, and :attr:`Schedule.measured` marks the requests after the first
+   wave (the warm-up), the ones the TTFT/TPOT summaries use.
 
 Not modelled: prefix caching (on by default in V1; the benchmark prompts are random, so a fresh request has no
 hits; a preempted request re-computes instead of re-using its freed blocks), speculative decoding, async
@@ -100,6 +107,8 @@ class Schedule:
             request's computed tokens after the chunk), int array of shape (n, 3).
         arrival, first_token, finish: per request of the trace, the iteration at whose end it arrived (-1 = at
             time 0), produced its first token, and finished.
+        measured: per request, True for the requests after the first wave (the warm-up; all requests when the trace
+            has no more than one wave).
         preemptions: per request, how often it was preempted.
     """
 
@@ -109,6 +118,7 @@ class Schedule:
     decode_kv_sum: np.ndarray
     chunks: np.ndarray
     arrival: np.ndarray
+    measured: np.ndarray
     first_token: np.ndarray
     finish: np.ndarray
     output_tokens: np.ndarray
@@ -135,6 +145,12 @@ class _Recorder:
         self.chunks += [(self.n, q, k) for q, k in chunks]
         self.n += 1
 
+    def idle(self, k):
+        """``k`` empty iterations (the engine waits for a first-wave arrival; priced at zero)."""
+        self._order.append(("r", len(self.runs)))
+        self.runs.append((self.n, k, 0, 0))
+        self.n += k
+
     def run(self, k, nd, kv1):
         self._order.append(("r", len(self.runs)))
         self.runs.append((self.n, k, nd, kv1))
@@ -156,10 +172,13 @@ class _Recorder:
         return T, B, D, K, ch
 
 
+START = ("steady", "burst")
+
+
 def simulate(prompt_tokens, output_tokens, concurrency: int, config: SchedulerConfig = SchedulerConfig(),
-             max_iterations: int = 50_000_000) -> Schedule:
+             start: str = "steady", max_iterations: int = 50_000_000) -> Schedule:
     """Serve the trace (``prompt_tokens[i]``, ``output_tokens[i]``, tokens) in a closed loop at ``concurrency``
-    with vLLM V1's scheduling rules (module docstring).
+    with vLLM V1's scheduling rules (module docstring); ``start`` is how the first wave arrives (rule 5).
 
     Raises:
         InputError: lengths differ, an empty trace, a token count < 1, ``concurrency`` < 1, a request whose prompt
@@ -174,6 +193,8 @@ def simulate(prompt_tokens, output_tokens, concurrency: int, config: SchedulerCo
         raise InputError("simulate: every prompt and output must be >= 1 token")
     if int(concurrency) < 1:
         raise InputError(f"simulate: concurrency must be >= 1, got {concurrency}")
+    if start not in START:
+        raise InputError(f"simulate: start must be one of {START}, got {start!r}")
     bs, cap, budget0 = config.block_size, config.kv_blocks, config.max_num_batched_tokens
     worst = int((p + o).max())
     if -(-worst // bs) > cap:
@@ -183,17 +204,23 @@ def simulate(prompt_tokens, output_tokens, concurrency: int, config: SchedulerCo
     reqs = [None] * n
     waiting: deque = deque()
     running: list = []
-    nxt = 0
-    for _ in range(min(int(concurrency), n)):
-        reqs[nxt] = _Req(nxt, int(p[nxt]), int(o[nxt]), -1)
-        waiting.append(reqs[nxt])
-        nxt += 1
+    wave = min(int(concurrency), n)
+    spacing = float(o[:wave].mean()) / wave if start == "steady" else 0.0
+    pending = deque((round(j * spacing), j) for j in range(wave))   # (first iteration it can run in, request)
+    for _, j in pending:
+        reqs[j] = _Req(j, int(p[j]), int(o[j]), round(j * spacing) - 1)
+    nxt = wave
     free = cap
     rec = _Recorder()
     finished = 0
     while finished < n:
         if rec.n > max_iterations:
             raise InputError(f"simulate: more than {max_iterations} iterations")
+        while pending and pending[0][0] <= rec.n:
+            waiting.append(reqs[pending.popleft()[1]])
+        if not running and not waiting:   # idle until the next first-wave arrival
+            rec.idle(pending[0][0] - rec.n)
+            continue
         # fast path: every running request decodes and nothing waiting can be admitted
         if running and all(r.g > 0 and r.num_tokens - r.c == 1 for r in running) and len(running) <= budget0 and \
                 not _can_admit(waiting, running, free, bs, budget0 - len(running), config.max_num_seqs):
@@ -201,6 +228,8 @@ def simulate(prompt_tokens, output_tokens, concurrency: int, config: SchedulerCo
             c0 = np.array([r.c for r in running], dtype="int64")
             held = sum(r.blocks for r in running)
             k = _steps_that_fit(c0, k, free + held, bs)
+            if pending:
+                k = min(k, pending[0][0] - rec.n + 1)
             if k >= 2:
                 k -= 1   # the last step goes through the general path (it finishes a request or is followed by one)
                 nd = len(running)
@@ -283,7 +312,8 @@ def simulate(prompt_tokens, output_tokens, concurrency: int, config: SchedulerCo
                 waiting.append(reqs[nxt])
                 nxt += 1
     T, B, D, K, ch = rec.arrays()
-    return Schedule(T, B, D, K, ch, np.array([r.arrival for r in reqs]), np.array([r.first for r in reqs]),
+    measured = np.arange(n) >= wave if n > wave else np.ones(n, dtype=bool)
+    return Schedule(T, B, D, K, ch, np.array([r.arrival for r in reqs]), measured, np.array([r.first for r in reqs]),
                     np.array([r.done for r in reqs]), o.copy(), np.array([r.preemptions for r in reqs]))
 
 

@@ -18,12 +18,15 @@ REQUESTS_PER_CONCURRENCY = 10
 
 
 def serve(model: ModelConfig, gpu: str, tp: int, isl, osl, concurrency: int, *, num_requests: int | None = None,
-          gemm_dtype: str = "bfloat16", config: SchedulerConfig | None = None, predict_fn: Callable = predict,
+          gemm_dtype: str = "bfloat16", config: SchedulerConfig | None = None, start: str = "steady",
+          predict_fn: Callable = predict,
           models_dir: str | os.PathLike | None = None, registry: Registry | None = None,
           collectives: CollectiveModel | None = None, overhead: Overhead = Overhead()) -> dict:
     """TTFT and TPOT (mean, median, p90; ms) of ``num_requests`` requests (default
     :data:`REQUESTS_PER_CONCURRENCY` x ``concurrency``) of ``isl`` prompt and ``osl`` output tokens (scalars or
-    per-request arrays) served by vLLM in a closed loop at ``concurrency`` on ``tp`` GPUs ``gpu``.
+    per-request arrays) served by vLLM in a closed loop at ``concurrency`` on ``tp`` GPUs ``gpu``; ``start`` how the
+    first wave arrives (:func:`.scheduler.simulate`), whose requests are left out of the summaries (warm-up) when the
+    trace has more.
 
     ``config`` defaults to vLLM's defaults for a >= 70 GiB GPU with the KV cache of :func:`.metrics.kv_cache_tokens`.
     The result also has ``*_low_ms``/``*_high_ms`` for the means when the kernel predictors give intervals (NaN
@@ -39,20 +42,21 @@ def serve(model: ModelConfig, gpu: str, tp: int, isl, osl, concurrency: int, *, 
     o = np.broadcast_to(np.asarray(osl, dtype="int64"), (n,))
     if config is None:
         config = SchedulerConfig(kv_cache_tokens=kv_cache_tokens(model, tp, gpu, registry, gemm_dtype))
-    sched = simulate(p, o, concurrency, config)
+    sched = simulate(p, o, concurrency, config, start=start)
     priced = price_schedule(sched, model, gpu, tp, gemm_dtype=gemm_dtype, predict_fn=predict_fn,
                             models_dir=models_dir, registry=registry, collectives=collectives, overhead=overhead)
     ttft, tpot = request_times(sched, priced.latency_s)
-    row = {**summarize(ttft, "ttft"), **summarize(tpot, "tpot")}
+    keep = sched.measured
+    row = {**summarize(ttft[keep], "ttft"), **summarize(tpot[keep], "tpot")}
     if priced.low_s is not None:
         for side, lat in (("low", priced.low_s), ("high", priced.high_s)):
             a, b = request_times(sched, lat)
-            row[f"ttft_{side}_ms"], row[f"tpot_{side}_ms"] = float(np.mean(a)), float(np.nanmean(b))
+            row[f"ttft_{side}_ms"], row[f"tpot_{side}_ms"] = float(np.mean(a[keep])), float(np.nanmean(b[keep]))
         row["interval"] = "every kernel at its 80% bound at once (conservative, not calibrated)"
     else:
         row.update(ttft_low_ms=np.nan, ttft_high_ms=np.nan, tpot_low_ms=np.nan, tpot_high_ms=np.nan,
                    interval="no kernel intervals recorded by the models")
-    row.update(iterations=sched.iterations, requests=n, preemptions=int(sched.preemptions.sum()),
+    row.update(iterations=sched.iterations, requests=n, measured_requests=int(keep.sum()), preemptions=int(sched.preemptions.sum()),
                kv_cache_tokens=config.kv_cache_tokens)
     row.update({f"s_{k}": v for k, v in priced.family_s.items()})
     row.update({f"seen_{k}": v for k, v in priced.seen.items()})
