@@ -1,5 +1,7 @@
 """Serving simulator: vLLM scheduling rules, pricing arithmetic, TTFT/TPOT, silicon-row classification."""
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -157,3 +159,40 @@ def test_read_silicon_counts_every_row(tmp_path):
     df.drop(columns="osl").to_csv(f, index=False)
     with pytest.raises(InputError, match="osl"):
         read_silicon(f)
+
+
+def test_score_silicon_writes_tables_and_mape_beside_the_baseline(tmp_path):
+    from synperf.e2e._deps import default_registry
+    from synperf.serving.score import score_silicon
+
+    rows = pd.DataFrame({"backend": "vllm", "model_path": "meta-llama/Llama-3.1-70B", "system": "h200_sxm",
+                         "precision": "fp8", "gemm_quant_mode": "fp8", "mode": "agg", "isl": [1024, 2048],
+                         "osl": 64, "batch_size": 4, "tp_size": 1, "pp_size": 1, "silicon_ttft_ms": 100.0,
+                         "silicon_tpot_ms": 10.0})
+    rows = pd.concat([rows, rows.assign(backend="sglang")], ignore_index=True)
+    f = tmp_path / "silicon.csv"
+    rows.to_csv(f, index=False)
+    base = tmp_path / "aic.csv"
+    base.write_text("# aiconfigurator test\nmodel,gemm_dtype,gpu,tp,concurrency,isl,osl,aic_ttft_ms,aic_tpot_ms\n"
+                    "llama-3.1-70b,fp8,h200_sxm,1,4,1024,64,150.0,12.0\n")
+    seen = []
+
+    def fake(family, params, gpu, **kw):
+        seen.append((family, kw.get("experiment")))
+        return pd.DataFrame({"predicted_latency_us": np.full(len(params), 10.0)})
+
+    examples = Path(__file__).resolve().parents[1] / "examples" / "models"
+    tabs = score_silicon(f, examples, tmp_path / "out", registry=default_registry(), collectives=None,
+                         baseline_csv=base, predict_fn=fake)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "serving_mape.csv", "serving_rows.csv", "serving_scatter.png", "serving_scores.csv"]
+    # one predict per family over both rows; fp8 linear layers go to the vLLM FP8 experiment
+    assert ("gemm_fp8", "gemm_fp8_aiconfigurator") in seen and len(seen) == len(set(seen))
+    s = tabs["serving_scores"]
+    assert len(s) == 2 and s["aic_ttft_ms"].notna().sum() == 1
+    m = tabs["serving_mape"].set_index("scope")
+    expected = ((s["ttft_mean_ms"] - 100).abs() / 100 * 100).mean()
+    assert m.loc["all rows", "ttft_mape_pct"] == pytest.approx(expected)
+    assert m.loc["all rows", "aic_ttft_mape_pct"] == pytest.approx(50.0)
+    assert m.loc["all rows", "aic_rows"] == 1
+    assert tabs["serving_rows"].set_index("reason")["rows"].to_dict() == {"priced": 2, "other framework": 2}

@@ -15,6 +15,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from synperf.data.io import write_csv, write_text  # noqa: E402
+from synperf.reporting.serving_section import serving_lines  # noqa: E402
 from synperf.reporting.tables import md_table, save_figure  # noqa: E402
 
 PAPER = {"seen_mape_pct": 6.0, "unseen_mape_pct": 11.5, "neusight_seen": 42.6, "neusight_unseen": 45.1}
@@ -445,6 +446,7 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
         rel = str(Path(e2e["figure"]).resolve().relative_to(Path(out_md).resolve().parent))
         md += e2e_section(e2e["summary"], e2e["configs"], e2e["breakdown"], e2e["overhead"], rel,
                           e2e.get("models"))
+    md += serving_lines(out_md)
     if ceiling:
         from .ceiling_report import ceiling_section
 

@@ -26,7 +26,17 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from ._deps import CollectiveModel, InputError, Overhead, Registry, load_model_config, predict, write_csv
+from ._deps import (
+    CollectiveModel,
+    InputError,
+    Overhead,
+    Registry,
+    SharedPredictor,
+    load_model_config,
+    predict,
+    write_csv,
+)
+from .price import GEMM_ROUTES
 from .silicon import counts_by_reason, read_silicon
 from .simulate import serve
 
@@ -41,27 +51,42 @@ def score_rows(rows: pd.DataFrame, examples_dir: str | os.PathLike, *, registry:
                collectives: CollectiveModel, models_dir: str | os.PathLike | None = None,
                predict_fn: Callable = predict, overhead: Overhead = Overhead(), num_requests_per_c: int = 10,
                progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
-    """One scored row per priced row of ``rows`` (``reason`` empty), in ``rows``' order.
+    """One scored row per priced row of ``rows`` (``reason`` empty), in ``rows``' order. Every row is simulated
+    twice: the first pass records the launches of all rows, one ``predict_fn`` call per (kernel family, GPU) prices
+    their distinct launches (:class:`synperf.e2e.compose.SharedPredictor`), the second pass prices each row from
+    those predictions.
 
     Raises:
         InputError: a missing example config, or a pricing error (the row is named).
     """
     priced = rows[rows["reason"] == ""].reset_index(drop=True)
-    configs, out = {}, []
-    for i, r in priced.iterrows():
-        if r["model"] not in configs:
-            configs[r["model"]] = load_model_config(Path(examples_dir) / f"{r['model']}.json")
-        try:
-            res = serve(configs[r["model"]], r["gpu"], int(r["tp"]), int(r["isl"]), int(r["osl"]),
-                        int(r["concurrency"]), num_requests=num_requests_per_c * int(r["concurrency"]),
-                        gemm_dtype=r["gemm_dtype"], predict_fn=predict_fn, models_dir=models_dir,
-                        registry=registry, collectives=collectives, overhead=overhead)
-        except InputError as e:
-            raise InputError(f"silicon row {r.get('id', i)}: {e}") from None
-        out.append({**{k: r[k] for k in KEYS}, "measured_ttft_ms": r["silicon_ttft_ms"],
-                    "measured_tpot_ms": r["silicon_tpot_ms"], **res})
-        if progress:
-            progress(i + 1, len(priced))
+    configs = {m: load_model_config(Path(examples_dir) / f"{m}.json") for m in priced["model"].unique()}
+    experiments = {fam: exp for fam, exp in GEMM_ROUTES.values() if exp}
+
+    def routed(family, params, gpu, **kw):
+        return predict_fn(family, params, gpu, **({"experiment": experiments[family]} if family in experiments
+                                                  else {}), **kw)
+
+    # two passes: the first records every row's launches, one predict per (family, GPU) prices them all
+    shared = SharedPredictor(routed)
+    out = []
+    for fn in (shared.record, None):
+        if fn is None:
+            shared.predict(models_dir=models_dir, registry=registry)
+            fn = shared
+        out = []
+        for i, r in priced.iterrows():
+            try:
+                res = serve(configs[r["model"]], r["gpu"], int(r["tp"]), int(r["isl"]), int(r["osl"]),
+                            int(r["concurrency"]), num_requests=num_requests_per_c * int(r["concurrency"]),
+                            gemm_dtype=r["gemm_dtype"], predict_fn=fn, models_dir=models_dir,
+                            registry=registry, collectives=collectives, overhead=overhead)
+            except InputError as e:
+                raise InputError(f"silicon row {r.get('id', i)}: {e}") from None
+            out.append({**{k: r[k] for k in KEYS}, "measured_ttft_ms": r["silicon_ttft_ms"],
+                        "measured_tpot_ms": r["silicon_tpot_ms"], **res})
+            if progress:
+                progress(i + 1, len(priced))
     return pd.DataFrame(out)
 
 

@@ -56,8 +56,8 @@ def serve(model: ModelConfig, gpu: str, tp: int, isl, osl, concurrency: int, *, 
     else:
         row.update(ttft_low_ms=np.nan, ttft_high_ms=np.nan, tpot_low_ms=np.nan, tpot_high_ms=np.nan,
                    interval="no kernel intervals recorded by the models")
-    row.update(iterations=sched.iterations, requests=n, measured_requests=int(keep.sum()), preemptions=int(sched.preemptions.sum()),
-               kv_cache_tokens=config.kv_cache_tokens)
+    row.update(iterations=sched.iterations, requests=n, measured_requests=int(keep.sum()),
+               preemptions=int(sched.preemptions.sum()), kv_cache_tokens=config.kv_cache_tokens)
     row.update({f"s_{k}": v for k, v in priced.family_s.items()})
     row.update({f"seen_{k}": v for k, v in priced.seen.items()})
     return row
