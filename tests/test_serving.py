@@ -196,3 +196,22 @@ def test_score_silicon_writes_tables_and_mape_beside_the_baseline(tmp_path):
     assert m.loc["all rows", "aic_ttft_mape_pct"] == pytest.approx(50.0)
     assert m.loc["all rows", "aic_rows"] == 1
     assert tabs["serving_rows"].set_index("reason")["rows"].to_dict() == {"priced": 2, "other framework": 2}
+
+
+def test_serving_section_renders_the_tables(tmp_path):
+    from synperf.reporting.serving_section import serving_lines
+
+    assert serving_lines(str(tmp_path / "report.md")) == []
+    d = tmp_path / "serving"
+    d.mkdir()
+    pd.DataFrame([{"scope": "all rows", "model": None, "gemm_dtype": None, "gpu": None, "tp": None, "rows": 3,
+                   "ttft_mape_pct": 12.34, "tpot_mape_pct": 5.0, "aic_rows": 2, "aic_ttft_mape_pct": 20.0},
+                  {"scope": "model/gpu/tp", "model": "m", "gemm_dtype": "fp8", "gpu": "h200_sxm", "tp": 2.0,
+                   "rows": 3, "ttft_mape_pct": 12.34, "tpot_mape_pct": 5.0, "aic_rows": 0}]
+                 ).to_csv(d / "serving_mape.csv", index=False)
+    pd.DataFrame({"reason": ["priced", "MoE model"], "rows": [3, 7]}).to_csv(d / "serving_rows.csv", index=False)
+    pd.DataFrame({"gpu": ["h200_sxm"], "seen_gemm": [False], "seen_rmsnorm": [False]}).to_csv(
+        d / "serving_scores.csv", index=False)
+    md = "\n".join(serving_lines(str(tmp_path / "report.md")))
+    assert "| all rows | - | - | - | - | 3 | 12.3 | 5.0 | 2 |" in md.replace("–", "-")
+    assert "| h200_sxm | unseen | unseen |" in md and "| MoE model | 7 |" in md

@@ -14,6 +14,9 @@ _COLS = {"rows": "rows", "ttft_mape_pct": "TTFT MAPE %", "tpot_mape_pct": "TPOT 
 
 def _fmt(t: pd.DataFrame) -> pd.DataFrame:
     t = t.rename(columns=_COLS).copy()
+    for c in ("rows", "aic rows", "tp"):
+        if c in t.columns:
+            t[c] = t[c].map(lambda v: "-" if pd.isna(v) else str(int(v)))
     for c in t.columns:
         if c.endswith("%"):
             t[c] = t[c].map(lambda v: "-" if pd.isna(v) else f"{v:.1f}")

@@ -8,9 +8,10 @@ writes, in ``out_dir``:
   the conservative interval of :mod:`.price`), ``seen_<family>`` (the row's GPU is one of that family's training
   GPUs: False means that family's kernels were predicted for a GPU its model never saw), and, when the cached
   aiconfigurator table is given, ``aic_ttft_ms``/``aic_tpot_ms``;
-* ``serving_mape.csv``: MAPE of TTFT and TPOT per (model, gemm_dtype, gpu, tp), per (model, gemm_dtype) and over
-  all priced rows (``scope``), for synperf and, on the rows it estimated, aiconfigurator (``aic_*``, with
-  ``aic_rows``);
+* ``serving_mape.csv``: MAPE of TTFT and TPOT per (model, gemm_dtype, gpu, tp), per (model, gemm_dtype), over all
+  priced rows, all fp8 rows, and the fp8 rows whose GPU every kernel family's model trained on (seen) or none did
+  (unseen: leave-one-GPU-out for every family) (``scope``), for synperf and, on the rows it estimated,
+  aiconfigurator (``aic_*``, with ``aic_rows``);
 * ``serving_rows.csv``: rows per reason (every row of the file counted once, :func:`.silicon.counts_by_reason`);
 * ``serving_scatter.png``: predicted against measured TTFT and TPOT (log axes), aiconfigurator's beside.
 
@@ -133,7 +134,12 @@ def mape_table(s: pd.DataFrame) -> pd.DataFrame:
         t = s.groupby(keys).apply(agg, include_groups=False).reset_index()
         t.insert(0, "scope", scope)
         parts.append(t)
-    for name, sel in (("all fp8 rows", s["gemm_dtype"] == "fp8"), ("all rows", s["gemm_dtype"].notna())):
+    seen = s[[c for c in s.columns if c.startswith("seen_")]].astype(bool)
+    scopes = [("all fp8 rows", s["gemm_dtype"] == "fp8"), ("all rows", s["gemm_dtype"].notna())]
+    if seen.shape[1]:
+        scopes += [("fp8 rows, GPU seen by every family", (s["gemm_dtype"] == "fp8") & seen.all(axis=1)),
+                   ("fp8 rows, GPU unseen by every family", (s["gemm_dtype"] == "fp8") & ~seen.any(axis=1))]
+    for name, sel in scopes:
         if sel.any():
             t = agg(s[sel]).to_frame().T
             t.insert(0, "scope", name)
