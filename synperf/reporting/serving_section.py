@@ -28,8 +28,10 @@ def serving_section(mape_csv: str, rows_csv: str, scores_csv: str, figure_rel: s
     aiconfigurator on the same rows, the seen/unseen status of the row GPUs per kernel family, and the rows of the
     silicon file counted by reason."""
     mape, rows, scores = pd.read_csv(mape_csv), pd.read_csv(rows_csv), pd.read_csv(scores_csv)
-    top = mape[mape["scope"].isin(["all rows", "all fp8 rows", "model"])]
-    detail = mape[mape["scope"] == "model/gpu/tp"]
+    top = mape[~mape["scope"].isin(["model/gpu/tp", "concurrency"])].drop(columns="concurrency", errors="ignore")
+    per_c = mape[mape["scope"] == "concurrency"]
+    per_c = per_c[[c for c in ["concurrency", *_COLS] if c in per_c.columns]]
+    detail = mape[mape["scope"] == "model/gpu/tp"].drop(columns="concurrency", errors="ignore")
     seen_cols = [c for c in scores.columns if c.startswith("seen_")]
     seen = scores.groupby("gpu")[seen_cols].agg(lambda s: "seen" if s.all() else ("unseen" if not s.any() else
                                                                                   "mixed")).reset_index()
@@ -45,6 +47,7 @@ def serving_section(mape_csv: str, rows_csv: str, scores_csv: str, figure_rel: s
           "(table below).", "", md_table(_fmt(top)), "",
           f"![predicted against measured TTFT and TPOT]({figure_rel})", "",
           "Per model, GPU and TP:", "", md_table(_fmt(detail.drop(columns="scope"))), "",
+          *(["Per concurrency (all models and GPUs):", "", md_table(_fmt(per_c)), ""] if len(per_c) else []),
           "Whether the row's GPU is a training GPU of each family's model (``unseen``: that family's kernels on that "
           "GPU come from a model that never saw it, so those rows are leave-one-GPU-out for that family):", "",
           md_table(seen), "", "Rows of the silicon file by reason (every row counted once):", "", md_table(rows), ""]

@@ -8,7 +8,8 @@ writes, in ``out_dir``:
   the conservative interval of :mod:`.price`), ``seen_<family>`` (the row's GPU is one of that family's training
   GPUs: False means that family's kernels were predicted for a GPU its model never saw), and, when the cached
   aiconfigurator table is given, ``aic_ttft_ms``/``aic_tpot_ms``;
-* ``serving_mape.csv``: MAPE of TTFT and TPOT per (model, gemm_dtype, gpu, tp), per (model, gemm_dtype), over all
+* ``serving_mape.csv``: MAPE of TTFT and TPOT per (model, gemm_dtype, gpu, tp), per (model, gemm_dtype), per
+  concurrency, over all
   priced rows, all fp8 rows, and the fp8 rows whose GPU every kernel family's model trained on (seen) or none did
   (unseen: leave-one-GPU-out for every family) (``scope``), for synperf and, on the rows it estimated,
   aiconfigurator (``aic_*``, with ``aic_rows``);
@@ -130,7 +131,8 @@ def mape_table(s: pd.DataFrame) -> pd.DataFrame:
                           "aic_tpot_mape_pct": both["a_tpot"].mean() if len(both) else np.nan})
 
     parts = []
-    for scope, keys in (("model/gpu/tp", ["model", "gemm_dtype", "gpu", "tp"]), ("model", ["model", "gemm_dtype"])):
+    for scope, keys in (("model/gpu/tp", ["model", "gemm_dtype", "gpu", "tp"]), ("model", ["model", "gemm_dtype"]),
+                        ("concurrency", ["concurrency"])):
         t = s.groupby(keys).apply(agg, include_groups=False).reset_index()
         t.insert(0, "scope", scope)
         parts.append(t)
