@@ -147,6 +147,13 @@ def plan_cmd(args: argparse.Namespace) -> int:
     overhead = Overhead.from_json(args.overhead) if args.overhead else Overhead()
     df = planmod.plan(model, reqs, gpus, tps, pps, registry=registry, max_batch=max_batch, policy=args.policy,
                       collectives=coll, overhead=overhead, models_dir=args.models_dir, prices=prices)
+    if args.concurrency:   # TTFT/TPOT of a vLLM server at this concurrency (synperf.serving, docs/serving.md)
+        from synperf.serving.simulate import plan_serving
+
+        if args.trace:
+            raise InputError("--concurrency needs --isl and --osl (not --trace)")
+        df = plan_serving(df, model, args.isl, args.osl, args.concurrency, registry=registry, collectives=coll,
+                          models_dir=args.models_dir, overhead=overhead)
     if args.format == "csv":
         sys.stdout.write(df.to_csv(index=False))
     elif args.format == "json":
@@ -156,6 +163,9 @@ def plan_cmd(args: argparse.Namespace) -> int:
               f"{sum(r.prompt_tokens for r in reqs)} prompt and {sum(r.output_tokens for r in reqs)} output tokens"
               + ("" if args.overhead else " (no framework overhead: pass --overhead)"))
         print(planmod.format_table(df))
+        for r in df[df["ttft_ms"].notna()].itertuples() if args.concurrency else []:
+            print(f"{r.gpu} tp{r.tp}: TTFT {r.ttft_ms:.1f} ms [{r.ttft_low_ms:.1f}-{r.ttft_high_ms:.1f}], TPOT "
+                  f"{r.tpot_ms:.2f} ms [{r.tpot_low_ms:.2f}-{r.tpot_high_ms:.2f}] at concurrency {args.concurrency}")
     if args.plot:
         planmod.plot(df, args.plot, title=model.name)
     return 0
@@ -311,6 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", default=None, help="pipeline config with e2e.collective_gpu_map (default: "
                    "config/config.yaml of this checkout)")
     p.add_argument("--overhead", default=None, help="overhead.json with a_s, b_s (from the e2e evaluation)")
+    p.add_argument("--concurrency", type=int, default=None, help="also TTFT/TPOT of a vLLM server at this many "
+                   "concurrent requests of --isl/--osl tokens (closed loop; docs/serving.md)")
     p.set_defaults(func=plan_cmd)
     k = sub.add_parser("predict", help="predict kernel launch latencies (CSV out)")
     k.add_argument("--kernel", required=True, help="kernel family, e.g. gemm")

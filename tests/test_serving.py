@@ -215,3 +215,18 @@ def test_serving_section_renders_the_tables(tmp_path):
     md = "\n".join(serving_lines(str(tmp_path / "report.md")))
     assert "| all rows | - | - | - | - | 3 | 12.3 | 5.0 | 2 |" in md.replace("–", "-")
     assert "| h200_sxm | unseen | unseen |" in md and "| MoE model | 7 |" in md
+
+
+def test_plan_serving_adds_ttft_tpot_to_priced_single_stage_rows():
+    from synperf.e2e._deps import default_registry
+    from synperf.serving.simulate import plan_serving
+
+    m = parse_config(TINY, "tiny")
+    df = pd.DataFrame({"gpu": ["h100_sxm", "h100_sxm", "h200_sxm"], "tp": [1, 1, 1], "pp": [1, 2, 1],
+                       "status": ["ok", "ok", "does not fit: needs 1 GB of 0 GB"]})
+    out = plan_serving(df, m, 100, 10, 4, registry=default_registry(), predict_fn=_unit_predict)
+    assert out["ttft_ms"].notna().tolist() == [True, False, False]
+    # steady start, 40 requests of 100 + 10 tokens at concurrency 4: one request's prefill never shares an
+    # iteration, so its TTFT is one iteration of 1 us launches; the interval scales every launch by 0.5 / 2
+    assert out.loc[0, "ttft_high_ms"] == pytest.approx(4 * out.loc[0, "ttft_low_ms"])
+    assert out.loc[0, "tpot_low_ms"] < out.loc[0, "tpot_ms"] < out.loc[0, "tpot_high_ms"]

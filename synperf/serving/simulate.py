@@ -61,3 +61,27 @@ def serve(model: ModelConfig, gpu: str, tp: int, isl, osl, concurrency: int, *, 
     row.update({f"s_{k}": v for k, v in priced.family_s.items()})
     row.update({f"seen_{k}": v for k, v in priced.seen.items()})
     return row
+
+
+def plan_serving(df, model: ModelConfig, isl: int, osl: int, concurrency: int, *, registry: Registry,
+                 collectives: CollectiveModel | None = None, models_dir: str | os.PathLike | None = None,
+                 overhead: Overhead = Overhead(), predict_fn: Callable = predict):
+    """``synperf plan --concurrency``: the plan table ``df`` (:func:`synperf.e2e.plan.plan`) with ``ttft_ms``,
+    ``tpot_ms`` and their ``*_low_ms``/``*_high_ms`` bounds from :func:`serve` at ``concurrency`` for every priced
+    row with ``pp`` 1 (the serving simulator has no pipeline parallelism; other rows keep NaN). The linear layers
+    are priced in the model's dtype.
+
+    Raises:
+        InputError: from :func:`serve`.
+    """
+    out = df.copy()
+    cols = ["ttft_ms", "ttft_low_ms", "ttft_high_ms", "tpot_ms", "tpot_low_ms", "tpot_high_ms"]
+    for c in cols:
+        out[c] = np.nan
+    for i, r in out[(out["status"] == "ok") & (out["pp"] == 1)].iterrows():
+        res = serve(model, r["gpu"], int(r["tp"]), isl, osl, concurrency, gemm_dtype=model.dtype,
+                    predict_fn=predict_fn, models_dir=models_dir, registry=registry, collectives=collectives,
+                    overhead=overhead)
+        out.loc[i, cols] = [res["ttft_mean_ms"], res["ttft_low_ms"], res["ttft_high_ms"], res["tpot_mean_ms"],
+                            res["tpot_low_ms"], res["tpot_high_ms"]]
+    return out
