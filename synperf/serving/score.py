@@ -11,7 +11,8 @@ writes, in ``out_dir``:
 * ``serving_mape.csv``: MAPE of TTFT and TPOT per (model, gemm_dtype, gpu, tp), per (model, gemm_dtype), per
   concurrency, over all
   priced rows, all fp8 rows, and the fp8 rows whose GPU every kernel family's model trained on (seen) or none did
-  (unseen: leave-one-GPU-out for every family) (``scope``), for synperf and, on the rows it estimated,
+  (unseen: leave-one-GPU-out for every family), and, as a diagnostic, the fp8 rows whose simulated KV cache never
+  saturates (no preemption) (``scope``), for synperf and, on the rows it estimated,
   aiconfigurator (``aic_*``, with ``aic_rows``);
 * ``serving_rows.csv``: rows per reason (every row of the file counted once, :func:`.silicon.counts_by_reason`);
 * ``serving_scatter.png``: predicted against measured TTFT and TPOT (log axes), aiconfigurator's beside.
@@ -138,6 +139,8 @@ def mape_table(s: pd.DataFrame) -> pd.DataFrame:
         parts.append(t)
     seen = s[[c for c in s.columns if c.startswith("seen_")]].astype(bool)
     scopes = [("all fp8 rows", s["gemm_dtype"] == "fp8"), ("all rows", s["gemm_dtype"].notna())]
+    if "preemptions" in s.columns:   # a diagnostic split: rows whose simulated KV cache never saturates
+        scopes.append(("fp8 rows without simulated preemption", (s["gemm_dtype"] == "fp8") & (s["preemptions"] == 0)))
     if seen.shape[1]:
         scopes += [("fp8 rows, GPU seen by every family", (s["gemm_dtype"] == "fp8") & seen.all(axis=1)),
                    ("fp8 rows, GPU unseen by every family", (s["gemm_dtype"] == "fp8") & ~seen.any(axis=1))]
