@@ -31,5 +31,6 @@ rule serving:
         e2e=config.get("e2e", {}),
         examples="examples/models",
         models_dir="models",
+        experiments=config["experiments"],
     script:
         "../scripts/serving.py"

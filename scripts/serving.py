@@ -22,7 +22,8 @@ def main():
     t0 = time.time()
     tables = score_silicon(data / "aiconfigurator" / "silicon_sample_public.csv", sm.params.examples,
                            str(Path(sm.output.scores).parent), registry=registry, collectives=collectives,
-                           models_dir=sm.params.models_dir, baseline_csv=sm.input.baseline)
+                           models_dir=sm.params.models_dir, baseline_csv=sm.input.baseline,
+                           experiments=sm.params.experiments)
     print(tables["serving_mape"].to_string(index=False))
     print(f"serving: {len(tables['serving_scores'])} rows in {time.time() - t0:.1f} s")
 

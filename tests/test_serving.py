@@ -230,3 +230,22 @@ def test_plan_serving_adds_ttft_tpot_to_priced_single_stage_rows():
     # iteration, so its TTFT is one iteration of 1 us launches; the interval scales every launch by 0.5 / 2
     assert out.loc[0, "ttft_high_ms"] == pytest.approx(4 * out.loc[0, "ttft_low_ms"])
     assert out.loc[0, "tpot_low_ms"] < out.loc[0, "tpot_ms"] < out.loc[0, "tpot_high_ms"]
+
+
+def test_score_silicon_counts_rows_the_config_cannot_price(tmp_path):
+    from synperf.e2e._deps import default_registry
+    from synperf.serving.score import score_silicon
+
+    rows = pd.DataFrame({"backend": "vllm", "model_path": "meta-llama/Llama-3.1-70B", "system": "h200_sxm",
+                         "precision": "fp8", "gemm_quant_mode": "fp8", "mode": "agg", "isl": [1024], "osl": 64,
+                         "batch_size": 4, "tp_size": 1, "pp_size": 1, "silicon_ttft_ms": 100.0,
+                         "silicon_tpot_ms": 10.0})
+    f = tmp_path / "silicon.csv"
+    rows.to_csv(f, index=False)
+    examples = Path(__file__).resolve().parents[1] / "examples" / "models"
+    exps = {k: {} for k in ("gemm", "attention_prefill", "attention_decode", "rmsnorm", "silu_mul")}
+    tabs = score_silicon(f, examples, tmp_path / "out", registry=default_registry(), collectives=None,
+                         predict_fn=_unit_predict, experiments=exps)
+    assert tabs["serving_scores"].empty
+    assert tabs["serving_rows"]["reason"].tolist() == ["no trained model in this config (gemm_fp8_aiconfigurator)"]
+    assert (tmp_path / "out" / "serving_scatter.png").exists()

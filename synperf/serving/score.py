@@ -63,6 +63,9 @@ def score_rows(rows: pd.DataFrame, examples_dir: str | os.PathLike, *, registry:
         InputError: a missing example config, or a pricing error (the row is named).
     """
     priced = rows[rows["reason"] == ""].reset_index(drop=True)
+    if priced.empty:
+        return pd.DataFrame(columns=[*KEYS, "measured_ttft_ms", "measured_tpot_ms", "ttft_mean_ms", "tpot_mean_ms",
+                                     "preemptions"])
     configs = {m: load_model_config(Path(examples_dir) / f"{m}.json") for m in priced["model"].unique()}
     experiments = {fam: exp for fam, exp in GEMM_ROUTES.values() if exp}
 
@@ -162,6 +165,9 @@ def scatter(s: pd.DataFrame, path: str | os.PathLike) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.5))
     for ax, m in zip(axes, ("ttft", "tpot")):
         x = s[f"measured_{m}_ms"]
+        if x.isna().all():
+            ax.text(0.5, 0.5, "no priced rows", ha="center", transform=ax.transAxes)
+            continue
         ax.scatter(x, s[f"{m}_mean_ms"], s=12, label="synperf", alpha=0.7)
         if s[f"aic_{m}_ms"].notna().any():
             ax.scatter(x, s[f"aic_{m}_ms"], s=12, marker="x", label="aiconfigurator", alpha=0.7)
@@ -178,16 +184,36 @@ def scatter(s: pd.DataFrame, path: str | os.PathLike) -> None:
     plt.close(fig)
 
 
+#: the experiments every priced row needs (the LM head is a bf16 GEMM), and those of each linear-layer dtype
+NEEDED = ("gemm", "attention_prefill", "attention_decode", "rmsnorm", "silu_mul")
+
+
+def mark_untrained(rows: pd.DataFrame, experiments: dict) -> pd.DataFrame:
+    """``rows`` with the priced rows whose kernels no experiment of ``experiments`` (a config's ``experiments``
+    block) prices given the reason ``no trained model in this config (<experiments>)``."""
+    out = rows.copy()
+    for dtype, (_, exp) in GEMM_ROUTES.items():
+        missing = [e for e in NEEDED + ((exp,) if exp else ()) if e not in experiments]
+        sel = (out["reason"] == "") & (out["gemm_dtype"] == dtype)
+        if missing and sel.any():
+            out.loc[sel, "reason"] = f"no trained model in this config ({', '.join(missing)})"
+    return out
+
+
 def score_silicon(silicon_csv: str | os.PathLike, examples_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
                   registry: Registry, collectives: CollectiveModel, models_dir: str | os.PathLike | None = None,
                   baseline_csv: str | os.PathLike | None = None, predict_fn: Callable = predict,
-                  overhead: Overhead = Overhead()) -> dict[str, pd.DataFrame]:
-    """Write the four outputs of the module docstring; returns the tables by file stem.
+                  overhead: Overhead = Overhead(), experiments: dict | None = None) -> dict[str, pd.DataFrame]:
+    """Write the four outputs of the module docstring; returns the tables by file stem. With ``experiments`` (the
+    config's block), rows whose kernels no configured experiment prices are counted by that reason
+    (:func:`mark_untrained`) instead of failing.
 
     Raises:
         InputError: from :func:`.silicon.read_silicon`, :func:`score_rows` or :func:`add_baseline`.
     """
     rows = read_silicon(silicon_csv)
+    if experiments is not None:
+        rows = mark_untrained(rows, experiments)
     scores = add_baseline(score_rows(rows, examples_dir, registry=registry, collectives=collectives,
                                      models_dir=models_dir, predict_fn=predict_fn, overhead=overhead),
                           baseline_csv)
