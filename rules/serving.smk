@@ -29,8 +29,6 @@ rule serving:
         data_dir=config["public_data_dir"],
         measured_dir=MEASURED_DIR,
         e2e=config.get("e2e", {}),
-        examples="examples/models",
-        models_dir="models",
         experiments=config["experiments"],
     script:
         "../scripts/serving.py"

@@ -20,9 +20,9 @@ def main():
     collectives = CollectiveModel.from_dir(data / "pipeweave" / "dataset" / "collective", registry,
                                            sm.params.e2e.get("collective_gpu_map"))
     t0 = time.time()
-    tables = score_silicon(data / "aiconfigurator" / "silicon_sample_public.csv", sm.params.examples,
+    tables = score_silicon(data / "aiconfigurator" / "silicon_sample_public.csv", Path(sm.input.examples[0]).parent,
                            str(Path(sm.output.scores).parent), registry=registry, collectives=collectives,
-                           models_dir=sm.params.models_dir, baseline_csv=sm.input.baseline,
+                           models_dir=str(Path(sm.input.models[0]).parents[2]), baseline_csv=sm.input.baseline,
                            experiments=sm.params.experiments)
     print(tables["serving_mape"].to_string(index=False))
     print(f"serving: {len(tables['serving_scores'])} rows in {time.time() - t0:.1f} s")
