@@ -82,6 +82,19 @@ def test_steady_start_spreads_the_first_wave_and_marks_the_warm_up():
     assert simulate([8], [10], 2).measured.tolist() == [True]
 
 
+def test_client_delay_makes_a_replacement_miss_the_next_iteration():
+    # concurrency 2: request 0 finishes at iteration 9; its replacement cannot run in iteration 10 (already under
+    # way with request 1's decode), only in 11
+    s = simulate([8] * 4, [10] * 4, 2, client_delay=True)
+    assert s.arrival.tolist() == [-1, 4, 9, 14] and s.first_token.tolist() == [0, 5, 11, 16]
+    assert s.num_tokens[10] == 1 and s.num_tokens[11] == 9
+    # alone, the engine idles (a zero-token iteration, priced at 0) until the replacement arrives
+    one = simulate([10] * 2, [5] * 2, 1, client_delay=True)
+    assert one.num_tokens.tolist() == [10, 1, 1, 1, 1, 0, 10, 1, 1, 1, 1]
+    ttft, _ = request_times(one, np.where(one.num_tokens > 0, 0.01, 0.0))
+    assert ttft == pytest.approx([10.0, 10.0])
+
+
 def test_simulate_refuses_bad_input():
     with pytest.raises(InputError, match="concurrency"):
         simulate([10], [1], 0)

@@ -27,7 +27,10 @@ read at commit ``00024d314514900f361ad072af6931e403b7f589``; defaults from ``Eng
    are replaced one by one rather than in synchronised waves. Measured serving TTFTs below the time of one batched
    prefill of the whole first wave (e.g. 4 x 1,024 tokens of Llama-3.1-70B) show that the measured runs are not
    synchronised waves; ``steady`` is the default, and :attr:`Schedule.measured` marks the requests after the first
-   wave (the warm-up), the ones the TTFT/TPOT summaries use.
+   wave (the warm-up), the ones the TTFT/TPOT summaries use. With ``client_delay``, a replacement first runs in
+   the second iteration after its predecessor's finish (its arrival time stays the end of that iteration): the
+   client's round trip is longer than the engine's turn between two steps, so the step already under way when it
+   arrives does not hold it (when nothing runs, the engine waits for it at no cost).
 
 Not modelled: prefix caching (on by default in V1; the benchmark prompts are random, so a fresh request has no
 hits; a preempted request re-computes instead of re-using its freed blocks), speculative decoding, async
@@ -40,6 +43,7 @@ waiting that could be admitted, no finish, no KV cache shortage) are skipped in 
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import deque
 from dataclasses import dataclass
@@ -176,9 +180,10 @@ START = ("steady", "burst")
 
 
 def simulate(prompt_tokens, output_tokens, concurrency: int, config: SchedulerConfig = SchedulerConfig(),
-             start: str = "steady", max_iterations: int = 50_000_000) -> Schedule:
+             start: str = "steady", client_delay: bool = False, max_iterations: int = 50_000_000) -> Schedule:
     """Serve the trace (``prompt_tokens[i]``, ``output_tokens[i]``, tokens) in a closed loop at ``concurrency``
-    with vLLM V1's scheduling rules (module docstring); ``start`` is how the first wave arrives (rule 5).
+    with vLLM V1's scheduling rules (module docstring); ``start`` is how the first wave arrives (rule 5);
+    ``client_delay``: a replacement misses the iteration right after its predecessor's (rule 5).
 
     Raises:
         InputError: lengths differ, an empty trace, a token count < 1, ``concurrency`` < 1, a request whose prompt
@@ -206,7 +211,7 @@ def simulate(prompt_tokens, output_tokens, concurrency: int, config: SchedulerCo
     running: list = []
     wave = min(int(concurrency), n)
     spacing = float(o[:wave].mean()) / wave if start == "steady" else 0.0
-    pending = deque((round(j * spacing), j) for j in range(wave))   # (first iteration it can run in, request)
+    pending = [(round(j * spacing), j) for j in range(wave)]   # sorted (first iteration it can run in, request)
     for _, j in pending:
         reqs[j] = _Req(j, int(p[j]), int(o[j]), round(j * spacing) - 1)
     nxt = wave
@@ -217,7 +222,7 @@ def simulate(prompt_tokens, output_tokens, concurrency: int, config: SchedulerCo
         if rec.n > max_iterations:
             raise InputError(f"simulate: more than {max_iterations} iterations")
         while pending and pending[0][0] <= rec.n:
-            waiting.append(reqs[pending.popleft()[1]])
+            waiting.append(reqs[pending.pop(0)[1]])
         if not running and not waiting:   # idle until the next first-wave arrival
             rec.idle(pending[0][0] - rec.n)
             continue
@@ -309,7 +314,10 @@ def simulate(prompt_tokens, output_tokens, concurrency: int, config: SchedulerCo
             finished += 1
             if nxt < n:
                 reqs[nxt] = _Req(nxt, int(p[nxt]), int(o[nxt]), it)
-                waiting.append(reqs[nxt])
+                if client_delay:
+                    bisect.insort(pending, (it + 2, nxt))
+                else:
+                    waiting.append(reqs[nxt])
                 nxt += 1
     T, B, D, K, ch = rec.arrays()
     measured = np.arange(n) >= wave if n > wave else np.ones(n, dtype=bool)

@@ -19,7 +19,7 @@ REQUESTS_PER_CONCURRENCY = 10
 
 def serve(model: ModelConfig, gpu: str, tp: int, isl, osl, concurrency: int, *, num_requests: int | None = None,
           gemm_dtype: str = "bfloat16", config: SchedulerConfig | None = None, start: str = "steady",
-          predict_fn: Callable = predict,
+          client_delay: bool = False, predict_fn: Callable = predict,
           models_dir: str | os.PathLike | None = None, registry: Registry | None = None,
           collectives: CollectiveModel | None = None, overhead: Overhead = Overhead()) -> dict:
     """TTFT and TPOT (mean, median, p90; ms) of ``num_requests`` requests (default
@@ -42,7 +42,7 @@ def serve(model: ModelConfig, gpu: str, tp: int, isl, osl, concurrency: int, *, 
     o = np.broadcast_to(np.asarray(osl, dtype="int64"), (n,))
     if config is None:
         config = SchedulerConfig(kv_cache_tokens=kv_cache_tokens(model, tp, gpu, registry, gemm_dtype))
-    sched = simulate(p, o, concurrency, config, start=start)
+    sched = simulate(p, o, concurrency, config, start=start, client_delay=client_delay)
     priced = price_schedule(sched, model, gpu, tp, gemm_dtype=gemm_dtype, predict_fn=predict_fn,
                             models_dir=models_dir, registry=registry, collectives=collectives, overhead=overhead)
     ttft, tpot = request_times(sched, priced.latency_s)
