@@ -19,14 +19,15 @@ REQUESTS_PER_CONCURRENCY = 10
 
 def serve(model: ModelConfig, gpu: str, tp: int, isl, osl, concurrency: int, *, num_requests: int | None = None,
           gemm_dtype: str = "bfloat16", config: SchedulerConfig | None = None, start: str = "steady",
-          client_delay: bool = False, predict_fn: Callable = predict,
+          client_delay: bool = True, predict_fn: Callable = predict,
           models_dir: str | os.PathLike | None = None, registry: Registry | None = None,
           collectives: CollectiveModel | None = None, overhead: Overhead = Overhead()) -> dict:
     """TTFT and TPOT (mean, median, p90; ms) of ``num_requests`` requests (default
     :data:`REQUESTS_PER_CONCURRENCY` x ``concurrency``) of ``isl`` prompt and ``osl`` output tokens (scalars or
     per-request arrays) served by vLLM in a closed loop at ``concurrency`` on ``tp`` GPUs ``gpu``; ``start`` how the
     first wave arrives (:func:`.scheduler.simulate`), whose requests are left out of the summaries (warm-up) when the
-    trace has more.
+    trace has more; ``client_delay`` (default on) makes a replacement miss the step already under way when it
+    arrives (:func:`.scheduler.simulate`).
 
     ``config`` defaults to vLLM's defaults for a >= 70 GiB GPU with the KV cache of :func:`.metrics.kv_cache_tokens`.
     The result also has ``*_low_ms``/``*_high_ms`` for the means when the kernel predictors give intervals (NaN
