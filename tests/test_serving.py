@@ -82,6 +82,15 @@ def test_steady_start_spreads_the_first_wave_and_marks_the_warm_up():
     assert simulate([8], [10], 2).measured.tolist() == [True]
 
 
+def test_random_start_is_seeded_and_within_one_lifetime():
+    a = simulate([8] * 40, [100] * 40, 8, start="random", seed=3)
+    b = simulate([8] * 40, [100] * 40, 8, start="random", seed=3)
+    first_wave = a.arrival[:8] + 1
+    assert first_wave[0] == 0 and (np.diff(first_wave) >= 0).all() and first_wave.max() < 100
+    assert a.arrival.tolist() == b.arrival.tolist()
+    assert a.arrival.tolist() != simulate([8] * 40, [100] * 40, 8, start="random", seed=4).arrival.tolist()
+
+
 def test_client_delay_makes_a_replacement_miss_the_next_iteration():
     # concurrency 2: request 0 finishes at iteration 9; its replacement cannot run in iteration 10 (already under
     # way with request 1's decode), only in 11

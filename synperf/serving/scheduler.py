@@ -23,7 +23,8 @@ read at commit ``00024d314514900f361ad072af6931e403b7f589``; defaults from ``Eng
    end of the iteration that finished it, until the trace is served. The first ``concurrency`` requests (the first
    wave) arrive either all at time 0 (``start="burst"``: a benchmark client that sends them at once) or spread
    evenly over one request lifetime (``start="steady"``: request ``j`` of the first wave arrives before iteration
-   ``round(j * mean_output / concurrency)``), which starts the loop in its steady state, where requests finish and
+   ``round(j * mean_output / concurrency)``) or at seeded uniform random iterations over that lifetime
+   (``start="random"``), which starts the loop in its steady state, where requests finish and
    are replaced one by one rather than in synchronised waves. Measured serving TTFTs below the time of one batched
    prefill of the whole first wave (e.g. 4 x 1,024 tokens of Llama-3.1-70B) show that the measured runs are not
    synchronised waves; ``steady`` is the default, and :attr:`Schedule.measured` marks the requests after the first
@@ -176,11 +177,12 @@ class _Recorder:
         return T, B, D, K, ch
 
 
-START = ("steady", "burst")
+START = ("steady", "random", "burst")
 
 
 def simulate(prompt_tokens, output_tokens, concurrency: int, config: SchedulerConfig = SchedulerConfig(),
-             start: str = "steady", client_delay: bool = False, max_iterations: int = 50_000_000) -> Schedule:
+             start: str = "steady", client_delay: bool = False, seed: int = 0,
+             max_iterations: int = 50_000_000) -> Schedule:
     """Serve the trace (``prompt_tokens[i]``, ``output_tokens[i]``, tokens) in a closed loop at ``concurrency``
     with vLLM V1's scheduling rules (module docstring); ``start`` is how the first wave arrives (rule 5);
     ``client_delay``: a replacement misses the iteration right after its predecessor's (rule 5).
@@ -210,10 +212,15 @@ def simulate(prompt_tokens, output_tokens, concurrency: int, config: SchedulerCo
     waiting: deque = deque()
     running: list = []
     wave = min(int(concurrency), n)
-    spacing = float(o[:wave].mean()) / wave if start == "steady" else 0.0
-    pending = [(round(j * spacing), j) for j in range(wave)]   # sorted (first iteration it can run in, request)
-    for _, j in pending:
-        reqs[j] = _Req(j, int(p[j]), int(o[j]), round(j * spacing) - 1)
+    life = float(o[:wave].mean())
+    if start == "random":   # seeded uniform phases over one lifetime, sorted
+        first = np.sort(np.random.default_rng(seed).integers(0, max(1, round(life)), wave))
+        first[0] = 0
+    else:
+        first = np.array([round(j * life / wave) if start == "steady" else 0 for j in range(wave)])
+    pending = [(int(a), j) for j, a in enumerate(first)]   # sorted (first iteration it can run in, request)
+    for a, j in pending:
+        reqs[j] = _Req(j, int(p[j]), int(o[j]), a - 1)
     nxt = wave
     free = cap
     rec = _Recorder()
