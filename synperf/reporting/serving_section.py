@@ -14,7 +14,7 @@ _COLS = {"rows": "rows", "ttft_mape_pct": "TTFT MAPE %", "tpot_mape_pct": "TPOT 
 
 def _fmt(t: pd.DataFrame) -> pd.DataFrame:
     t = t.rename(columns=_COLS).copy()
-    for c in ("rows", "aic rows", "tp"):
+    for c in ("rows", "aic rows", "tp", "concurrency"):
         if c in t.columns:
             t[c] = t[c].map(lambda v: "-" if pd.isna(v) else str(int(v)))
     for c in t.columns:
@@ -40,7 +40,9 @@ def serving_section(mape_csv: str, rows_csv: str, scores_csv: str, figure_rel: s
           "Every vLLM aggregated row of a dense model with fp8 or unquantized (bf16) linear layers in "
           "aiconfigurator's silicon sample is simulated with vLLM V1's scheduler (chunked prefill, mixed "
           "iterations, KV-cache preemption; `synperf/serving/`, docs/serving.md) in a closed loop at the row's "
-          "concurrency, each iteration priced by the kernel predictors. MAPE of the mean TTFT and TPOT. "
+          "concurrency (first wave spread over one request lifetime and left out as warm-up; a replacement misses the "
+          "step under way when it arrives), each iteration priced by the kernel predictors. MAPE of the mean TTFT "
+          "and TPOT. "
           "aiconfigurator's estimate (`aiconfigurator cli estimate`, cached in "
           "data/baselines/aiconfigurator_serving.csv) is priced from its own measured kernel tables of these very "
           "GPUs; synperf's kernels are predicted by models that may or may not have trained on the row's GPU "
