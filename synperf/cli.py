@@ -172,6 +172,14 @@ def plan_cmd(args: argparse.Namespace) -> int:
     df = planmod.plan(model, reqs, gpus, tps, pps, registry=registry, max_batch=max_batch, policy=args.policy,
                       collectives=coll, overhead=overhead, models_dir=args.models_dir, prices=prices,
                       predict_fn=fn, gpu_memory_utilization=args.gpu_memory_utilization)
+    if args.concurrency:   # TTFT/TPOT of a vLLM server at this concurrency (synperf.serving, docs/serving.md)
+        from synperf.serving.simulate import plan_serving
+
+        if args.trace:
+            raise InputError("--concurrency needs --isl and --osl (not --trace)")
+        kw = {} if fn is None else {"predict_fn": fn}
+        df = plan_serving(df, model, args.isl, args.osl, args.concurrency, registry=registry, collectives=coll,
+                          models_dir=args.models_dir, overhead=overhead, **kw)
     if args.format == "csv":
         sys.stdout.write(df.to_csv(index=False))
     elif args.format == "json":
@@ -185,6 +193,9 @@ def plan_cmd(args: argparse.Namespace) -> int:
         print(f"model set: {', '.join(sets) or '-'} (deploy: trained on every measured GPU; evaluation: "
               "trained on the seen GPUs only); intervals: 80%, kernel errors fully correlated within a family, "
               f"independent across families; memory: need / {args.gpu_memory_utilization:g} x GPU memory")
+        for r in df[df["ttft_ms"].notna()].itertuples() if args.concurrency else []:
+            print(f"{r.gpu} tp{r.tp}: TTFT {r.ttft_ms:.1f} ms [{r.ttft_low_ms:.1f}-{r.ttft_high_ms:.1f}], TPOT "
+                  f"{r.tpot_ms:.2f} ms [{r.tpot_low_ms:.2f}-{r.tpot_high_ms:.2f}] at concurrency {args.concurrency}")
     if args.plot:
         planmod.plot(df, args.plot, title=model.name)
     return 0
@@ -357,6 +368,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="share of each GPU's memory the engine may use (vLLM's default "
                         f"{planmod.GPU_MEMORY_UTILIZATION}); a configuration needing more does not fit")
     _models_arg(p)
+    p.add_argument("--concurrency", type=int, default=None, help="also TTFT/TPOT of a vLLM server at this many "
+                   "concurrent requests of --isl/--osl tokens (closed loop; docs/serving.md)")
     p.set_defaults(func=plan_cmd)
     k = sub.add_parser("predict", help="predict kernel launch latencies (CSV out)")
     k.add_argument("--kernel", required=True, help="kernel family, e.g. gemm")

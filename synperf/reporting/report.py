@@ -16,6 +16,7 @@ import pandas as pd  # noqa: E402
 
 from synperf.data.io import write_csv, write_text  # noqa: E402
 from synperf.reporting import e2e_report  # noqa: E402
+from synperf.reporting.serving_section import serving_lines  # noqa: E402
 from synperf.reporting.tables import md_table, save_figure  # noqa: E402
 
 PAPER = {"seen_mape_pct": 6.0, "unseen_mape_pct": 11.5, "neusight_seen": 42.6, "neusight_unseen": 45.1}
@@ -442,6 +443,7 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
         rel = str(Path(fewshot["figure"]).resolve().relative_to(Path(out_md).resolve().parent))
         md += fewshot_section(fewshot_table, pd.read_csv(fewshot["choice"]), rel, (goals or {}).get("families"))
     md += e2e_report.report_lines(e2e, out_md)
+    md += serving_lines(out_md)
     if ceiling:
         from .ceiling_report import ceiling_section
 

@@ -1,0 +1,34 @@
+# Serving-level latency (synperf/serving/): vLLM's continuous-batching scheduler priced by the kernel predictors,
+# scored against aiconfigurator's measured vLLM serving runs, beside aiconfigurator's cached estimate
+# (data/baselines/aiconfigurator_serving.csv, written by benchmarks/aiconfigurator_serving.py).
+SERVING_FAMILIES = ["gemm", "gemm_fp8_aiconfigurator", "attention_prefill", "attention_decode", "rmsnorm", "silu_mul"]
+
+
+rule serving:
+    input:
+        models=[primary_file("models/{experiment}/{fs}-all/meta.json", e) for e in SERVING_FAMILIES if e in EXPERIMENTS],
+        path_models=path_model_files([e for e in SERVING_FAMILIES if e in EXPERIMENTS]),
+        registry=config["gpu_registry"],
+        code=code_inputs("scripts/serving.py"),
+        hardware=MEASURED_FILES,
+        baseline="data/baselines/aiconfigurator_serving.csv",
+        examples=expand("examples/models/{m}.json", m=["llama-3.1-70b", "llama-3.1-8b", "qwen3-32b"]),
+    output:
+        scores="results/serving/serving_scores.csv",
+        mape="results/serving/serving_mape.csv",
+        rows="results/serving/serving_rows.csv",
+        figure="results/serving/serving_scatter.png",
+    log:
+        "results/logs/serving.log",
+    benchmark:
+        "results/benchmarks/serving.tsv"
+    priority: stage_priority("e2e")
+    conda:
+        "../environment.yml"
+    params:
+        data_dir=config["public_data_dir"],
+        measured_dir=MEASURED_DIR,
+        e2e=config.get("e2e", {}),
+        experiments=config["experiments"],
+    script:
+        "../scripts/serving.py"

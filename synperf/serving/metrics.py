@@ -1,0 +1,71 @@
+"""TTFT and TPOT per request from a priced schedule, their summaries, and the KV-cache capacity vLLM would have.
+
+Per request (milliseconds), with ``t_end[i]`` the end time of iteration ``i`` (cumulative sum of the iteration
+latencies) and the arrival at ``t_end[arrival]`` (0 for requests that arrive at the start):
+
+* TTFT = ``t_end[first_token] - t_arrival`` (queueing, prefill chunks and the iterations they share);
+* TPOT = ``(t_end[finish] - t_end[first_token]) / (output_tokens - 1)`` (requests with one output token have none),
+  the definition of vLLM's ``benchmark_serving`` (``(e2e latency - TTFT) / (output_len - 1)``).
+
+KV-cache capacity (tokens per GPU), :func:`kv_cache_tokens`: vLLM sizes the cache as ``gpu_memory_utilization``
+(default 0.9) of the GPU's memory minus the weights and the peak activation of a profiling run
+(``vllm/v1/worker/gpu_worker.py``, ``determine_available_memory``), here::
+
+    (0.9 * memory_gb * 2**30 - weights - ACTIVATION_GB * 1e9) / (2 * L * max(1, kv_heads / tp) * head_dim * 2 bytes)
+
+``memory_gb`` is the registry's datasheet capacity read as GiB (an "80 GB" H100 reports 79.6 GiB to CUDA); weights
+= linear layers at the GEMM dtype's bytes plus the vocab-parallel embedding and LM head in bf16
+(:func:`synperf.e2e.plan.layer_params`), divided by ``tp``; :data:`synperf.e2e.plan.ACTIVATION_GB` (4 GB, a round
+allowance) for activations and CUDA graphs; a bf16 KV cache (vLLM's ``kv_cache_dtype=auto``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._deps import ACTIVATION_GB, InputError, ModelConfig, Registry, layer_params
+from .scheduler import Schedule
+
+GEMM_BYTES = {"bfloat16": 2, "fp8": 1}
+GPU_MEMORY_UTILIZATION = 0.9
+
+
+def kv_cache_tokens(model: ModelConfig, tp: int, gpu: str, registry: Registry, gemm_dtype: str = "bfloat16") -> int:
+    """KV-cache tokens one GPU holds (module docstring); may be <= 0 when the weights do not fit.
+
+    Raises:
+        InputError: a ``gemm_dtype`` without a byte size, or the model cannot be sharded ``tp`` ways.
+    """
+    if gemm_dtype not in GEMM_BYTES:
+        raise InputError(f"gemm_dtype {gemm_dtype!r}: expected one of {list(GEMM_BYTES)}")
+    sm = model.shard(tp, 1)
+    mem = float(registry[gpu].datasheet().memory_gb) * 2 ** 30 * GPU_MEMORY_UTILIZATION
+    weights = (model.num_layers * layer_params(model) * GEMM_BYTES[gemm_dtype]
+               + 2 * model.vocab_size * model.hidden_size * 2) / tp
+    per_token = 2 * model.num_layers * sm.num_kv_heads * model.head_dim * 2
+    return int((mem - weights - ACTIVATION_GB * 1e9) // per_token)
+
+
+def request_times(sched: Schedule, latency_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(TTFT, TPOT) per request in milliseconds (TPOT NaN for one-token outputs)."""
+    lat = np.asarray(latency_s, dtype="float64")
+    if len(lat) != sched.iterations:
+        raise InputError(f"request_times: {len(lat)} latencies for {sched.iterations} iterations")
+    t_end = np.cumsum(lat)
+    t_arr = np.where(sched.arrival < 0, 0.0, t_end[np.maximum(sched.arrival, 0)])
+    t_first = t_end[sched.first_token]
+    ttft = (t_first - t_arr) * 1e3
+    steps = sched.output_tokens - 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(steps > 0, (t_end[sched.finish] - t_first) * 1e3 / np.maximum(steps, 1), np.nan)
+    return ttft, tpot
+
+
+def summarize(values: np.ndarray, name: str) -> dict:
+    """``<name>_mean_ms``, ``<name>_median_ms``, ``<name>_p90_ms`` of the finite values."""
+    v = np.asarray(values, dtype="float64")
+    v = v[np.isfinite(v)]
+    if not len(v):
+        return {f"{name}_{s}_ms": np.nan for s in ("mean", "median", "p90")}
+    return {f"{name}_mean_ms": float(v.mean()), f"{name}_median_ms": float(np.median(v)),
+            f"{name}_p90_ms": float(np.percentile(v, 90))}

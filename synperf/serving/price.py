@@ -1,0 +1,196 @@
+"""Price a :class:`~.scheduler.Schedule`: every iteration's latency from the kernel predictors, in a few bulk calls.
+
+Per iteration ``i`` with ``T`` scheduled tokens, ``B`` scheduled requests, ``D`` decodes (mean KV length ``K``) and
+prefill chunks ``(q, kv)`` on one GPU of a ``tp``-way tensor-parallel model with ``L`` layers (seconds)::
+
+    latency_i = L * (qkv(T) + o(T) + gate_up(T) + down(T))          GEMMs in the linear layers' dtype
+              + lm_head(B)                                           bf16 GEMM, M = B (vLLM computes logits for the
+                                                                     last token of every scheduled request),
+                                                                     N = vocab / tp (vocab-parallel LM head)
+              + L * (decode_attention(D, K) + sum_chunks prefill_attention(1, q, kv))
+              + (2 L + 1) * rmsnorm(T, hidden) [+ Qwen3's per-head q/k norms]
+              + L * silu_mul(T, intermediate / tp)
+              + 2 L * all_reduce(T * hidden * 2 bytes, tp)           (tp > 1; pipeweave NCCL tables)
+              + overhead.a_s + overhead.b_s * B
+
+The shapes are those of :func:`synperf.e2e.workload.forward_ops` (same QKV/MLP widths and sharding), except the two
+places where a mixed iteration differs from the e2e composer's all-prefill or all-decode one: attention is priced
+as one decode launch over the iteration's decodes plus one prefill launch per chunk (whose ``kv_len`` includes the
+chunk's earlier context), and the LM head is vocab-parallel. The vLLM FlashAttention backend runs decodes and
+chunks in one varlen launch; pricing them apart adds a launch's fixed cost per chunk.
+
+Each family is predicted once over its distinct launches (distinct ``T``, ``B``, (``D``, ``K``) and chunks; ``K``
+rounded to the KV block size, :data:`KV_ROUND`), so a trace of thousands of iterations costs one ``predict`` call
+per family. When the predictor returns ``predicted_latency_low_us``/``predicted_latency_high_us``, the iteration
+latencies are also summed at every launch's low (high) bound: all kernels off in the same direction at once, a
+conservative band, not a calibrated interval (as in :mod:`synperf.e2e.plan`). Collectives and overhead count at
+their point value in both bounds.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from ._deps import (
+    CollectiveModel,
+    InputError,
+    ModelConfig,
+    Overhead,
+    Registry,
+    default_registry,
+    predict,
+)
+from .scheduler import Schedule
+
+#: decode KV lengths are rounded to this many tokens before pricing (vLLM's KV block size)
+KV_ROUND = 16
+#: the linear layers' dtype -> (kernel family, experiment) that prices them: fp8 is vLLM's per-tensor FP8 linear
+#: (activation quantization inside the timing), the aiconfigurator-trained ``gemm_fp8_aiconfigurator`` experiment
+GEMM_ROUTES = {"bfloat16": ("gemm", None), "fp8": ("gemm_fp8", "gemm_fp8_aiconfigurator")}
+#: activations, attention and the LM head run in bf16 in both cases
+ACT_DTYPE = "bfloat16"
+
+
+@dataclass
+class PricedSchedule:
+    """Per-iteration latencies (seconds) of a schedule: ``latency_s`` (point), ``low_s``/``high_s`` (None without
+    kernel intervals), the per-family seconds summed over the trace (``family_s``), the model folders used and
+    whether the GPU was one of each family's training GPUs (``seen``)."""
+
+    latency_s: np.ndarray
+    low_s: np.ndarray | None
+    high_s: np.ndarray | None
+    family_s: dict = field(default_factory=dict)
+    models: dict = field(default_factory=dict)
+    seen: dict = field(default_factory=dict)
+
+
+class _Bulk:
+    """Collect launch rows per (family, experiment), predict each group once, answer per row."""
+
+    def __init__(self, predict_fn: Callable, gpu: str, kw: dict):
+        self.predict_fn, self.gpu, self.kw = predict_fn, gpu, kw
+        self.groups: dict[tuple, list[pd.DataFrame]] = {}
+        self.out: dict[tuple, pd.DataFrame] = {}
+
+    def add(self, family: str, rows: pd.DataFrame, experiment: str | None = None) -> tuple:
+        key = (family, experiment)
+        self.groups.setdefault(key, []).append(rows)
+        return key, sum(len(f) for f in self.groups[key]) - len(rows), len(rows)
+
+    def run(self):
+        for key, frames in self.groups.items():
+            family, experiment = key
+            table = pd.concat(frames, ignore_index=True)
+            kw = dict(self.kw)
+            if experiment:
+                kw["experiment"] = experiment
+            out = self.predict_fn(family, table, self.gpu, **kw).reset_index(drop=True)
+            if len(out) != len(table) or not np.all(np.asarray(out["predicted_latency_us"], float) > 0):
+                raise InputError(f"predictor for {family!r}: expected {len(table)} positive latencies")
+            self.out[key] = out
+
+    def get(self, handle, col="predicted_latency_us") -> np.ndarray:
+        key, start, n = handle
+        o = self.out[key]
+        v = o[col].to_numpy(dtype="float64")[start:start + n] if col in o.columns else np.full(n, np.nan)
+        if col != "predicted_latency_us":
+            v = np.where(np.isnan(v), o["predicted_latency_us"].to_numpy(dtype="float64")[start:start + n], v)
+        return v
+
+    def has_intervals(self) -> bool:
+        return any("predicted_latency_low_us" in o.columns and o["predicted_latency_low_us"].notna().any()
+                   for o in self.out.values())
+
+
+def price_schedule(sched: Schedule, model: ModelConfig, gpu: str, tp: int, *, gemm_dtype: str = "bfloat16",
+                   predict_fn: Callable = predict, models_dir: str | os.PathLike | None = None,
+                   registry: Registry | None = None, collectives: CollectiveModel | None = None,
+                   overhead: Overhead = Overhead()) -> PricedSchedule:
+    """Every iteration's latency of ``sched`` for ``model`` at tensor parallelism ``tp`` on registry GPU ``gpu``
+    (module docstring). ``predict_fn(family, params, gpu, models_dir=, registry=[, experiment=])`` as
+    :func:`synperf.api.predict`.
+
+    Raises:
+        InputError: a ``gemm_dtype`` not in :data:`GEMM_ROUTES`, an MoE model (not priced here), ``tp`` > 1 without
+            ``collectives``, the sharding errors of :meth:`ModelConfig.shard`, or a predictor error.
+    """
+    if gemm_dtype not in GEMM_ROUTES:
+        raise InputError(f"gemm_dtype {gemm_dtype!r} is not modelled; expected one of {list(GEMM_ROUTES)}")
+    if model.is_moe:
+        raise InputError(f"{model.name}: MoE models are not priced by the serving simulator yet")
+    if tp > 1 and collectives is None:
+        raise InputError("tp > 1 needs the collective tables (pipeweave dataset/collective)")
+    registry = registry or default_registry()
+    registry[gpu]
+    sm = model.shard(tp, 1)
+    L, h, hd = model.num_layers, model.hidden_size, model.head_dim
+    bulk = _Bulk(predict_fn, gpu, {"models_dir": models_dir, "registry": registry})
+    T, B, D, K = sched.num_tokens, sched.num_seqs, sched.num_decode, sched.decode_kv_sum
+    active = T > 0   # idle iterations (the engine waiting for an arrival) cost nothing
+    T, B = np.maximum(T, 1), np.maximum(B, 1)
+    uT, iT = np.unique(T, return_inverse=True)
+    uB, iB = np.unique(B, return_inverse=True)
+    fam, exp = GEMM_ROUTES[gemm_dtype]
+    linears = {"qkv_proj": (sm.qkv_out, h), "o_proj": (h, sm.attn_out),
+               "gate_up_proj": (2 * sm.intermediate_size, h), "down_proj": (h, sm.intermediate_size)}
+    gemm_rows = pd.concat([pd.DataFrame({"m": uT, "n": n, "k": k}) for n, k in linears.values()], ignore_index=True)
+    g_handle = bulk.add(fam, gemm_rows.assign(dtype=gemm_dtype), exp)
+    lm_handle = bulk.add("gemm", pd.DataFrame({"m": uB, "n": model.vocab_size // tp, "k": h, "dtype": ACT_DTYPE}))
+    norm_rows = [pd.DataFrame({"num_tokens": uT, "hidden_size": h})]
+    if model.qk_norm:
+        norm_rows += [pd.DataFrame({"num_tokens": uT * sm.num_heads, "hidden_size": hd}),
+                      pd.DataFrame({"num_tokens": uT * sm.num_kv_heads, "hidden_size": hd})]
+    n_handle = bulk.add("rmsnorm", pd.concat(norm_rows, ignore_index=True).assign(dtype=ACT_DTYPE))
+    s_handle = bulk.add("silu_mul", pd.DataFrame({"num_tokens": uT, "hidden_size": sm.intermediate_size,
+                                                  "dtype": ACT_DTYPE}))
+    att = {"num_heads": sm.num_heads, "num_kv_heads": sm.num_kv_heads, "head_dim": hd, "dtype": ACT_DTYPE}
+    dec = D > 0
+    kv_mean = np.where(dec, np.maximum(1, np.round(K / np.maximum(D, 1) / KV_ROUND) * KV_ROUND), 0).astype("int64")
+    dkey = pd.DataFrame({"batch_size": D[dec], "kv_len": kv_mean[dec]})
+    udec = dkey.drop_duplicates().reset_index(drop=True)
+    d_handle = bulk.add("attention_decode", udec.assign(seq_len=1, **att)) if len(udec) else None
+    ch = sched.chunks
+    ckey = pd.DataFrame({"seq_len": ch[:, 1], "kv_len": ch[:, 2]})
+    uch = ckey.drop_duplicates().reset_index(drop=True)
+    p_handle = bulk.add("attention_prefill", uch.assign(batch_size=1, **att)) if len(uch) else None
+    bulk.run()
+
+    n_it = len(T)
+    sides = ["predicted_latency_us"] + (["predicted_latency_low_us", "predicted_latency_high_us"]
+                                        if bulk.has_intervals() else [])
+    comm = np.zeros(n_it)
+    if tp > 1:
+        comm = 2 * L * collectives.latency_us("all_reduce", uT * h * 2, tp, gpu)[iT] / 1e6
+    ov = overhead(B)
+    results, family_s = [], {}
+    for side in sides:
+        g = bulk.get(g_handle, side).reshape(len(linears), len(uT)).sum(axis=0)
+        lm = bulk.get(lm_handle, side)
+        nr = bulk.get(n_handle, side).reshape(-1, len(uT))
+        norms = (2 * L + 1) * nr[0] + (L * nr[1:].sum(axis=0) if len(nr) > 1 else 0.0)
+        silu = L * bulk.get(s_handle, side)
+        parts = {"gemm": L * g[iT] / 1e6, "lm_head": lm[iB] / 1e6, "rmsnorm": norms[iT] / 1e6,
+                 "silu_mul": silu[iT] / 1e6, "attention_decode": np.zeros(n_it), "attention_prefill": np.zeros(n_it)}
+        if d_handle is not None:
+            lat = dkey.merge(udec.assign(_l=bulk.get(d_handle, side)), on=["batch_size", "kv_len"], how="left")["_l"]
+            parts["attention_decode"][dec] = L * lat.to_numpy() / 1e6
+        if p_handle is not None:
+            lat = ckey.merge(uch.assign(_l=bulk.get(p_handle, side)), on=["seq_len", "kv_len"], how="left")["_l"]
+            parts["attention_prefill"] = np.bincount(ch[:, 0], weights=L * lat.to_numpy() / 1e6, minlength=n_it)
+        results.append((sum(parts.values()) + comm + ov) * active)
+        if side == "predicted_latency_us":
+            family_s = {k: float((v * active).sum()) for k, v in parts.items()}
+            family_s.update(all_reduce=float((comm * active).sum()), overhead=float(np.sum(ov * active)))
+    models = {f"{k[0]}" + (f" ({k[1]})" if k[1] else ""): str(o.attrs.get("model_dir", "(not reported)"))
+              for k, o in bulk.out.items()}
+    seen = {f"{k[0]}" + (f" ({k[1]})" if k[1] else ""): gpu in o.attrs.get("training_gpus", ())
+            for k, o in bulk.out.items()}
+    low, high = (results[1], results[2]) if len(results) == 3 else (None, None)
+    return PricedSchedule(results[0], low, high, family_s, models, seen)
+

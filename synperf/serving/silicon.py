@@ -1,0 +1,86 @@
+"""aiconfigurator's measured serving runs (``silicon_sample_public.csv``): which rows the serving simulator prices,
+and every other row counted by reason.
+
+The file (public data README, section "aiconfigurator/silicon_sample_public.csv") has one row per measured serving
+point: ``backend``, ``model_path`` (Hugging Face id), ``system``, ``precision``, ``gemm_quant_mode``, ``mode``
+(agg/disagg), ``isl``/``osl`` (tokens), ``batch_size`` (the client's concurrency), ``tp_size``/``pp_size``,
+``silicon_ttft_ms``/``silicon_tpot_ms``.
+
+A row is priced when it is a vLLM aggregated run of a dense model with a shipped config (:data:`MODELS`), pipeline
+parallelism 1, and linear layers in a modelled dtype: ``gemm_quant_mode`` fp8 (vLLM's per-tensor FP8 linear) or
+empty (no quantization: the checkpoint's bf16; these rows also have an empty ``precision``). Every other row gets
+the first reason of :data:`REASONS` that applies. The public data README lists no known-bad rows of this file, so
+no row is refused as known-bad; rows whose measured TTFT is dominated by queueing behind a full KV cache are priced
+like the others (the simulator models the cache and its preemptions).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from ._deps import InputError
+
+#: Hugging Face id -> shipped example config (examples/models/<name>.json) of the dense models the rows name
+MODELS = {"meta-llama/Llama-3.1-70B": "llama-3.1-70b", "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b",
+          "Qwen/Qwen3-32B": "qwen3-32b"}
+#: Hugging Face ids of the MoE models in the file (priced once the MoE layers are wired into the serving path)
+MOE_MODELS = ("MiniMaxAI/MiniMax-M2.5", "Qwen/Qwen3-235B-A22B-FP8", "moonshotai/Kimi-K2.5", "openai/gpt-oss-120b")
+#: the file's ``system`` -> registry id
+SYSTEMS = {"h100_sxm": "h100_sxm", "h200_sxm": "h200_sxm", "b200_sxm": "b200", "gb200": "gb200"}
+#: ``gemm_quant_mode`` -> the linear layers' dtype the predictors price (empty = unquantized bf16 checkpoint)
+GEMM_DTYPES = {"fp8": "fp8", "": "bfloat16"}
+REASONS = ("other framework", "disaggregated serving", "MoE model", "fp4 weights", "int4 weights",
+           "other quantization", "pipeline parallel", "unsupported model (no shipped config)", "GPU not in registry")
+COLUMNS = ("backend", "model_path", "system", "precision", "gemm_quant_mode", "mode", "isl", "osl", "batch_size",
+           "tp_size", "pp_size", "silicon_ttft_ms", "silicon_tpot_ms")
+
+
+def read_silicon(path: str | os.PathLike) -> pd.DataFrame:
+    """The file as a DataFrame with a ``reason`` column (empty string = priced), ``model`` (example name),
+    ``gpu`` (registry id), ``gemm_dtype``, ``tp``, ``concurrency``.
+
+    Raises:
+        InputError: unreadable file or a missing column (named).
+    """
+    p = Path(path)
+    try:
+        df = pd.read_csv(p)
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise InputError(f"{p}: cannot read: {e}") from None
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise InputError(f"{p}: missing columns {missing}")
+    df = df.copy()
+    q = df["gemm_quant_mode"].fillna("").astype(str)
+    prec = df["precision"].fillna("").astype(str)
+    reason = pd.Series("", index=df.index)
+
+    def mark(cond, why):
+        reason[(reason == "") & cond] = why
+
+    mark(df["backend"] != "vllm", "other framework")
+    mark(df["mode"] != "agg", "disaggregated serving")
+    mark(df["model_path"].isin(MOE_MODELS), "MoE model")
+    mark((prec == "fp4") | q.str.contains("fp4"), "fp4 weights")
+    mark((prec == "int4") | q.str.contains("int4"), "int4 weights")
+    mark(~q.isin(list(GEMM_DTYPES)), "other quantization")
+    mark(df["pp_size"].fillna(1) != 1, "pipeline parallel")
+    mark(~df["model_path"].isin(list(MODELS)), "unsupported model (no shipped config)")
+    mark(~df["system"].isin(list(SYSTEMS)), "GPU not in registry")
+    df["reason"] = reason
+    df["model"] = df["model_path"].map(MODELS)
+    df["gpu"] = df["system"].map(SYSTEMS)
+    df["gemm_dtype"] = q.map(GEMM_DTYPES)
+    df["tp"] = df["tp_size"].fillna(1).astype(int)
+    df["concurrency"] = df["batch_size"].fillna(0).astype(int)
+    return df
+
+
+def counts_by_reason(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows per reason (``priced`` for the priced ones), every row counted once: columns ``reason``, ``rows``."""
+    r = df["reason"].where(df["reason"] != "", "priced")
+    out = r.value_counts().rename_axis("reason").reset_index(name="rows")
+    return out.sort_values(["reason"], key=lambda s: s.map(lambda x: (x != "priced", x))).reset_index(drop=True)
