@@ -327,6 +327,8 @@ class FingerprintModel:
     rule: str = "pooled"
     trees_args: dict = field(default_factory=dict)
     choice: dict = field(default_factory=dict)
+    siblings: tuple = field(default=(), repr=False)
+    use_sibling: str | None = None
 
     @classmethod
     def fit(cls, rows: pd.DataFrame, meta: dict, registry, *, max_train_rows: int = 0, seed: int = 0,
@@ -357,6 +359,13 @@ class FingerprintModel:
         srows = rows.iloc[sub]
         levels = {c: {v: i for i, v in enumerate(sorted(srows[c].astype(str).unique()))} for c in columns[2]}
         model = cls(fitted, None, columns, levels, train_terms=train_terms, rule=rule, trees_args=dict(trees or {}))
+        own = np.empty(len(rows))
+        for g, fp in fitted.items():
+            own[gpus == g] = fp.time_us(terms[gpus == g])
+        from synperf.model.paths import source_keys
+
+        roof = with_spec_columns(rows, registry)["bl_roofline_us"].to_numpy(dtype="float64")
+        model.siblings = (source_keys(rows), gpus, np.column_stack([np.log(y / np.maximum(own, 1e-6)), y, roof]))
         x, fp = model._design(srows, terms[sub], registry)
         r = np.log(y[sub] / fp)
         if correct:
@@ -416,18 +425,59 @@ class FingerprintModel:
         fp_time, floor, _ = self._fingerprints(rows, terms, registry)
         return correction_design(rows, terms, fp_time, floor, self.columns, self.levels, registry), fp_time
 
-    def predict(self, rows: pd.DataFrame, registry) -> np.ndarray:
-        """Predicted latency per row, microseconds, shape ``(len(rows),)``."""
+    def sibling_evidence(self, rows: pd.DataFrame, registry) -> np.ndarray:
+        """The same launch (every key column but the GPU, :func:`synperf.model.paths.source_keys`) measured on
+        the training GPUs of the row's class other than its own GPU (its siblings), averaged over them: per row
+        ``log(latency / own fingerprint time)``, ``latency_us`` and spec-sheet roofline time ``bl_roofline_us`` of
+        the siblings; NaN where no sibling measured it. Shape ``(len(rows), 3)``."""
+        from synperf.model.paths import source_keys
+
+        out = np.full((len(rows), 3), np.nan)
+        if not len(rows) or not self.siblings:
+            return out
+        keys, gpus, values = self.siblings
+        test_keys = source_keys(rows)
+        test_gpus = rows["gpu"].astype(str).to_numpy()
+        for g in np.unique(test_gpus):
+            mates = [s for s in self.fitted if s != g and gpu_class(registry[s]) == gpu_class(registry[g])]
+            mask = np.isin(gpus, mates)
+            if not mask.any():
+                continue
+            mean = pd.DataFrame(values[mask]).groupby(keys[mask]).mean()
+            on = np.flatnonzero(test_gpus == g)
+            out[on] = mean.reindex(test_keys[on]).to_numpy(dtype="float64")
+        return out
+
+    def predict(self, rows: pd.DataFrame, registry, sibling: str | None = "default") -> np.ndarray:
+        """Predicted latency per row, microseconds, shape ``(len(rows),)``. ``sibling`` (default
+        :attr:`use_sibling`), for the rows whose launch a sibling measured (:meth:`sibling_evidence`):
+        ``"ratio"``: the siblings' ratio to their own fingerprint time replaces the correction; ``"shift"``: the
+        siblings' latency with their spec-sheet roofline time replaced by the row's
+        (:func:`synperf.evaluation.baselines.roofline_shift`); None: no sibling evidence."""
         from threadpoolctl import threadpool_limits
+
+        from synperf.evaluation.baselines import roofline_shift
 
         if len(rows) == 0:
             return np.zeros(0)
-        rows = with_v2_columns(rows, registry)
+        rows = with_spec_columns(with_v2_columns(rows, registry), registry)
         x, fp = self._design(rows, pipe_times(rows, registry), registry)
-        if self.trees is None:
-            return fp
-        with threadpool_limits(1, user_api="openmp"):
-            return fp * np.exp(self.trees.predict(x))
+        r = np.zeros(len(rows))
+        if self.trees is not None:
+            with threadpool_limits(1, user_api="openmp"):
+                r = self.trees.predict(x)
+        mode = self.use_sibling if sibling == "default" else sibling
+        if mode not in SIBLING_MODES:
+            raise ValueError(f"sibling mode {mode!r}: expected one of {list(SIBLING_MODES)}")
+        pred = fp * np.exp(r)
+        if mode is not None:
+            ev = self.sibling_evidence(rows, registry)
+            ok = np.isfinite(ev[:, 0])
+            if mode == "ratio":
+                pred[ok] = fp[ok] * np.exp(ev[ok, 0])
+            else:
+                pred[ok] = roofline_shift(ev[ok, 1], ev[ok, 2], rows["bl_roofline_us"].to_numpy(dtype="float64")[ok])
+        return pred
 
     def interval(self, rows: pd.DataFrame, registry, level: float = 0.8) -> tuple[np.ndarray, np.ndarray]:
         """``(low, high)`` latency per row, microseconds: the prediction times the correction's out-of-fold
@@ -449,48 +499,58 @@ class FingerprintModel:
         return pred * np.exp(lo), pred * np.exp(hi)
 
 
-#: the options of :meth:`FingerprintModel.fit` chosen per training set by :func:`choose_options`, simplest first:
-#: the fingerprint time alone, the correction with :data:`synperf.model.paths.RESIDUAL_TREES`, a larger budget
-GRID = (("fingerprint only", {"correct": False}),
-        ("correction 40x0.7", {}),
-        ("correction 300x0.1", {"trees": {"max_iter": 300, "learning_rate": 0.1}}))
+#: how a sibling's measurement of the same launch enters (:meth:`FingerprintModel.predict`)
+SIBLING_MODES = (None, "ratio", "shift")
+#: the options chosen per training set by :func:`choose_options`, simplest first: ``(name, options of
+#: FingerprintModel.fit, sibling mode)``: the fingerprint time alone, the correction with
+#: :data:`synperf.model.paths.RESIDUAL_TREES`, a larger budget; each without a sibling's measurement, with its
+#: ratio to its fingerprint time, with its roofline shift
+GRID = tuple((f"{name}{f' + sibling {sib}' if sib else ''}", opts, sib)
+             for name, opts in (("fingerprint only", {"correct": False}), ("correction 40x0.7", {}),
+                                ("correction 300x0.1", {"trees": {"max_iter": 300, "learning_rate": 0.1}}))
+             for sib in SIBLING_MODES)
 #: the simplest option within this relative margin of the lowest score is chosen
 MARGIN = 0.05
 
 
 def choose_options(rows: pd.DataFrame, meta: dict, registry, *, max_train_rows: int = 0, seed: int = 0,
-                   grid=GRID) -> tuple[str, dict, dict]:
+                   grid=GRID) -> tuple[str, dict, str | None, dict]:
     """Choose among ``grid`` by leave one training GPU out: each GPU of ``rows`` is predicted by each option
     fitted on the other GPUs' rows (its constants predicted, as for a GPU without measurements); an option scores
     the mean over GPUs of its MAPE %; the first option within :data:`MARGIN` of the lowest wins. With one GPU
     (no fold), the first option.
 
     Returns:
-        ``(name, options, {name: score})``.
+        ``(name, fit options, sibling mode, {name: score})``.
     """
     gpus = rows["gpu"].astype(str).to_numpy()
     names = sorted(set(gpus))
     if len(names) < 2:
-        return grid[0][0], dict(grid[0][1]), {}
-    scores: dict[str, list] = {name: [] for name, _ in grid}
+        return grid[0][0], dict(grid[0][1]), grid[0][2], {}
+    scores: dict[str, list] = {name: [] for name, _, _ in grid}
     for h in names:
         tr, te = rows[gpus != h], rows[gpus == h]
         y = te["latency_us"].to_numpy(dtype="float64")
-        for name, opts in grid:
-            model = FingerprintModel.fit(tr, meta, registry, max_train_rows=max_train_rows, seed=seed, oof=False,
-                                         **opts)
-            scores[name].append(float(np.mean(np.abs(model.predict(te, registry) / y - 1.0)) * 100.0))
+        models: dict = {}
+        for name, opts, sib in grid:
+            key = repr(sorted(opts.items()))
+            if key not in models:
+                models[key] = FingerprintModel.fit(tr, meta, registry, max_train_rows=max_train_rows, seed=seed,
+                                                   oof=False, **opts)
+            pred = models[key].predict(te, registry, sibling=sib)
+            scores[name].append(float(np.mean(np.abs(pred / y - 1.0)) * 100.0))
     mean = {k: float(np.mean(v)) for k, v in scores.items()}
     best = min(mean.values())
-    name, opts = next((n, o) for n, o in grid if mean[n] <= best * (1.0 + MARGIN))
-    return name, dict(opts), mean
+    name, opts, sib = next(c for c in grid if mean[c[0]] <= best * (1.0 + MARGIN))
+    return name, dict(opts), sib, mean
 
 
 def fit_chosen(rows: pd.DataFrame, meta: dict, registry, *, max_train_rows: int = 0, seed: int = 0,
                oof: bool = True) -> FingerprintModel:
     """:meth:`FingerprintModel.fit` on ``rows`` with the options :func:`choose_options` picks on the same rows;
     the choice and its scores are kept in :attr:`FingerprintModel.choice`."""
-    name, opts, scores = choose_options(rows, meta, registry, max_train_rows=max_train_rows, seed=seed)
+    name, opts, sib, scores = choose_options(rows, meta, registry, max_train_rows=max_train_rows, seed=seed)
     model = FingerprintModel.fit(rows, meta, registry, max_train_rows=max_train_rows, seed=seed, oof=oof, **opts)
+    model.use_sibling = sib
     model.choice = {"option": name, "scores_mape_pct": scores}
     return model
