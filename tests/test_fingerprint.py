@@ -130,3 +130,58 @@ def test_the_interval_widens_with_the_constants_spread(registry):
     new = seen.assign(gpu="l40").drop(columns=list(F.V2_COLUMNS))
     lo_n, hi_n = model.interval(new, registry)
     assert np.median(np.log(hi_n / lo_n)) > np.median(np.log(hi / lo))
+
+
+def test_sibling_evidence_comes_from_the_gpus_of_the_class_only_and_never_the_gpu_itself(registry):
+    from synperf.evaluation.baselines import roofline_shift
+
+    train = with_formula_latency(gemm_launches(["a40", "l40s", "a100_sxm4_80gb"], n=40), registry)
+    # a launch factor the physics does not explain, the same on every GPU
+    factor = 1.0 + 0.5 * (train["m"].to_numpy(dtype="float64") % 3 == 0)
+    train = train.assign(latency_us=train["latency_us"] * factor)
+    model = F.FingerprintModel.fit(train, META, registry, correct=False, oof=False)
+    # l40 (sm_8x GDDR) was measured nowhere; its siblings are a40 and l40s; the first 40 launches are theirs, the
+    # next 10 launches nobody measured
+    test = pd.concat([gemm_launches(["l40"], n=40), gemm_launches(["l40"], seed=9, n=10)], ignore_index=True)
+    ev = model.sibling_evidence(test, registry)
+    terms = {g: F.pipe_times(train[train["gpu"] == g], registry) for g in ("a40", "l40s")}
+    y = {g: train.loc[train["gpu"] == g, "latency_us"].to_numpy() for g in ("a40", "l40s")}
+    logr = np.mean([np.log(y[g] / model.fitted[g].time_us(terms[g])) for g in ("a40", "l40s")], axis=0)
+    np.testing.assert_allclose(ev[:40, 0], logr, rtol=1e-9)
+    np.testing.assert_allclose(ev[:40, 1], (y["a40"] + y["l40s"]) / 2)
+    new = np.isin(test["m"].astype(str) + test["n"].astype(str) + test["k"].astype(str),
+                  (train["m"].astype(str) + train["n"].astype(str) + train["k"].astype(str)).to_numpy())
+    assert np.isnan(ev[40:][~new[40:], 0]).all() and (~new[40:]).any()
+    fp = model.fingerprint("l40", registry).time_us(F.pipe_times(test, registry))
+    pred = model.predict(test, registry, sibling="ratio")
+    np.testing.assert_allclose(pred[:40], fp[:40] * np.exp(logr))
+    np.testing.assert_allclose(pred[40:][~new[40:]], fp[40:][~new[40:]])
+    shift = model.predict(test, registry, sibling="shift")
+    from synperf.evaluation.baselines import add_baseline_columns
+
+    roof_te = add_baseline_columns(test, registry, tiles=False)["bl_roofline_us"].to_numpy()
+    np.testing.assert_allclose(shift[:40], roofline_shift(ev[:40, 1], ev[:40, 2], roof_te[:40]))
+    # the HBM GPU's measurements are not evidence for l40; a40's sibling is l40s alone, never a40 itself
+    slow = train.assign(latency_us=np.where(train["gpu"] == "a100_sxm4_80gb", 1e4, train["latency_us"]))
+    np.testing.assert_allclose(F.FingerprintModel.fit(slow, META, registry, correct=False, oof=False)
+                               .sibling_evidence(test, registry), ev)
+    own = model.sibling_evidence(train[train["gpu"] == "a40"], registry)
+    np.testing.assert_allclose(own[:, 1], y["l40s"])
+    with pytest.raises(ValueError, match="sibling mode"):
+        model.predict(test, registry, sibling="nearest")
+
+
+def test_few_shot_on_the_fingerprint_refits_the_constants_and_gets_better_with_more_rows(registry):
+    from synperf.evaluation.fewshot import fingerprint_fewshot
+
+    truth = {**TRUE, "l40": [3.0, 1.3, 1.0, 0.4, 0.7]}
+    rows = with_formula_latency(gemm_launches(["a40", "l40s", "l40"], n=120), registry, truth)
+    rows = rows.assign(theoretical_time_us=rows["latency_us"])
+    model = F.FingerprintModel.fit(rows[rows["gpu"] != "l40"], META, registry, correct=False)
+    res = fingerprint_fewshot(model, rows[rows["gpu"] == "l40"], registry, ks=(0, 8, 32), seeds=(0, 1))
+    # the model is left as it was: l40 keeps its predicted constants
+    assert model.fingerprint("l40", registry).source.startswith("predicted from spec row")
+    mape = res.groupby("k")["mape_pct"].mean()
+    assert mape[0] > 2.0 and mape[32] < mape[8] < mape[0]
+    assert (res.loc[res["k"] == 32, "n_eval_rows"] == 120 - 32).all()
+    assert res["interval_coverage"].between(0, 1).all()

@@ -14,11 +14,13 @@ Fingerprint (:class:`Fingerprint`)
     * fitted on a training GPU's measurements (:func:`fit_fingerprint`): bounded least squares on relative error
       (:func:`scipy.optimize.lsq_linear`, bounded-variable method; rows scaled by ``1 / latency`` so the objective is
       ``sum_i (pred_i / y_i - 1)^2``), every constant ``>= 0``;
-    * predicted for a GPU without measurements (:func:`predict_fingerprint`): the mean constants of the training GPUs
-      of its class (:func:`gpu_class`: compute capability major and memory family, HBM or GDDR, from the registry's
-      ``compute_capability`` and ``memory_type``), else of every training GPU; its spread
-      (:attr:`Fingerprint.log_spread`) is the standard deviation of ``log(predicted time / fitted time)`` over the
-      rows of each GPU of that pool predicted from the others (leave one training GPU out);
+    * predicted for a GPU without measurements (:func:`predict_fingerprint`): from the training GPUs of its class
+      (:func:`gpu_class`: compute capability major and memory family, HBM or GDDR, from the registry's
+      ``compute_capability`` and ``memory_type``), else from every training GPU: one relative least-squares fit on
+      their rows pooled, each GPU weighing the same (rule ``pooled``; ``mean`` averages their fitted constants,
+      :func:`pool_constants`); its spread (:attr:`Fingerprint.log_spread`) is the root mean square of
+      ``log(predicted time / fitted time)`` over the rows of each GPU of that pool predicted from the others (leave
+      one training GPU out);
     * few-shot (:func:`fewshot_fingerprint`): the relative least squares above on the target's ``k`` measured rows,
       with the predicted constants as a prior (one pseudo-row per constant pulling it to the prior value, relative
       weight :data:`FEWSHOT_PRIOR_WEIGHT`), so ``k = 0`` gives the predicted fingerprint and many rows the fitted one.
@@ -30,12 +32,24 @@ Correction
     time in their sum and the floor's share of the fingerprint time, ``log`` of the fingerprint time, the feature
     set's categorical columns, and the GPU class (compute capability major; 1 for HBM, 0 for GDDR). Trained on the
     training GPUs' rows with their own fitted fingerprints; budget :data:`synperf.model.paths.RESIDUAL_TREES` (chosen
-    on seen GPUs for the residual model, taken as it is), seeded, one OpenMP thread.
+    on seen GPUs for the residual model, taken as it is) or a larger one, seeded, one OpenMP thread.
+
+Sibling evidence (:meth:`FingerprintModel.sibling_evidence`)
+    Where training GPUs of the row's class (its siblings, never its own GPU) measured the same launch, one documented
+    correction replaces the trees' one: ``ratio``, the siblings' mean ``log(latency / own fingerprint time)``; or
+    ``shift``, their latency with its spec-sheet roofline time replaced by the row's
+    (:func:`synperf.evaluation.baselines.roofline_shift`).
+
+One way to choose (:func:`choose_options`, :func:`fit_chosen`)
+    Whether to correct, with which tree budget, and which sibling mode form one grid (:data:`GRID`, simplest first),
+    scored by leaving each training GPU out (its constants predicted from the others, as for an unseen GPU); the
+    first option within :data:`MARGIN` (5%) of the lowest mean MAPE wins. Nothing else is chosen.
 
 Interval (:meth:`FingerprintModel.interval`)
     80% by default: the correction's out-of-fold log residuals (leave one training GPU out: the correction refitted
-    without that GPU, its fitted fingerprint kept) give the 10% and 90% quantiles; for a GPU without measurements,
-    the fingerprint's ``log_spread`` is added in quadrature (normal approximation, ``z = 1.2816`` for 80%).
+    without that GPU, its fitted fingerprint kept; without a correction, the fingerprint's own residuals) give the
+    10% and 90% quantiles, each GPU weighing the same (:func:`gpu_quantiles`); for a GPU without measurements, the
+    fingerprint's ``log_spread`` is added in quadrature (normal approximation, ``z = 1.2816`` for 80%).
 """
 
 from __future__ import annotations
