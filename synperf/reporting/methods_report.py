@@ -176,7 +176,8 @@ def fp8_paper_table(t: pd.DataFrame, experiment: str = "gemm_fp8") -> pd.DataFra
 # figures
 
 _COLORS = {"synperf_mlp": "#d62728", "synperf_fp": "#ff7f0e", "nearest_gpu_roofline": "#1f77b4",
-           "nearest_gpu_scaled": "#aec7e8", "gbt": "#2ca02c", "neusight": "#9467bd", "linear": "#8c564b", "roofline": "#7f7f7f"}
+           "nearest_gpu_scaled": "#aec7e8", "gbt": "#2ca02c", "neusight": "#9467bd", "linear": "#8c564b",
+           "roofline": "#7f7f7f"}
 
 
 def _save(fig, path: str) -> None:
