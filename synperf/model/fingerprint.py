@@ -43,7 +43,10 @@ Sibling evidence (:meth:`FingerprintModel.sibling_evidence`)
 One way to choose (:func:`choose_options`, :func:`fit_chosen`)
     Whether to correct, with which tree budget, and which sibling mode form one grid (:data:`GRID`, simplest first),
     scored by leaving each training GPU out (its constants predicted from the others, as for an unseen GPU); the
-    first option within :data:`MARGIN` (5%) of the lowest mean MAPE wins. Nothing else is chosen.
+    first option within :data:`MARGIN` (5%) of the lowest mean MAPE wins. Nothing else is chosen here: the pipes,
+    the class rule, the correction's features and the few-shot prior weight are fixed beforehand, and the rule
+    ``pooled`` was chosen by ``tools/fingerprint_choices.py`` (leave one seen GPU out inside the configured
+    training rows).
 
 Interval (:meth:`FingerprintModel.interval`)
     80% by default: the correction's out-of-fold log residuals (leave one training GPU out: the correction refitted
