@@ -187,7 +187,8 @@ def fit_fingerprint(gpu: str, terms: np.ndarray, latency_us: np.ndarray) -> Fing
     return Fingerprint(gpu, float(c[0]), c[1:], f"fitted on {gpu} measurements ({len(y)} rows)")
 
 
-def fewshot_fingerprint(prior: Fingerprint, terms: np.ndarray, latency_us: np.ndarray) -> Fingerprint:
+def fewshot_fingerprint(prior: Fingerprint, terms: np.ndarray, latency_us: np.ndarray,
+                        prior_weight: float = FEWSHOT_PRIOR_WEIGHT) -> Fingerprint:
     """Refit ``prior``'s constants (a predicted fingerprint of the same GPU) on ``k`` measured rows of the GPU,
     each constant pulled to its prior value by one pseudo-row (:data:`FEWSHOT_PRIOR_WEIGHT`); ``k = 0`` returns
     ``prior``. The spread shrinks as ``prior.log_spread * sqrt(w / (w + k))`` (``w`` = the number of constants).
@@ -200,7 +201,7 @@ def fewshot_fingerprint(prior: Fingerprint, terms: np.ndarray, latency_us: np.nd
         return prior
     if not (np.isfinite(y) & (y > 0)).all():
         raise ValueError(f"few-shot fingerprint of {prior.gpu}: latency_us must be finite and > 0")
-    c = _relative_lsq(np.asarray(terms, dtype="float64"), y, prior=prior.constants)
+    c = _relative_lsq(np.asarray(terms, dtype="float64"), y, prior=prior.constants, prior_weight=prior_weight)
     w = 1 + len(PIPES)
     return Fingerprint(prior.gpu, float(c[0]), c[1:], f"few-shot fit on {len(y)} rows (prior: {prior.source})",
                        prior.log_spread * float(np.sqrt(w / (w + len(y)))))
