@@ -30,7 +30,8 @@ from synperf.data.hardware import load_registry  # noqa: E402
 from synperf.evaluation.baselines import add_baseline_columns  # noqa: E402
 from synperf.evaluation.fewshot import fingerprint_fewshot  # noqa: E402
 from synperf.lab import sample_problems  # noqa: E402
-from synperf.model.fingerprint import FingerprintModel, fit_chosen  # noqa: E402
+from synperf.model.fingerprint import FingerprintModel  # noqa: E402
+from synperf.model.fingerprint_choice import fit_chosen  # noqa: E402
 
 #: candidates, simplest first: (name, FingerprintModel.fit options)
 CANDIDATES = [

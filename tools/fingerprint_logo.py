@@ -5,8 +5,8 @@
 For every core family of the config it reads the cached feature table (``<features>/v2/<experiment>.parquet``),
 keeps the seeded sample of problems of the fast accuracy loop (:func:`synperf.lab.sample_problems`), and for each
 leave-one-GPU-out fold (:func:`synperf.evaluation.protocols.make_folds`) fits the predictor on the fold's training
-rows with its options chosen there (:func:`synperf.model.fingerprint.fit_chosen`, correction capped at 5,000 rows,
-the protocols' cap), then refits the left-out GPU's constants on its short sweep of ``k`` rows
+rows with its options chosen there (:func:`synperf.model.fingerprint_choice.fit_chosen`, correction capped at
+5,000 rows, the protocols' cap), then refits the left-out GPU's constants on its short sweep of ``k`` rows
 (:func:`synperf.evaluation.fewshot.fingerprint_fewshot`, ``k`` in 0, 8, 32, seeds 0-2) and scores the rest: MAPE and
 the share of rows inside the 80% interval. Prints one row per (family, GPU) and the mean per family.
 """
@@ -29,7 +29,7 @@ from synperf.evaluation.baselines import add_baseline_columns  # noqa: E402
 from synperf.evaluation.fewshot import fingerprint_fewshot  # noqa: E402
 from synperf.evaluation.protocols import make_folds  # noqa: E402
 from synperf.lab import sample_problems  # noqa: E402
-from synperf.model.fingerprint import fit_chosen  # noqa: E402
+from synperf.model.fingerprint_choice import fit_chosen  # noqa: E402
 
 
 def main(argv=None) -> int:

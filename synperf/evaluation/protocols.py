@@ -379,7 +379,7 @@ def _iter_fold_predictions(table, folds, methods, registry, train_cfg, features,
                 seen_text = f"; seen GPUs {res.attrs['seen_path']}" if res.attrs.get("seen_path") else ""
                 budget = f"{chosen}{seen_text}; default {default}; {budget}"
             elif method == FINGERPRINT:
-                from synperf.model.fingerprint import fit_chosen
+                from synperf.model.fingerprint_choice import fit_chosen
 
                 fp_model = fit_chosen(tr, meta, registry, max_train_rows=fold_bcfg.max_train_rows, seed=seed,
                                       oof=False)

@@ -40,7 +40,7 @@ Sibling evidence (:meth:`FingerprintModel.sibling_evidence`)
     ``shift``, their latency with its spec-sheet roofline time replaced by the row's
     (:func:`synperf.evaluation.baselines.roofline_shift`).
 
-One way to choose (:func:`choose_options`, :func:`fit_chosen`)
+One way to choose (:mod:`synperf.model.fingerprint_choice`)
     Whether to correct, with which tree budget, and which sibling mode form one grid (:data:`GRID`, simplest first),
     scored by leaving each training GPU out (its constants predicted from the others, as for an unseen GPU); the
     first option within :data:`MARGIN` (5%) of the lowest mean MAPE wins. Nothing else is chosen here: the pipes,
@@ -345,6 +345,7 @@ class FingerprintModel:
     rule: str = "pooled"
     trees_args: dict = field(default_factory=dict)
     choice: dict = field(default_factory=dict)
+    unseen_q: dict = field(default_factory=dict)
     siblings: tuple = field(default=(), repr=False)
     use_sibling: str | None = None
 
@@ -500,7 +501,10 @@ class FingerprintModel:
     def interval(self, rows: pd.DataFrame, registry, level: float = 0.8) -> tuple[np.ndarray, np.ndarray]:
         """``(low, high)`` latency per row, microseconds: the prediction times the correction's out-of-fold
         residual quantiles (10%/90%, scaled by the normal quantile ratio for another ``level``), widened in
-        quadrature by the fingerprint's ``log_spread`` (see the module docstring).
+        quadrature by the fingerprint's ``log_spread`` (see the module docstring); for a GPU without training
+        rows, when :func:`synperf.model.fingerprint_choice.fit_chosen` recorded them (:attr:`unseen_q`), the
+        quantiles of the training GPUs' residuals when each was predicted from the others, of the same case (a GPU
+        of its class trained or not; sibling evidence or not).
 
         Raises:
             ValueError: the model was fitted without out-of-fold residuals.
@@ -514,61 +518,20 @@ class FingerprintModel:
         zs = norm.ppf(0.5 + level / 2)
         lo = -np.sqrt(lo ** 2 + (zs * spread) ** 2) if lo < 0 else lo - zs * spread
         hi = np.sqrt(hi ** 2 + (zs * spread) ** 2) if hi > 0 else hi + zs * spread
-        return pred * np.exp(lo), pred * np.exp(hi)
+        low, high = np.full(len(rows), lo), np.full(len(rows), hi)
+        if self.unseen_q:
+            gpus = rows["gpu"].astype(str).to_numpy()
+            new = ~np.isin(gpus, list(self.fitted))
+            if new.any():
+                sib = np.isfinite(self.sibling_evidence(rows, registry)[:, 0]) & (self.use_sibling is not None)
+                for g in np.unique(gpus[new]):
+                    found = class_pool(g, list(self.fitted), registry)[1].startswith("class")
+                    for used in (False, True):
+                        on = (gpus == g) & (sib == used)
+                        q = self.unseen_q.get((found, used), self.unseen_q[None])
+                        low[on], high[on] = q[0] * z, q[1] * z
+        return pred * np.exp(low), pred * np.exp(high)
 
 
 #: how a sibling's measurement of the same launch enters (:meth:`FingerprintModel.predict`)
 SIBLING_MODES = (None, "ratio", "shift")
-#: the options chosen per training set by :func:`choose_options`, simplest first: ``(name, options of
-#: FingerprintModel.fit, sibling mode)``: the fingerprint time alone, the correction with
-#: :data:`synperf.model.paths.RESIDUAL_TREES`, a larger budget; each without a sibling's measurement, with its
-#: ratio to its fingerprint time, with its roofline shift
-GRID = tuple((f"{name}{f' + sibling {sib}' if sib else ''}", opts, sib)
-             for name, opts in (("fingerprint only", {"correct": False}), ("correction 40x0.7", {}),
-                                ("correction 300x0.1", {"trees": {"max_iter": 300, "learning_rate": 0.1}}))
-             for sib in SIBLING_MODES)
-#: the simplest option within this relative margin of the lowest score is chosen
-MARGIN = 0.05
-
-
-def choose_options(rows: pd.DataFrame, meta: dict, registry, *, max_train_rows: int = 0, seed: int = 0,
-                   grid=GRID) -> tuple[str, dict, str | None, dict]:
-    """Choose among ``grid`` by leave one training GPU out: each GPU of ``rows`` is predicted by each option
-    fitted on the other GPUs' rows (its constants predicted, as for a GPU without measurements); an option scores
-    the mean over GPUs of its MAPE %; the first option within :data:`MARGIN` of the lowest wins. With one GPU
-    (no fold), the first option.
-
-    Returns:
-        ``(name, fit options, sibling mode, {name: score})``.
-    """
-    gpus = rows["gpu"].astype(str).to_numpy()
-    names = sorted(set(gpus))
-    if len(names) < 2:
-        return grid[0][0], dict(grid[0][1]), grid[0][2], {}
-    scores: dict[str, list] = {name: [] for name, _, _ in grid}
-    for h in names:
-        tr, te = rows[gpus != h], rows[gpus == h]
-        y = te["latency_us"].to_numpy(dtype="float64")
-        models: dict = {}
-        for name, opts, sib in grid:
-            key = repr(sorted(opts.items()))
-            if key not in models:
-                models[key] = FingerprintModel.fit(tr, meta, registry, max_train_rows=max_train_rows, seed=seed,
-                                                   oof=False, **opts)
-            pred = models[key].predict(te, registry, sibling=sib)
-            scores[name].append(float(np.mean(np.abs(pred / y - 1.0)) * 100.0))
-    mean = {k: float(np.mean(v)) for k, v in scores.items()}
-    best = min(mean.values())
-    name, opts, sib = next(c for c in grid if mean[c[0]] <= best * (1.0 + MARGIN))
-    return name, dict(opts), sib, mean
-
-
-def fit_chosen(rows: pd.DataFrame, meta: dict, registry, *, max_train_rows: int = 0, seed: int = 0,
-               oof: bool = True) -> FingerprintModel:
-    """:meth:`FingerprintModel.fit` on ``rows`` with the options :func:`choose_options` picks on the same rows;
-    the choice and its scores are kept in :attr:`FingerprintModel.choice`."""
-    name, opts, sib, scores = choose_options(rows, meta, registry, max_train_rows=max_train_rows, seed=seed)
-    model = FingerprintModel.fit(rows, meta, registry, max_train_rows=max_train_rows, seed=seed, oof=oof, **opts)
-    model.use_sibling = sib
-    model.choice = {"option": name, "scores_mape_pct": scores}
-    return model
