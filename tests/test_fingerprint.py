@@ -185,3 +185,23 @@ def test_few_shot_on_the_fingerprint_refits_the_constants_and_gets_better_with_m
     assert mape[0] > 2.0 and mape[32] < mape[8] < mape[0]
     assert (res.loc[res["k"] == 32, "n_eval_rows"] == 120 - 32).all()
     assert res["interval_coverage"].between(0, 1).all()
+
+
+def test_fit_chosen_picks_from_the_grid_and_an_unseen_gpu_takes_the_left_out_gpus_residuals(registry):
+    from synperf.model.fingerprint_choice import GRID, choose_options, fit_chosen
+
+    rng = np.random.default_rng(3)
+    rows = with_formula_latency(gemm_launches(list(TRUE), n=60), registry)
+    rows = rows.assign(latency_us=rows["latency_us"] * np.exp(rng.normal(0, 0.05, len(rows))))
+    name, opts, sib, scores, residuals = choose_options(rows, META, registry, seed=0)
+    assert set(scores) == {n for n, _, _ in GRID} and name in scores
+    # the first option within 5% of the lowest score
+    assert scores[name] <= 1.05 * min(scores.values())
+    assert all(scores[n] > 1.05 * min(scores.values()) for n, _, _ in GRID[:[g[0] for g in GRID].index(name)])
+    assert sorted(residuals["gpu"].unique()) == sorted(TRUE)
+    model = fit_chosen(rows, META, registry, seed=0)
+    assert model.choice["option"] == name and model.use_sibling == sib
+    new = gemm_launches(["l40"], seed=5, n=20)  # shapes no GPU measured: no sibling evidence
+    lo, hi = model.interval(new, registry)
+    q = model.unseen_q.get((True, False), model.unseen_q[None])
+    np.testing.assert_allclose(np.log(hi / lo), q[1] - q[0], rtol=1e-9)
