@@ -9,7 +9,7 @@ min_version("9.20")
 
 sys.path.insert(0, workflow.basedir)
 from synperf.data.checks import check_data_dir, check_references
-from synperf.data.download import load_manifest
+from synperf.data.download import E2E_PREFIXES, load_manifest
 from synperf.data.hardware import load_registry
 from synperf.evaluation.goals import CORE_FAMILIES
 from synperf.imports import code_closure
@@ -68,6 +68,7 @@ include: "rules/selection.smk"
 include: "rules/e2e.smk"
 include: "rules/ceiling.smk"
 include: "rules/fewshot.smk"
+include: "rules/deploy.smk"
 include: "rules/report.smk"
 include: "rules/profile.smk"
 include: "rules/characterize.smk"

@@ -23,9 +23,17 @@ def code_inputs(script):
 
 # ---- ingest
 def source_files(wildcards):
-    """The manifest's files of one source, under the configured data folder: the ingest rule's inputs."""
+    """The manifest's kernel-latency files of one source, under the configured data folder: the ingest rule's
+    inputs (the end-to-end inputs, E2E_PREFIXES, are the e2e rule's)."""
     prefix = f"{wildcards.source}/"
-    return [f"{config['public_data_dir']}/{p}" for p in MANIFEST if p.startswith(prefix)]
+    return [f"{config['public_data_dir']}/{p}" for p in MANIFEST
+            if p.startswith(prefix) and not p.startswith(E2E_PREFIXES)]
+
+
+def e2e_files():
+    """The manifest's end-to-end inputs (real runs, model configs, traces, collective tables) under the configured
+    data folder: the e2e rule's inputs."""
+    return [f"{config['public_data_dir']}/{p}" for p in MANIFEST if p.startswith(E2E_PREFIXES)]
 
 
 OWN_MEASUREMENTS = sorted(str(p) for p in Path(config["measurements_dir"]).glob("*/*.parquet"))
@@ -287,3 +295,23 @@ def characterize_local_target(wildcards):
             msg = no_gpu_message(msg)
         raise WorkflowError(f"characterize_local: {msg}") from None
     return f"{HARDWARE_DIR}/{gpu}.json"
+
+
+# ---- deploy models (rules/deploy.smk)
+DEPLOY_FILES = [
+    "path.json",
+    "path_residual.joblib",
+    "path_local.joblib",
+    "path_local_mlp.joblib",
+    "path_sources.parquet",
+    "intervals.json",
+]
+
+
+def deploy_outputs(experiments):
+    """The deploy target's files: each experiment's primary MLP and recorded path under models/deploy/."""
+    return [
+        f
+        for e in experiments
+        for f in [f"models/deploy/{e}/mlp"] + [f"models/deploy/{e}/{name}" for name in DEPLOY_FILES]
+    ]

@@ -4,6 +4,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821  (this checkout's synperf first)
 
+import functools
 import time
 
 from synperf.api import predict
@@ -20,7 +21,7 @@ def main():
     t0 = time.time()
     res = run_e2e_evaluation(sm.params.data_dir, sm.input.registry, models_dir, str(Path(sm.output.configs).parent),
                              dict(sm.params.e2e),
-                             predict_fn=predict,
+                             predict_fn=functools.partial(predict, models="evaluation"),
                              registry=registry)
     print(res["summary"].to_string(index=False))
     print(f"e2e: {len(res['configs'])} configurations in {time.time() - t0:.1f} s")

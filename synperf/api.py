@@ -224,6 +224,32 @@ def _check_feature_set(exp_dir: Path, feature_set: str) -> None:
                          f"trained: {trained}")
 
 
+#: the model sets :func:`predict` chooses from (``models``)
+MODEL_SETS = ("deploy", "evaluation")
+#: folder of the deploy models under the models folder (``<models_dir>/deploy/<experiment>``)
+DEPLOY_DIR = "deploy"
+
+
+def model_set_dir(models_dir: Path, experiment: str, models: str | None) -> tuple[Path, str]:
+    """The experiment folder of the model set ``models`` (``deploy``, ``evaluation`` or None: ``deploy`` where
+    ``<models_dir>/deploy/<experiment>`` records a path (``path.json``, naming its MLP folder), else
+    ``evaluation``) and the set's name.
+
+    Raises:
+        InputError: ``models`` not one of :data:`MODEL_SETS`, or ``deploy`` without a deploy model of
+            ``experiment`` (the message names the folder and the target that trains it).
+    """
+    if models is not None and models not in MODEL_SETS:
+        raise InputError(f"models = {models!r}; expected one of {sorted(MODEL_SETS)} or None")
+    deploy = models_dir / DEPLOY_DIR / experiment
+    has_deploy = (deploy / CHOICE_FILE).is_file()
+    if models == "deploy" and not has_deploy:
+        raise InputError(f"{deploy}: no deploy model of {experiment!r}; run `snakemake --cores all deploy` first")
+    if models != "evaluation" and has_deploy:
+        return deploy, "deploy"
+    return models_dir / experiment, "evaluation"
+
+
 #: launches :func:`predict` models at a time unless told (``chunk_rows``): the features, encoded features and path
 #: predictions of one chunk exist at once, so a call's peak memory grows with the chunk and the output columns, not
 #: with the launch count (``benchmarks/predict_memory.py`` measures it)
@@ -274,7 +300,7 @@ def check_chunk_rows(chunk_rows) -> int:
 def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, experiment: str | None = None,
             models_dir: str | os.PathLike | None = None, registry: Registry | None = None,
             feature_set: str | None = None, experiments: dict | None = None, chunk_rows: int | None = None,
-            progress: bool | Callable[[int, int], None] = False) -> pd.DataFrame:
+            progress: bool | Callable[[int, int], None] = False, models: str | None = None) -> pd.DataFrame:
     """Predict latency for many launches of one kernel family.
 
     Args:
@@ -286,6 +312,10 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
         experiment: model to use (default: :func:`route_experiment` by the rows' dtype: the experiment named like
             ``kernel`` when the config lists it as trained on that dtype, else the first one that is).
         models_dir: where trained models live (default: ``models_dir`` of :func:`default_paths`).
+        models: which model set of ``models_dir`` answers (:func:`model_set_dir`): ``deploy`` (trained on every
+            measured GPU, ``<models_dir>/deploy/<experiment>``, the ``deploy`` target), ``evaluation`` (the
+            evaluation models, ``<models_dir>/<experiment>``, trained on the seen GPUs only), or None: the deploy
+            model where the experiment has one, else the evaluation model.
         registry: the GPU registry (default: :func:`synperf.data.hardware.load_registry` of the ``registry``
             and ``measured_dir`` of :func:`default_paths`).
         experiments: the ``experiments`` block of the config the models in ``models_dir`` were trained with, which
@@ -322,7 +352,8 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
         (``intervals.json``); NaN otherwise.
 
     Raises:
-        InputError: ``chunk_rows`` not an integer >= 1, what :func:`launch_table` refuses, a dtype the experiment
+        InputError: ``chunk_rows`` not an integer >= 1, ``models`` not a model set or ``deploy`` without a deploy
+            model of the experiment, what :func:`launch_table` refuses, a dtype the experiment
             was not trained on (:func:`route_experiment`), a ``feature_set`` that is not one of
             :data:`synperf.model.features.FEATURE_SETS` or was not trained for the experiment, no trained model, or
             intervals recorded for another path than ``path.json``'s.
@@ -335,7 +366,7 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
     if experiments is None:
         experiments = _config(defaults["config"]).get("experiments") or {}
     experiment = route_experiment(kernel, table["dtype"], experiment, experiments)
-    exp_dir = Path(models_dir or defaults["models_dir"]) / experiment
+    exp_dir, model_set = model_set_dir(Path(models_dir or defaults["models_dir"]), experiment, models)
     if feature_set is not None:
         _check_feature_set(exp_dir, feature_set)
     choice = load_choice(exp_dir) if feature_set is None else None
@@ -366,7 +397,9 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
     del parts
     for c in pred.columns:
         out[c] = pred[c].to_numpy() if c == "source_gpu" else pred[c].array
+    out["model_set"] = model_set
     out.attrs["model_dir"] = str(model_dir)
+    out.attrs["model_set"] = model_set
     if choice is not None:
         out.attrs["path_choice"] = str(exp_dir / CHOICE_FILE)
         out.attrs["training_gpus"] = [str(g) for g in choice.get("training_gpus", [])]

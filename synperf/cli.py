@@ -15,17 +15,18 @@ architecture, no trained model, ...).
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 
 import pandas as pd
 
-from synperf.api import default_paths, progress_reporter
+from synperf.api import DEPLOY_DIR, MODEL_SETS, default_paths, predict, progress_reporter
 from synperf.data.hardware import load_registry
 from synperf.data.io import InputError
 from synperf.e2e._deps import default_registry
 from synperf.e2e.collectives import CollectiveModel
-from synperf.e2e.compose import Overhead, attention_path, compose_trace
+from synperf.e2e.compose import COLLECTIVES, Overhead, attention_path, compose_trace
 from synperf.e2e.model_config import load_model_config
 from synperf.e2e.workload import GROUP_ITERATIONS, POLICIES, Request, read_trace
 
@@ -86,16 +87,27 @@ def e2e(args: argparse.Namespace) -> int:
         raise InputError("TP/PP > 1 needs the collective tables: pass --collectives "
                          "PUBLIC_DATA/pipeweave/dataset/collective")
     overhead = Overhead.from_json(args.overhead) if args.overhead else Overhead()
+    extra = {} if args.models is None else {"predict_fn": functools.partial(predict, models=args.models)}
     res = compose_trace(model, reqs, args.gpu, tp=args.tp, pp=args.pp, max_batch=args.batch, policy=args.policy,
                         prefill_impl=attention_path(args.gpu, registry), group_iterations=args.group_iterations,
                         models_dir=args.models_dir, registry=registry, collectives=coll, overhead=overhead,
-                        progress=progress_reporter("pricing iterations (two passes)", "iterations", min_total=400))
+                        progress=progress_reporter("pricing iterations (two passes)", "iterations", min_total=400),
+                        **extra)
+    iv = res.intervals()
     batch = args.batch or len(reqs)
     print(f"{model.name} on {args.tp * args.pp} x {spec.name} ({args.gpu}), tp={args.tp} pp={args.pp}, "
           f"{len(reqs)} requests, batch {batch}, {len(res.iterations)} iterations")
-    print(f"prefill latency      {res.prefill_s:10.4f} s")
-    print(f"median decode step   {res.decode_step_s * 1e3:10.3f} ms")
-    print(f"total latency        {res.total_s:10.4f} s")
+    def bounds(lo, hi, scale, fmt):
+        return "" if pd.isna(lo) else f"   80% interval [{lo * scale:{fmt}}, {hi * scale:{fmt}}]"
+
+    print(f"prefill latency      {res.prefill_s:10.4f} s" + bounds(iv["prefill_low_s"], iv["prefill_high_s"], 1,
+                                                                     ".4f"))
+    print(f"median decode step   {res.decode_step_s * 1e3:10.3f} ms"
+          + bounds(iv["decode_step_low_s"], iv["decode_step_high_s"], 1e3, ".3f"))
+    print(f"total latency        {res.total_s:10.4f} s" + bounds(iv["total_low_s"], iv["total_high_s"], 1, ".4f"))
+    if not pd.isna(iv["total_low_s"]):
+        print("(intervals: kernel errors fully correlated within a family, independent across families; "
+              "docs/e2e.md)")
     if not args.overhead:
         print("(no framework overhead: pass --overhead results/e2e/overhead.json for the fitted a + b*batch)")
     else:
@@ -104,10 +116,20 @@ def e2e(args: argparse.Namespace) -> int:
     print("share of time per family:")
     for fam, share in res.family_shares().items():
         print(f"  {fam:20s} {share * 100:6.1f} %")
-    print("models used:")
+    print("models used (model set, trained on this GPU or unseen):")
     for r in res.models.itertuples(index=False):
-        print(f"  {r.family:20s} {r.model}" + (f"  [{r.path}]" if r.path else ""))
+        flag = "" if r.family in COLLECTIVES else ("trained" if r.training_gpu else "unseen")
+        print(f"  {r.family:20s} {model_set_of(r.model):10s} {flag:8s} {r.model}" + (f"  [{r.path}]" if r.path else ""))
     return 0
+
+
+def model_set_of(model_dir: str) -> str:
+    """``deploy`` for a model folder under a ``deploy/`` folder (:data:`synperf.api.DEPLOY_DIR`), ``evaluation``
+    for another model folder, empty for a collective model's description."""
+    p = Path(model_dir)
+    if not p.is_absolute() and not p.exists():
+        return ""
+    return "deploy" if DEPLOY_DIR in p.parts else "evaluation"
 
 
 def _int_list(arg: str, flag: str) -> list[int]:
@@ -145,8 +167,11 @@ def plan_cmd(args: argparse.Namespace) -> int:
     needs_comm = max(tps) > 1 or max(pps) > 1
     coll = _collectives(args.collectives, registry, args.config) if needs_comm else None
     overhead = Overhead.from_json(args.overhead) if args.overhead else Overhead()
+    fn = None if args.models is None else functools.partial(lambda *a, **k: planmod.predict(*a, **k),
+                                                            models=args.models)
     df = planmod.plan(model, reqs, gpus, tps, pps, registry=registry, max_batch=max_batch, policy=args.policy,
-                      collectives=coll, overhead=overhead, models_dir=args.models_dir, prices=prices)
+                      collectives=coll, overhead=overhead, models_dir=args.models_dir, prices=prices,
+                      predict_fn=fn, gpu_memory_utilization=args.gpu_memory_utilization)
     if args.format == "csv":
         sys.stdout.write(df.to_csv(index=False))
     elif args.format == "json":
@@ -156,6 +181,10 @@ def plan_cmd(args: argparse.Namespace) -> int:
               f"{sum(r.prompt_tokens for r in reqs)} prompt and {sum(r.output_tokens for r in reqs)} output tokens"
               + ("" if args.overhead else " (no framework overhead: pass --overhead)"))
         print(planmod.format_table(df))
+        sets = sorted({s for v in df["model_set"].dropna() for s in str(v).split("+")})
+        print(f"model set: {', '.join(sets) or '-'} (deploy: trained on every measured GPU; evaluation: "
+              "trained on the seen GPUs only); intervals: 80%, kernel errors fully correlated within a family, "
+              f"independent across families; memory: need / {args.gpu_memory_utilization:g} x GPU memory")
     if args.plot:
         planmod.plot(df, args.plot, title=model.name)
     return 0
@@ -193,8 +222,11 @@ def predict_cmd(args: argparse.Namespace) -> int:
                 raise InputError(f"--param {it}: expected key=value, e.g. m=4096")
             params[key.strip()] = _param_value(val.strip())
     registry = load_registry(args.registry) if args.registry else None
-    out = predict(args.kernel, params, args.gpu, models_dir=args.models_dir, registry=registry)
-    text = out.to_csv(index=False)
+    out = predict(args.kernel, params, args.gpu, models_dir=args.models_dir, registry=registry, models=args.models)
+    empty = [c for c in out.columns if out[c].isna().all() or (out[c].astype(str) == "").all()]
+    if empty:   # e.g. no interval recorded, no unknown category, no transfer source: said once on stderr
+        print(f"synperf predict: left out columns empty on every row: {', '.join(empty)}", file=sys.stderr)
+    text = out.drop(columns=empty).to_csv(index=False)
     if args.out:
         Path(args.out).write_text(text)
     else:
@@ -202,16 +234,17 @@ def predict_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-#: registry fields ``synperf gpus`` lists after the id, in order: memory in GB, DRAM bandwidth in GB/s, the dense
+#: registry fields ``synperf gpus`` lists after the id, in order: the class (compute capability, memory family HBM
+#: or GDDR, :attr:`synperf.data.hardware.GPUSpec.gpu_class`), memory in GB, DRAM bandwidth in GB/s, the dense
 #: Tensor Core peaks in TFLOP/s (None where the GPU lacks the format)
-GPU_COLUMNS = ("architecture", "compute_capability", "memory_gb", "memory_type", "sm_count", "dram_bw_gbps",
+GPU_COLUMNS = ("architecture", "compute_capability", "memory_family", "memory_gb", "memory_type", "sm_count",
+               "dram_bw_gbps",
                "dense_fp16_tflops", "dense_bf16_tflops", "dense_fp8_tflops", "dense_tf32_tflops")
 
 
 def gpu_table(registry, config: dict, root: str | Path) -> pd.DataFrame:
     """One row per registry GPU (the registry's order): ``id``, the datasheet values of :data:`GPU_COLUMNS`
-    (``config/gpus.yaml``, also where a measured hardware file replaced one; ``memory_type`` None where the
-    registry has none) and where the GPU has measurements:
+    (``config/gpus.yaml``, also where a measured hardware file replaced one) and where the GPU has measurements:
 
     * ``experiments``: how many experiments of the config's ``experiments`` name the GPU as seen or unseen (their
       ``sources``, mostly the public data, measured it);
@@ -230,7 +263,7 @@ def gpu_table(registry, config: dict, root: str | Path) -> pd.DataFrame:
     rows = []
     for gid, spec in registry.gpus.items():
         sheet = spec.datasheet()
-        row = {"id": gid, **{c: sheet.raw.get(c) if c == "memory_type" else getattr(sheet, c) for c in GPU_COLUMNS}}
+        row = {"id": gid, **{c: getattr(sheet, c) for c in GPU_COLUMNS}}
         kernels = sorted(f.stem for f in (meas / gid).glob("*.parquet")) if (meas / gid).is_dir() else []
         rows.append({**row, "experiments": named.count(gid), "own_kernels": "+".join(kernels),
                      "hardware_measured": gid in registry.measured_files})
@@ -260,7 +293,15 @@ def gpus(args: argparse.Namespace) -> int:
     return 0
 
 
+def _models_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--models", choices=MODEL_SETS, default=None,
+                        help="model set: deploy (trained on every measured GPU, `snakemake deploy`) or evaluation "
+                             "(seen GPUs only); default deploy where an experiment has one, else evaluation")
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from synperf.e2e import plan as planmod
+
     ap = argparse.ArgumentParser(prog="synperf", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
     e = sub.add_parser("e2e", help="predict end-to-end serving latency of a request trace")
@@ -281,6 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="pipeline config whose e2e.collective_gpu_map names the tables' GPUs (default: "
                         "config/config.yaml of this checkout)")
     e.add_argument("--overhead", default=None, help="overhead.json with a_s, b_s (from the e2e evaluation)")
+    _models_arg(e)
     e.set_defaults(func=e2e)
     g = sub.add_parser("gpus", help="list the GPU registry: specs and which GPUs have measurements")
     g.add_argument("--format", choices=("table", "csv", "json"), default="table")
@@ -311,6 +353,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", default=None, help="pipeline config with e2e.collective_gpu_map (default: "
                    "config/config.yaml of this checkout)")
     p.add_argument("--overhead", default=None, help="overhead.json with a_s, b_s (from the e2e evaluation)")
+    p.add_argument("--gpu-memory-utilization", type=float, default=planmod.GPU_MEMORY_UTILIZATION,
+                   help="share of each GPU's memory the engine may use (vLLM's default "
+                        f"{planmod.GPU_MEMORY_UTILIZATION}); a configuration needing more does not fit")
+    _models_arg(p)
     p.set_defaults(func=plan_cmd)
     k = sub.add_parser("predict", help="predict kernel launch latencies (CSV out)")
     k.add_argument("--kernel", required=True, help="kernel family, e.g. gemm")
@@ -321,6 +367,7 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--out", default=None, help="write the CSV here (default: stdout)")
     k.add_argument("--models-dir", default=None, help="trained models (default: models/ of this checkout)")
     k.add_argument("--registry", default=None, help="GPU registry (default config/gpus.yaml)")
+    _models_arg(k)
     k.set_defaults(func=predict_cmd)
     from synperf.model.moe_configs import add_cli
 

@@ -133,3 +133,36 @@ def vidur_gemm(public_data, registry, ingest_config, tmp_path_factory):
     experiment_features(str(d / "m.parquet"), "gemm", exp, str(registry.path),
                         {"v2": (str(d / "f.parquet"), str(d / "f.json"))}, 0)
     return read_table(d / "f.parquet"), json.loads((d / "f.json").read_text())
+
+
+def need_output(path: Path) -> Path:
+    """``path``, an output of the main job (``models/``, ``results/``): skip without it, fail under
+    SYNPERF_REQUIRE_OUTPUTS=1 (set by ``.ci/run`` after the main job)."""
+    if not path.exists():
+        if os.environ.get("SYNPERF_REQUIRE_OUTPUTS") == "1":
+            pytest.fail(f"{path} missing after the main job")
+        pytest.skip(f"{path} not found: run `snakemake --cores all` first")
+    return path
+
+
+def train_tiny_model(kernel: str, launches, registry, save_to: list[Path]):
+    """A small efficiency MLP (2 epochs, 8 hidden units, feature set v2) of ``kernel`` on synthetic latencies
+    (theoretical time / an efficiency drawn in [0.2, 0.6], seed 0) of ``launches`` (a ``gpu`` column plus the
+    family's parameters), its ``train_gpus`` the launches' GPUs, saved in every folder of ``save_to``."""
+    import numpy as np
+    import pandas as pd
+
+    from synperf.api import launch_table
+    from synperf.model.estimator import TrainConfig, train
+    from synperf.model.features import build_features
+
+    rng = np.random.default_rng(0)
+    table = launch_table(kernel, launches.drop(columns="gpu"), launches["gpu"].tolist(), registry)
+    ff = build_features(table, registry, "v2")
+    lat = ff.frame["theoretical_time_us"] / rng.uniform(0.2, 0.6, len(table))
+    model = train(ff, lat, pd.Series(np.arange(len(table)) % 7), TrainConfig(max_epochs=2, hidden_sizes=[8]),
+                  extra_meta={"feature_set": "v2", "train_gpus": sorted(launches["gpu"].unique())},
+                  log=lambda *a: None)
+    for d in save_to:
+        model.save(d)
+    return model

@@ -65,22 +65,28 @@ def test_nearest_scaled_uses_the_peak_ratio_for_a_compute_bound_shape(registry):
     assert pred[0] == pytest.approx(1200.0 * ratio, rel=1e-12)
 
 
-def test_nearest_source_prefers_the_same_architecture_then_the_closest_specs(registry):
+def test_nearest_source_prefers_the_same_class_then_the_closest_specs(registry):
     shape = [(256, 4096, 4096)]
-    train = gemm_rows(["a100_sxm4_80gb", "h100_sxm", "b200"], shape)
-    test = gemm_rows(["h200_sxm", "a40", "gb200", "l40s"], shape)
+    train = gemm_rows(["a100_sxm4_80gb", "h100_sxm", "b200", "a40"], shape)
+    test = gemm_rows(["h200_sxm", "a10", "gb200", "l40s", "a100_pcie_40gb", "rtx_pro_6000_blackwell_server"], shape)
     src = B.nearest_sources(train, test, registry)
     got = dict(zip(test["gpu"], src["src_gpu"]))
-    assert got["h200_sxm"] == "h100_sxm"          # Hopper sibling
-    assert got["a40"] == "a100_sxm4_80gb"         # Ampere, although H100 is also measured
-    assert got["gb200"] == "b200"                 # Blackwell sibling
-    # Ada has no seen sibling: the closest (ln peak, ln bandwidth) among all
-    l40s = registry["l40s"]
-    dist = {g: np.hypot(np.log(l40s.peak_tflops("bfloat16") / registry[g].peak_tflops("bfloat16")),
-                        np.log(l40s.dram_bw_gbps / registry[g].dram_bw_gbps))
-            for g in ("a100_sxm4_80gb", "h100_sxm", "b200")}
-    assert got["l40s"] == min(dist, key=dist.get)
-    assert src["same_architecture"].tolist() == [True, True, True, False]
+    assert got["h200_sxm"] == "h100_sxm"          # class (9.0, HBM)
+    assert got["a10"] == "a40"                    # (8.6, GDDR), although A100 (8.0, HBM) is also measured
+    assert got["gb200"] == "b200"                 # (10.0, HBM)
+    assert got["l40s"] == "a40"                   # sm_89 and sm_86 share major version 8 and GDDR
+    assert got["a100_pcie_40gb"] == "a100_sxm4_80gb"
+    # RTX PRO 6000 (12.0, GDDR7) has no seen GPU of its class (B200 is 10.0 HBM3e): the closest
+    # (ln peak, ln bandwidth) among all
+    pro = registry["rtx_pro_6000_blackwell_server"]
+    dist = {g: np.hypot(np.log(pro.peak_tflops("bfloat16") / registry[g].peak_tflops("bfloat16")),
+                        np.log(pro.dram_bw_gbps / registry[g].dram_bw_gbps))
+            for g in ("a100_sxm4_80gb", "h100_sxm", "b200", "a40")}
+    assert got["rtx_pro_6000_blackwell_server"] == min(dist, key=dist.get)
+    assert src["same_class"].tolist() == [True, True, True, True, True, False]
+    # without A40, L40S (GDDR) has no class sibling among the HBM parts
+    src = B.nearest_sources(train[train["gpu"] != "a40"], test, registry)
+    assert src["same_class"].tolist() == [True, False, True, False, True, False]
 
 
 def test_coverage_counts_nans_and_uncovered_shapes_are_nan(registry):

@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import GPUS
+from conftest import GPUS, train_tiny_model
 
 from synperf.data.io import InputError
 from synperf.evaluation import ceiling as C
@@ -132,11 +132,6 @@ def test_fold_guard_rejects_target_measurements():
 def tiny_models(tmp_path_factory, registry):
     """A small fused-MoE efficiency model (2 epochs) on synthetic sweep rows of a40 and h20, saved where
     :func:`synperf.api.predict` finds it: ``<dir>/fused_moe_pipeweave/v2-all`` (and ``<dir>/logo_l40/v2-all``)."""
-    from synperf.api import launch_table
-    from synperf.model.estimator import TrainConfig, train
-    from synperf.model.features import build_features
-
-    rng = np.random.default_rng(0)
     g = M.grid_configs().sample(40, random_state=0)
     rows = []
     for gpu in ("a40", "h20"):
@@ -145,15 +140,9 @@ def tiny_models(tmp_path_factory, registry):
                 rows.append({"gpu": gpu, "num_tokens": t, "num_experts": 8, "topk": 2, "hidden_size": 1024,
                              "inter_size": 512, "moe_stage": "w13", "dtype": "bfloat16", "distribution": "random",
                              **{col: c[k] for k, col in zip(M.CONFIG_KEYS, M.CONFIG_COLUMNS)}})
-    df = pd.DataFrame(rows)
-    table = launch_table("fused_moe", df.drop(columns="gpu"), df["gpu"].tolist(), registry)
-    ff = build_features(table, registry, "v2")
-    lat = ff.frame["theoretical_time_us"] / rng.uniform(0.2, 0.6, len(table))
     d = tmp_path_factory.mktemp("models")
-    model = train(ff, lat, pd.Series(np.arange(len(table)) % 7), TrainConfig(max_epochs=2, hidden_sizes=[8]),
-                  extra_meta={"feature_set": "v2", "train_gpus": ["a40", "h20"]}, log=lambda *a: None)
-    for exp in ("fused_moe_pipeweave", "logo_l40", "logo_h20"):
-        model.save(d / exp / "v2-all")
+    train_tiny_model("fused_moe", pd.DataFrame(rows), registry,
+                     [d / exp / "v2-all" for exp in ("fused_moe_pipeweave", "logo_l40", "logo_h20")])
     return d
 
 
@@ -183,7 +172,6 @@ def test_cli_writes_a_file_vllm_loads_for_an_unmeasured_gpu(tiny_models, tmp_pat
     with open(path) as f:                                       # vLLM's get_moe_configs
         configs = {int(key): val for key, val in json.load(f).items()}
     assert sorted(configs) == list(M.VLLM_BATCH_SIZES)
-    from conftest import GPUS as _  # noqa: F401
 
     from synperf.data.hardware import load_registry
 

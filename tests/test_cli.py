@@ -46,6 +46,8 @@ def test_gpus_lists_the_registry_and_the_measurements(checkout, capsys):
     assert (h["sm_count"], h["dense_bf16_tflops"]) == (132, 989.4)
     assert h["dram_bw_gbps"] == 3350.0                       # the datasheet value, not the measured 3000 GB/s
     assert rows["a100_sxm4_80gb"]["dense_fp8_tflops"] is None             # no FP8 on Ampere
+    assert [rows[g]["memory_family"] for g in ("h100_sxm", "l40s", "rtx_pro_6000_blackwell_server")] == [
+        "HBM", "GDDR", "GDDR"]
     assert (h["experiments"], h["own_kernels"], h["hardware_measured"]) == (2, "gemm+rmsnorm", True)
     assert [(rows[g]["experiments"], rows[g]["own_kernels"], rows[g]["hardware_measured"])
             for g in ("l40s", "b200", "h200_sxm")] == [(1, "", False), (1, "", False), (0, "", False)]

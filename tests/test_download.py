@@ -93,5 +93,11 @@ def test_manifest_rebuild_reproduces_the_shipped_manifest(public_data, tmp_path,
     assert sorted(rebuilt) == sorted(load_manifest(shipped))
     assert "pipeweave/pipetuning_test/demo/topk_underperforming_L40.csv" in rebuilt
     assert "pipeweave/pipetuning_test/moe_dse/improve/improvement_sglang_detail.csv" in rebuilt
+    # the end-to-end inputs: every real run, model config, request trace and collective table
+    for folder, pattern in (("pipeweave/e2e/real", "*.jsonl"), ("pipeweave/config", "*.json"),
+                            ("pipeweave/workload", "*.csv"), ("pipeweave/dataset/collective", "*/*.csv")):
+        local = sorted(str(p.relative_to(public_data)) for p in (public_data / folder).glob(pattern))
+        assert local and set(local) <= set(rebuilt), folder
+    assert "pipeweave/dataset/collective/RTX 6000 Ada/all_reduce.csv" in rebuilt
     assert (tmp_path / "m.yaml").read_text() == shipped.read_text()
     assert capsys.readouterr().out == f"{tmp_path / 'm.yaml'}: {len(rebuilt)} files\n"

@@ -61,7 +61,7 @@ def test_worker_scaling_and_proxies(model):
     t4 = model.latency_us("all_reduce", 2**24, 4, "h100_sxm")[0]
     assert model.latency_us("all_reduce", 2**24, 8, "h100_sxm")[0] == pytest.approx(t4 * 7 / 6)
     assert "ring factor" in model.describe("all_reduce", 8, "h100_sxm")
-    # H200 (no table): same NVLink4 900 GB/s and architecture as H100 -> H100's curve unscaled
+    # H200 (no table): same NVLink4 900 GB/s and class (9.0, HBM) as H100 -> H100's curve unscaled
     assert model.latency_us("all_reduce", 2**24, 4, "h200_sxm")[0] == pytest.approx(t4)
     assert model.describe("all_reduce", 4, "h200_sxm").startswith("proxy h100_sxm")
     # B200 (NVLink5 1800 GB/s): a 900 GB/s Hopper table with 8 workers (H20); bandwidth part halved

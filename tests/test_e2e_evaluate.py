@@ -119,6 +119,39 @@ def test_run_e2e_evaluation(public_data, tmp_path, e2e_config):
     assert ov["a_s"] >= 0 and ov["b_s"] >= 0 and len(ov["fitted_on"]) == 18
     m = pd.read_csv(tmp_path / "e2e_models.csv")
     assert set(m.loc[m["config"].str.endswith("/H100") & (m["family"] == "attention_prefill"), "path"]) == {"fa3"}
+    # the fake predictor gives no interval: no bound, no coverage
+    assert c["total_low_s"].isna().all() and c["total_in_interval"].isna().all()
+    assert s["interval_coverage_pct"].isna().all()
+
+
+class BandPredictor(FakePredictor):
+    """FakePredictor with an interval of [0.2, 5] x the point on GEMM and attention launches, none elsewhere."""
+
+    def __call__(self, kernel, params, gpu, **kw):
+        out = super().__call__(kernel, params, gpu, **kw)
+        if kernel in ("gemm", "attention_prefill", "attention_decode"):
+            out["predicted_latency_low_us"] = out["predicted_latency_us"] * 0.2
+            out["predicted_latency_high_us"] = out["predicted_latency_us"] * 5.0
+        return out
+
+
+def test_e2e_evaluation_scores_interval_coverage(public_data, tmp_path, e2e_config):
+    res = run_e2e_evaluation(public_data, None, None, tmp_path, e2e_config, predict_fn=BandPredictor())
+    c = res["configs"]
+    assert (c["total_low_s"] < c["total_predicted_s"]).all() and (c["total_predicted_s"] < c["total_high_s"]).all()
+    inside = (c["total_low_s"] <= c["total_measured_s"]) & (c["total_measured_s"] <= c["total_high_s"])
+    assert c["total_in_interval"].astype(bool).tolist() == inside.tolist()
+    s = res["summary"].set_index("metric")
+    assert s.loc["total", "interval_coverage_pct"] == pytest.approx(inside.mean() * 100)
+    from synperf.reporting.e2e_report import e2e_section
+
+    md = "\n".join(e2e_section(str(tmp_path / "e2e_summary.csv"), str(tmp_path / "e2e_configs.csv"),
+                               str(tmp_path / "e2e_breakdown.csv"), str(tmp_path / "overhead.json"), "f.png"))
+    assert "measured in 80% interval %" in md and "total in 80% interval %" in md
+    h100 = c[c["gpu"] == "H100"]
+    cov = round(float(h100["total_in_interval"].astype(bool).mean() * 100))
+    row = next(line for line in md.splitlines() if line.startswith(f"| H100 | {len(h100)} |"))
+    assert row.rstrip(" |").endswith(f"| {float(cov)}"), row
 
 
 def test_report_section_states_the_mape_beside_the_paper(tmp_path):

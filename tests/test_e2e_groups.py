@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from conftest import need_output
 from test_e2e_compose import FakePredictor
-from test_predict_chunks import MODELS, _need
+from test_predict_chunks import MODELS
 
 from synperf.e2e._deps import InputError
 from synperf.e2e.collectives import CollectiveModel
@@ -49,7 +50,7 @@ def test_grouped_trace_equals_the_whole_workload_with_collectives(public_data, r
 
 def test_grouped_trace_equals_the_whole_workload_with_the_trained_models(public_data, registry):
     for family in ("gemm", "attention_prefill", "attention_decode", "rmsnorm", "silu_mul"):
-        _need(MODELS / family / "path.json")
+        need_output(MODELS / family / "path.json")
     pw = public_data / "pipeweave"
     model = load_model_config(pw / "config/Qwen2.5-14B.json")
     reqs = read_trace(pw / "workload/arxiv_8.csv")

@@ -77,3 +77,37 @@ def test_a_mig_slice_is_not_advised_into_the_full_gpu_entry(registry):
     msg = unknown_gpu_message(name, "abcd", "config/gpus.yaml")
     assert "MIG slice" in msg and "add the name to the entry of the same model" not in msg
     assert "add the name to the entry of the same model" in unknown_gpu_message("NVIDIA X1", "ab", "g.yaml")
+
+
+def test_memory_type_and_compute_capability_match_the_reference(registry, reference):
+    ref = pd.read_csv(reference / "gpu_specs.csv", dtype={"compute_capability": str}).set_index("id")
+    for gid, row in ref.iterrows():
+        assert registry[gid].memory_type == row["memory_type"], gid
+        assert registry[gid].compute_capability == row["compute_capability"], gid
+
+
+def test_every_gpu_cites_a_compute_capability_table(registry):
+    for spec in registry.gpus.values():
+        assert any("arch_traits.h" in u or "compute-capabilities" in u for u in spec.raw["sources"]["specs"]), spec.id
+
+
+def test_gpu_class(registry):
+    assert registry["l40s"].gpu_class == ("8.9", "GDDR")
+    assert registry["h100_sxm"].gpu_class == ("9.0", "HBM")
+    assert registry["a100_pcie_40gb"].gpu_class == ("8.0", "HBM")  # HBM2
+    assert registry["rtx_pro_6000_blackwell_server"].gpu_class == ("12.0", "GDDR")  # GDDR7
+    same = lambda a, b: registry[a].same_class(registry[b])  # noqa: E731
+    assert same("h100_sxm", "h20") and same("h100_sxm", "h200_sxm") and same("b200", "b300")
+    assert same("l40s", "a40")  # sm_89 and sm_86: one major version, both GDDR
+    assert not same("h100_sxm", "l40s") and not same("a100_sxm4_80gb", "a40")
+    assert not same("b200", "rtx_pro_6000_blackwell_server") and not same("v100_pcie_32gb", "t4")
+
+
+@pytest.mark.parametrize("value", ["HBM4", "gddr6", None])
+def test_unknown_memory_type_names_the_gpu_and_key(tmp_path, value):
+    doc = yaml.safe_load(GPUS.read_text())
+    doc["gpus"]["l40s"]["memory_type"] = value
+    path = tmp_path / "gpus.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(InputError, match=r"gpus[./]l40s[./]memory_type"):
+        load_registry(path)

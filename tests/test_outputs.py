@@ -7,12 +7,12 @@ These need the outputs of `snakemake --cores all`; without them they skip, unles
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
+from conftest import need_output
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIG = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
@@ -26,19 +26,11 @@ def primary(experiment: str) -> str:
     return primary_feature_set(CONFIG["experiments"][experiment], PRIMARY)
 
 
-def _need(path: Path) -> Path:
-    if not path.exists():
-        if os.environ.get("SYNPERF_REQUIRE_OUTPUTS") == "1":
-            pytest.fail(f"{path} missing after the main job")
-        pytest.skip(f"{path} not found: run `snakemake --cores all` first")
-    return path
-
-
 @pytest.mark.parametrize("experiment", sorted(CONFIG["experiments"]))
 def test_no_model_trained_on_an_unseen_gpu(experiment):
     exp = CONFIG["experiments"][experiment]
     metas = sorted((REPO / "models" / experiment).glob("*/meta.json"))
-    _need(REPO / "models" / experiment / f"{primary(experiment)}-all" / "meta.json")
+    need_output(REPO / "models" / experiment / f"{primary(experiment)}-all" / "meta.json")
     for path in metas:
         meta = json.loads(path.read_text())
         assert set(meta["train_gpus"]) <= set(exp["seen"]), path
@@ -49,9 +41,10 @@ def test_no_model_trained_on_an_unseen_gpu(experiment):
 def test_no_heldout_problem_in_training_and_leak_check_clean(experiment):
     from synperf.data.io import read_table
 
-    rep = json.loads(_need(REPO / "results" / "leak_check" / primary(experiment) / f"{experiment}.json").read_text())
+    rep = json.loads(need_output(REPO / "results" / "leak_check" / primary(experiment) / f"{experiment}.json")
+                     .read_text())
     assert rep["ok"] and not any(rep["leaks"].values())
-    t = read_table(_need(REPO / "results" / "features" / primary(experiment) / f"{experiment}.parquet"),
+    t = read_table(need_output(REPO / "results" / "features" / primary(experiment) / f"{experiment}.parquet"),
                    columns=["gpu", "split", "problem_key", "source_file"])
     train = t[t.split == "train"]
     assert not np.isin(train["problem_key"], t.loc[t.split == "test_seen", "problem_key"]).any()
@@ -62,7 +55,7 @@ def test_no_heldout_problem_in_training_and_leak_check_clean(experiment):
 
 
 def test_selection_chose_the_configured_primary_feature_set():
-    choice = json.loads(_need(REPO / "results" / "selection" / "choice.json").read_text())
+    choice = json.loads(need_output(REPO / "results" / "selection" / "choice.json").read_text())
     assert choice["configured"] == PRIMARY
     assert choice["agrees"], (f"leave-one-seen-GPU-out selection chose {choice['chosen']}, the config says "
                               f"{PRIMARY}: set feature_set to the chosen one")
@@ -77,8 +70,9 @@ def test_models_train_with_the_recipe_their_experiment_chose(experiment):
     recipes = (CONFIG.get("selection") or {}).get("recipes")
     if not recipes:
         pytest.skip("no training recipes configured")
-    choice = json.loads(_need(REPO / "results" / "selection" / experiment / "recipe.json").read_text())
-    meta = json.loads(_need(REPO / "models" / experiment / f"{primary(experiment)}-all" / "meta.json").read_text())
+    choice = json.loads(need_output(REPO / "results" / "selection" / experiment / "recipe.json").read_text())
+    meta = json.loads(need_output(REPO / "models" / experiment / f"{primary(experiment)}-all" / "meta.json")
+                      .read_text())
     assert meta["recipe"] == choice["chosen"] and meta["feature_set"] == primary(experiment)
     for key, value in choice["overrides"].items():
         assert meta["train_config"][key] == value, (experiment, key)
@@ -94,13 +88,13 @@ def test_prediction_path_sources_are_training_rows_of_seen_gpus(experiment):
     from synperf.evaluation.split import problem_key
 
     exp = CONFIG["experiments"][experiment]
-    choice = json.loads(_need(REPO / "models" / experiment / "path.json").read_text())
+    choice = json.loads(need_output(REPO / "models" / experiment / "path.json").read_text())
     assert set(choice["training_gpus"]) <= set(exp["seen"])
     if not choice.get("sources"):
         return
     src = pd.read_parquet(REPO / "models" / experiment / choice["sources"])
     assert set(src["gpu"]) <= set(exp["seen"])
-    t = read_table(_need(REPO / "results" / "features" / primary(experiment) / f"{experiment}.parquet"))
+    t = read_table(need_output(REPO / "results" / "features" / primary(experiment) / f"{experiment}.parquet"))
     held = set(t.loc[t.split == "test_seen", "problem_key"])
     assert not set(problem_key(src, CONFIG["seed"]).to_numpy()) & held
     assert len(src) == int((t.split == "train").sum())
@@ -116,12 +110,12 @@ def test_the_recorded_path_follows_its_scores_and_a_default_that_no_unseen_gpu_i
     from synperf.evaluation.path_selection import ZERO_SHOT, choose_paths
 
     exp = CONFIG["experiments"][experiment]
-    choice = json.loads(_need(REPO / "models" / experiment / "path.json").read_text())
+    choice = json.loads(need_output(REPO / "models" / experiment / "path.json").read_text())
     d = choice["default"]
     for row in d["experiments"]:
         other = CONFIG["experiments"][row["experiment"]]
         assert not set(other["seen"]) & set(exp.get("unseen") or []), row["experiment"]
-        sc = pd.read_csv(_need(REPO / "results" / "selection" / row["experiment"] / "paths.csv"))
+        sc = pd.read_csv(need_output(REPO / "results" / "selection" / row["experiment"] / "paths.csv"))
         mean = sc.groupby("path")["mape_pct"].mean()
         assert all(row[b] == pytest.approx(mean[b], rel=1e-9) for b in ZERO_SHOT)
     scores = pd.DataFrame(choice["scores"])
@@ -133,8 +127,8 @@ def test_the_recorded_path_follows_its_scores_and_a_default_that_no_unseen_gpu_i
 def test_prediction_intervals_belong_to_the_recorded_path_and_come_from_seen_gpus(experiment):
     """The intervals `predict` gives must be those of the path it uses, fitted on leave-one-seen-GPU-out rows."""
     exp = CONFIG["experiments"][experiment]
-    choice = json.loads(_need(REPO / "models" / experiment / "path.json").read_text())
-    rec = json.loads(_need(REPO / "models" / experiment / "intervals.json").read_text())
+    choice = json.loads(need_output(REPO / "models" / experiment / "path.json").read_text())
+    rec = json.loads(need_output(REPO / "models" / experiment / "intervals.json").read_text())
     assert rec["path"] == choice["path"]
     cov = rec["cross_fold_coverage"]
     assert {r["gpu"] for r in cov} <= set(exp["seen"])
@@ -152,14 +146,14 @@ def test_fewshot_rows_keep_seen_and_unseen_apart_and_match_the_chosen_path(exper
     from synperf.pipeline.fewshot import fewshot_rows
 
     exp = CONFIG["experiments"][experiment]
-    rows = fewshot_rows(pd.read_parquet(_need(REPO / "results" / "selection" / experiment / "path_rows.parquet")),
-                        pd.read_parquet(_need(REPO / "results" / "protocols" / f"{experiment}_rows.parquet")),
-                        load_choice(_need(REPO / "models" / experiment)), experiment)
+    rows = fewshot_rows(pd.read_parquet(need_output(REPO / "results" / "selection" / experiment / "path_rows.parquet")),
+                        pd.read_parquet(need_output(REPO / "results" / "protocols" / f"{experiment}_rows.parquet")),
+                        load_choice(need_output(REPO / "models" / experiment)), experiment)
     role = rows["role"].astype(str)
     assert set(rows.loc[role == "seen_losgo", "gpu"]) <= set(exp["seen"])
     assert set(rows.loc[role == "unseen", "gpu"]) == set(exp["unseen"])
     # the unseen predictions are the chosen path's: the configured split's `synperf` MAPE per unseen GPU
-    prot = pd.read_csv(_need(REPO / "results" / "protocols" / f"{experiment}.csv"))
+    prot = pd.read_csv(need_output(REPO / "results" / "protocols" / f"{experiment}.csv"))
     ref = prot[(prot["protocol"] == "configured") & (prot["method"] == "synperf") & (prot["scope"] == "all")
                & (prot["split"] == "unseen") & (prot["gpu"] != "ALL")].set_index("gpu")["mape_pct"]
     u = rows[role == "unseen"]

@@ -54,17 +54,18 @@ def test_transfer_scales_the_nearest_sibling_and_never_uses_the_target_gpu(regis
     lat = {"a100_sxm4_80gb": 10.0, "h100_sxm": 6.0, "h200_sxm": 5.0}
     train = conform(gemm_rows(["a100_sxm4_80gb", "h100_sxm", "h200_sxm"], [1, 2], lambda g, m: lat[g] * m))
     # m = 3 was measured nowhere: base prediction, no source
-    test = conform(gemm_rows(["h200_sxm", "a40"], [1, 2, 3], lambda g, m: np.nan))
+    test = conform(gemm_rows(["h200_sxm", "a100_pcie_40gb"], [1, 2, 3], lambda g, m: np.nan))
     base_train = np.full(len(train), 2.0)
     base_test = np.full(len(test), 3.0)
     pred, src = transfer_predict(train, test, registry, base_train, base_test)
-    # h200 is in train but never its own source: nearest other Hopper is h100; a40 (Ampere) takes a100
+    # h200 is in train but never its own source: nearest other (9.0, HBM) is h100; a100_pcie_40gb (8.0, HBM) a100
     assert src.tolist() == ["h100_sxm", "h100_sxm", pd.NA, "a100_sxm4_80gb", "a100_sxm4_80gb", pd.NA]
     np.testing.assert_allclose(pred, [6.0 * 1.5, 12.0 * 1.5, 3.0, 10.0 * 1.5, 20.0 * 1.5, 3.0])
     with pytest.raises(ValueError):
         transfer_predict(train, test, registry, base_train[:1], base_test)
-    # sibling mode: the same ratio from a source of the target's architecture only; a40's nearest source is an
-    # A100 (Ampere, a sibling), h200's an H100 (Hopper); with only the Hopper GPUs as sources, a40 has none
+    # sibling mode: the same ratio from a source of the target's class only; a100_pcie_40gb's nearest source is the
+    # A100 SXM (8.0, HBM: a sibling), h200's an H100 (9.0, HBM); with only the Hopper GPUs as sources, the A100 PCIe
+    # has none
     pred_s, src_s = transfer_predict(train, test, registry, base_train, base_test, "sibling")
     np.testing.assert_allclose(pred_s, pred)
     assert src_s.tolist() == src.tolist()
@@ -72,7 +73,7 @@ def test_transfer_scales_the_nearest_sibling_and_never_uses_the_target_gpu(regis
     pred_h, src_h = transfer_predict(hopper, test, registry, np.full(len(hopper), 2.0), base_test, "sibling")
     assert src_h.tolist() == ["h100_sxm", "h100_sxm", pd.NA, pd.NA, pd.NA, pd.NA]
     np.testing.assert_allclose(pred_h, [9.0, 18.0, 3.0, 3.0, 3.0, 3.0])
-    # ... while the ratio mode takes the other architecture's source
+    # ... while the ratio mode takes the other class's source
     pred_t, src_t = transfer_predict(hopper, test, registry, np.full(len(hopper), 2.0), base_test)
     assert src_t.tolist()[3:5] == ["h100_sxm", "h100_sxm"]
     np.testing.assert_allclose(pred_t[3:5], [9.0, 18.0])
@@ -87,13 +88,14 @@ def test_sibling_roofline_shifts_a_sibling_by_the_roofline_difference_and_leaves
     lat = {"a100_sxm4_80gb": 10.0, "h100_sxm": 6.0}
     # m = 4096 makes the roofline times of H100 and H200 differ
     train = conform(gemm_rows(["a100_sxm4_80gb", "h100_sxm"], [1, 4096], lambda g, m: lat[g] * (1 + m / 64)))
-    test = conform(gemm_rows(["h200_sxm", "a40", "l40s"], [1, 4096, 3], lambda g, m: np.nan))
+    test = conform(gemm_rows(["h200_sxm", "a100_pcie_40gb", "l40s"], [1, 4096, 3], lambda g, m: np.nan))
     roof_tr = add_baseline_columns(train, registry, tiles=False)["bl_roofline_us"].to_numpy()
     roof_te = add_baseline_columns(test, registry, tiles=False)["bl_roofline_us"].to_numpy()
     base_test = np.full(len(test), 3.0)
     # the base's training predictions are not read: NaN there must not reach the result
     pred, src = transfer_predict(train, test, registry, np.full(len(train), np.nan), base_test, "sibling_roofline")
-    # h200 takes h100 (Hopper), a40 takes a100 (Ampere); l40s (Ada) has no sibling; m = 3 was measured nowhere
+    # h200 takes h100 (9.0, HBM), a100_pcie_40gb takes a100 (8.0, HBM); l40s (8.9, GDDR) has no sibling; m = 3 was
+    # measured nowhere
     assert src.tolist() == ["h100_sxm", "h100_sxm", pd.NA, "a100_sxm4_80gb", "a100_sxm4_80gb", pd.NA,
                             pd.NA, pd.NA, pd.NA]
     y_tr = train["latency_us"].to_numpy()
@@ -126,19 +128,27 @@ def test_path_choice_never_reads_heldout_or_unseen_rows(vidur_gemm, registry):
     assert all(r.n_rows == n[r.validation_gpu] for r in clean.itertuples())
 
 
+def as_a100_pcie(table):
+    """Vidur's A40 rows relabelled as an A100 PCIe 80GB, a GPU of the A100 SXM's class (8.0, HBM): the sibling
+    structure the tests below need, which Vidur's three GPUs (8.0 HBM, 9.0 HBM, 8.6 GDDR) lack."""
+    gpu = table["gpu"].astype(str)
+    return table.assign(gpu=gpu.where(gpu != "a40", "a100_pcie_80gb"))
+
+
 def test_path_scores_on_rows_without_a_sibling_leave_out_exactly_the_rows_a_sibling_measured(vidur_gemm, registry):
     table, meta = vidur_gemm
-    # A40 rows as training rows too: A100 and A40 are siblings (Ampere), H100 has none
-    t = table.assign(split=np.where(table["gpu"].astype(str) == "a40", "train", table["split"].astype(str)))
+    table = as_a100_pcie(table)
+    # the A100 PCIe rows as training rows too: the two A100s are siblings (8.0, HBM), H100 has none
+    t = table.assign(split=np.where(table["gpu"] == "a100_pcie_80gb", "train", table["split"].astype(str)))
     paths = ("physical", "sibling+physical")
     sc = S.score_paths(t, meta, "x", registry, TRAIN, paths, log=lambda *_: None).set_index(["fold", "path"])
     assert (sc["n_rows_no_sibling"] <= sc["n_rows"]).all()
     h100 = sc.xs("losgo:h100_sxm", level="fold")
     assert (h100["n_rows_no_sibling"] == h100["n_rows"]).all()
     np.testing.assert_allclose(h100["mape_no_sibling_pct"], h100["mape_pct"])
-    for fold in ("losgo:a100_sxm4_80gb", "losgo:a40"):
+    for fold in ("losgo:a100_sxm4_80gb", "losgo:a100_pcie_80gb"):
         f = sc.xs(fold, level="fold")
-        assert 0 < f["n_rows_no_sibling"].iloc[0] < f["n_rows"].iloc[0]  # some launches both Ampere GPUs measured
+        assert 0 < f["n_rows_no_sibling"].iloc[0] < f["n_rows"].iloc[0]  # some launches both A100s measured
         # where no sibling measured the launch the sibling path predicts as its base ...
         assert f.loc["sibling+physical", "mape_no_sibling_pct"] == pytest.approx(f.loc["physical",
                                                                                      "mape_no_sibling_pct"])
@@ -174,8 +184,9 @@ def test_synperf_predict_gives_a_target_without_a_sibling_the_best_path_without_
                          "n_train": 1, "n_rows": 2, "mape_pct": [19.0, 20.0, 10.0], "n_rows_no_sibling": 1,
                          "mape_no_sibling_pct": [30.0, 20.0, 30.0]})
     monkeypatch.setattr(S, "select_path", lambda *a, **k: ("sibling_roofline+physical", fake))
+    table = as_a100_pcie(table)
     gpu = table["gpu"].astype(str)
-    ampere = table[gpu.isin(["a100_sxm4_80gb", "a40"])]  # training GPUs of one architecture
+    ampere = table[gpu.isin(["a100_sxm4_80gb", "a100_pcie_80gb"])]  # training GPUs of one class (8.0, HBM)
     h100 = table[(gpu == "h100_sxm")]
     res, chosen, _ = S.synperf_predict(ampere, h100, meta, registry, TRAIN, paths=paths, experiment="x",
                                        default="physical", log=lambda *_: None)
@@ -183,13 +194,14 @@ def test_synperf_predict_gives_a_target_without_a_sibling_the_best_path_without_
     fitted = S.fit_paths(ampere.reset_index(drop=True), meta, registry, TRAIN, ("transfer+physical",))
     want = S.predict_rows(fitted, "transfer+physical", h100, registry, fallback="physical")
     np.testing.assert_allclose(res["predicted_latency_us"], want["predicted_latency_us"])
-    assert res["source_gpu"].notna().any()  # an Ampere source scaled by the ratio, which the sibling path lacks
-    # an A40 target with A100 among the training GPUs keeps the sibling path
+    assert res["source_gpu"].notna().any()  # an A100 source scaled by the ratio, which the sibling path lacks
+    # an A100 PCIe target with the A100 SXM among the training GPUs keeps the sibling path
     a100_h100 = table[gpu.isin(["a100_sxm4_80gb", "h100_sxm"]) & (table["split"] == "train")]
-    a40 = table[gpu == "a40"]
-    res2, chosen2, _ = S.synperf_predict(a100_h100, a40, meta, registry, TRAIN, paths=paths, experiment="x",
+    pcie = table[gpu == "a100_pcie_80gb"]
+    res2, chosen2, _ = S.synperf_predict(a100_h100, pcie, meta, registry, TRAIN, paths=paths, experiment="x",
                                          default="physical", log=lambda *_: None)
-    assert chosen2 == "sibling_roofline+physical" and res2.attrs["paths"] == {"a40": "sibling_roofline+physical"}
+    assert chosen2 == "sibling_roofline+physical"
+    assert res2.attrs["paths"] == {"a100_pcie_80gb": "sibling_roofline+physical"}
     assert set(res2["prediction_path"]) == {"sibling_roofline+physical", "physical"}  # physical: no sibling row
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 import functools
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import train_tiny_model
 from test_e2e_compose import FakePredictor
 
 import synperf.cli as cli
@@ -33,6 +35,13 @@ def fake_plan(monkeypatch):
     monkeypatch.setattr(P, "predict", FakePredictor())
 
 
+def _trace(tmp_path) -> Path:
+    """The workload of :data:`WORKLOAD` as a trace file: 16 requests of 2000 prompt and 200 output tokens."""
+    trace = tmp_path / "t.csv"
+    pd.DataFrame({"num_prefill_tokens": [2000] * 16, "output_tokens": [200] * 16}).to_csv(trace, index=False)
+    return trace
+
+
 def _plan_json(capsys, args) -> pd.DataFrame:
     assert cli.main(["plan", "--format", "json"] + args) == 0
     return pd.DataFrame(json.loads(capsys.readouterr().out))
@@ -48,9 +57,9 @@ def test_70b_does_not_fit_one_l40s_and_rows_sort_by_total(fake_plan, capsys):
     need_gb = (weights + kv_cache) / 1e9 + P.ACTIVATION_GB
     assert 150 < need_gb < 160
     status = df.set_index("gpu")["status"]
-    assert status["l40s"] == f"does not fit: needs {need_gb:.1f} GB of 48 GB"
-    assert status["h100_sxm"] == f"does not fit: needs {need_gb:.1f} GB of 80 GB"
-    assert status["h200_sxm"] == f"does not fit: needs {need_gb:.1f} GB of 141 GB"
+    assert status["l40s"] == f"does not fit: needs {need_gb:.1f} GB of 43.2 GB usable"
+    assert status["h100_sxm"] == f"does not fit: needs {need_gb:.1f} GB of 72.0 GB usable"
+    assert status["h200_sxm"] == f"does not fit: needs {need_gb:.1f} GB of 126.9 GB usable"
     assert status["b200"] == "ok" and df.loc[df.gpu == "l40s", "total_s"].isna().all()
     assert df["gpu"].iloc[0] == "b200"      # priced rows first
 
@@ -62,16 +71,15 @@ def test_plan_sorts_by_total_and_flags_unseen_families(fake_plan, capsys, public
     assert (df["status"] == "ok").all() and len(df) == 6
     assert df["total_s"].is_monotonic_increasing and df["total_s"].iloc[0] < df["total_s"].iloc[-1]
     # the fake GEMM model was trained on h200_sxm only, the others on a100_sxm4_80gb
-    assert set(df.loc[df.gpu == "h200_sxm", "trained_gemm"]) == {"trained"}
-    assert set(df.loc[df.gpu != "h200_sxm", "trained_gemm"]) == {"unseen: predicted"}
-    assert set(df["trained_attention_decode"]) == {"unseen: predicted"}
+    assert set(df.loc[df.gpu == "h200_sxm", "flag_gemm"]) == {"trained"}
+    assert set(df.loc[df.gpu != "h200_sxm", "flag_gemm"]) == {"unseen"}
+    assert set(df["flag_attention_decode"]) == {"unseen"}
     assert np.allclose(df["tokens_per_s"], 16 * 200 / df["total_s"])
 
 
 def test_plan_total_equals_synperf_e2e(fake_plan, monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(cli, "compose_trace", functools.partial(compose_trace, predict_fn=FakePredictor()))
-    trace = tmp_path / "t.csv"
-    pd.DataFrame({"num_prefill_tokens": [2000] * 16, "output_tokens": [200] * 16}).to_csv(trace, index=False)
+    trace = _trace(tmp_path)
     model = str(cli.EXAMPLE_MODELS / "qwen2.5-14b.json")
     assert cli.main(["e2e", "--model", model, "--trace", str(trace), "--gpu", "h200_sxm"]) == 0
     out = capsys.readouterr().out
@@ -85,25 +93,50 @@ def test_plan_total_equals_synperf_e2e(fake_plan, monkeypatch, capsys, tmp_path)
         assert row["decode_step_ms"] == pytest.approx(step_ms, abs=1e-3)
 
 
-def test_intervals_price_and_plot(monkeypatch, capsys, tmp_path):
+def test_intervals_price_and_plot(monkeypatch, capsys, tmp_path, registry):
+    from synperf.e2e.compose import compose
+    from synperf.e2e.workload import Request, generate
+
     monkeypatch.setattr(P, "predict", IntervalPredictor())
     png = tmp_path / "plan.png"
     df = _plan_json(capsys, ["--model", "llama-3.1-8b", *WORKLOAD, "--gpus", "h100_sxm,l40s",
                              "--price", "h100_sxm=3", "--plot", str(png)])
-    # no collectives, no overhead: every launch at half (twice) its latency halves (doubles) the total
-    assert np.allclose(df["total_low_s"], 0.5 * df["total_s"]) and np.allclose(df["total_high_s"], 2 * df["total_s"])
-    assert np.allclose(df["prefill_low_ms"], 0.5 * df["prefill_ms"])
+    # no collectives, no overhead: each family's launches at half (twice) their latency move the total by
+    # -0.5 (+1) x the family's time; families add in quadrature
+    model = P.resolve_model("llama-3.1-8b", cli.EXAMPLE_MODELS)
+    wl = generate(model, [Request(2000, 200)] * 16, max_batch=16, prefill_impl="fa3")
+    res = compose(wl, "h100_sxm", predict_fn=IntervalPredictor(), registry=registry)
+    fam = res.breakdown().groupby("family")["time_s"].sum()
     h100 = df.set_index("gpu").loc["h100_sxm"]
+    assert h100["total_s"] == pytest.approx(res.total_s)
+    assert h100["total_low_s"] == pytest.approx(res.total_s - np.sqrt(((0.5 * fam) ** 2).sum()))
+    assert h100["total_high_s"] == pytest.approx(res.total_s + np.sqrt((fam ** 2).sum()))
+    # narrower than every launch at its bound at once, wider than the largest family alone
+    assert 0.5 * res.total_s < h100["total_low_s"] < res.total_s - 0.5 * fam.max()
+    assert (df["prefill_low_ms"] < df["prefill_ms"]).all() and (df["decode_step_high_ms"] > df["decode_step_ms"]).all()
+    assert np.allclose(df["tokens_per_s_low"], 3200 / df["total_high_s"])
     assert h100["usd_per_m_output_tokens"] == pytest.approx(3 * h100["total_s"] / 3600 / 3200 * 1e6)
     assert df.set_index("gpu")["usd_per_m_output_tokens"].isna()["l40s"]
     assert png.stat().st_size > 1000 and png.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_memory_margin_refuses_a_config_that_fits_only_in_all_of_the_memory(fake_plan, capsys):
+    # Llama-3.1-8B, 88 x 2200 tokens on one L40S: needs about 45.5 GB of 48 GB, more than 0.9 x 48 GB
+    args = ["--model", "llama-3.1-8b", "--isl", "2000", "--osl", "200", "--batch", "88", "--gpus", "l40s"]
+    row = _plan_json(capsys, args).iloc[0]
+    assert 0.9 * 48 < row["memory_need_gb"] <= 48 and row["memory_usable_gb"] == pytest.approx(43.2)
+    assert row["status"].startswith("does not fit") and pd.isna(row["total_s"])
+    row = _plan_json(capsys, args + ["--gpu-memory-utilization", "1"]).iloc[0]
+    assert row["status"] == "ok" and row["total_s"] > 0
+    assert cli.main(["plan", *args, "--gpu-memory-utilization", "1.5"]) == 2
+    assert "--gpu-memory-utilization 1.5: expected a fraction in (0, 1]" in capsys.readouterr().err
+
+
 def test_table_format_lists_what_does_not_fit(fake_plan, capsys):
     assert cli.main(["plan", "--model", "llama-3.1-70b", *WORKLOAD, "--gpus", "l40s,b200"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[2].startswith("b200") and "unseen (predicted): gemm" in lines[2]
-    assert lines[3].startswith("l40s") and "does not fit: needs" in lines[3] and lines[3].endswith("of 48 GB")
+    assert lines[2].startswith("b200") and "unseen: gemm" in lines[2]
+    assert lines[3].startswith("l40s") and "does not fit: needs" in lines[3] and lines[3].endswith("of 43.2 GB usable")
 
 
 @pytest.mark.parametrize("args, message", [
@@ -132,23 +165,13 @@ def test_plan_workload_and_model_errors(capsys, tmp_path):
 
 @pytest.fixture(scope="module")
 def tiny_gemm(tmp_path_factory, registry):
-    """A small GEMM efficiency model (2 epochs) on synthetic rows of a40 and h20, saved where
-    :func:`synperf.api.predict` finds it: ``<dir>/gemm/v2-all``."""
-    from synperf.api import launch_table
-    from synperf.model.estimator import TrainConfig, train
-    from synperf.model.features import build_features
-
-    rng = np.random.default_rng(0)
+    """A small GEMM efficiency model on synthetic rows of a40 and h20, saved where :func:`synperf.api.predict`
+    finds it: ``<dir>/gemm/v2-all``."""
     sizes = [64, 256, 1024, 4096]
     df = pd.DataFrame([{"gpu": g, "m": m, "n": n, "k": k, "dtype": "bfloat16"}
                        for g in ("a40", "h20") for m in sizes for n in sizes for k in sizes])
-    table = launch_table("gemm", df.drop(columns="gpu"), df["gpu"].tolist(), registry)
-    ff = build_features(table, registry, "v2")
-    lat = ff.frame["theoretical_time_us"] / rng.uniform(0.2, 0.6, len(table))
     d = tmp_path_factory.mktemp("models")
-    model = train(ff, lat, pd.Series(np.arange(len(table)) % 7), TrainConfig(max_epochs=2, hidden_sizes=[8]),
-                  extra_meta={"feature_set": "v2", "train_gpus": ["a40", "h20"]}, log=lambda *a: None)
-    model.save(d / "gemm" / "v2-all")
+    train_tiny_model("gemm", df, registry, [d / "gemm" / "v2-all"])
     return d
 
 
@@ -159,11 +182,15 @@ def test_predict_cli_equals_api_predict(tiny_gemm, registry, capsys, tmp_path):
             "--registry", str(registry.path)]
     assert cli.main(base + ["--param", "m=128", "--param", "n=4096", "--param", "k=4096",
                             "--param", "dtype=bfloat16"]) == 0
-    one = pd.read_csv(__import__("io").StringIO(capsys.readouterr().out))
+    cap = capsys.readouterr()
+    one = pd.read_csv(__import__("io").StringIO(cap.out))
     ref = predict("gemm", {"m": 128, "n": 4096, "k": 4096, "dtype": "bfloat16"}, "l40s", models_dir=tiny_gemm,
                   registry=registry)
     assert one["predicted_latency_us"].iloc[0] == pytest.approx(ref["predicted_latency_us"].iloc[0], rel=1e-9)
-    assert "prediction_path" in one.columns and "predicted_latency_low_us" in one.columns
+    assert one["prediction_path"].iloc[0].startswith("mlp:") and one["model_set"].iloc[0] == "evaluation"
+    # no intervals, no unknown category, no transfer source in this model folder: those columns are left out
+    assert not {"predicted_latency_low_us", "unknown_category", "source_gpu"} & set(one.columns)
+    assert "left out columns empty on every row: " in cap.err and "source_gpu" in cap.err
     launches = tmp_path / "l.csv"
     pd.DataFrame({"m": [1, 128, 4096], "n": 4096, "k": 4096, "dtype": "bfloat16"}).to_csv(launches, index=False)
     out = tmp_path / "out.csv"
@@ -197,6 +224,10 @@ def test_gpus_all_lists_what_cannot_run_or_shard(fake_plan, monkeypatch, capsys,
     assert status["v100_pcie_32gb", 1] == "cannot run bfloat16: no Tensor Core peak for it in the registry"
     assert status["h100_sxm", 3].startswith("cannot shard: qwen2.5-14b: num_attention_heads=40 is not divisible")
     assert status["h100_sxm", 1] == "ok" and df["total_s"].notna().sum() == (df["status"] == "ok").sum()
+    # every row has the interval, flag and memory columns; memory filled wherever the model shards
+    assert {"total_low_s", "total_high_s", "prefill_low_ms", "decode_step_high_ms", "flag_gemm", "model_set",
+            "memory_need_gb", "memory_usable_gb"} <= set(df.columns)
+    assert df.loc[~df["status"].str.startswith("cannot shard"), "memory_need_gb"].notna().all()
 
 
 class MetaOnlyPredictor(FakePredictor):
@@ -218,17 +249,31 @@ def test_trained_flag_falls_back_to_the_model_meta(monkeypatch, capsys, tmp_path
     (tmp_path / "meta.json").write_text(json.dumps({"train_gpus": ["l40s", "b200"]}))
     monkeypatch.setattr(P, "predict", MetaOnlyPredictor(tmp_path))
     df = _plan_json(capsys, ["--model", "llama-3.1-8b", *WORKLOAD, "--gpus", "l40s,h200_sxm"]).set_index("gpu")
-    assert df.loc["l40s", "trained_gemm"] == "trained" and df.loc["h200_sxm", "trained_gemm"] == "unseen: predicted"
-    assert df.loc["l40s", "trained_rmsnorm"] == "unseen: predicted"
+    assert df.loc["l40s", "flag_gemm"] == "trained" and df.loc["h200_sxm", "flag_gemm"] == "unseen"
+    assert df.loc["l40s", "flag_rmsnorm"] == "unseen"
 
 
 def test_plan_total_equals_synperf_e2e_at_tp4(fake_plan, monkeypatch, capsys, tmp_path, public_data):
     monkeypatch.setattr(cli, "compose_trace", functools.partial(compose_trace, predict_fn=FakePredictor()))
     coll = ["--collectives", str(public_data / "pipeweave/dataset/collective")]
-    trace = tmp_path / "t.csv"
-    pd.DataFrame({"num_prefill_tokens": [2000] * 16, "output_tokens": [200] * 16}).to_csv(trace, index=False)
+    trace = _trace(tmp_path)
     model = str(cli.EXAMPLE_MODELS / "llama-3.1-70b.json")
     assert cli.main(["e2e", "--model", model, "--trace", str(trace), "--gpu", "b200", "--tp", "4", *coll]) == 0
     total = float(re.search(r"total latency\s+([\d.]+) s", capsys.readouterr().out).group(1))
     row = _plan_json(capsys, ["--model", "llama-3.1-70b", *WORKLOAD, "--gpus", "b200", "--tp", "4", *coll]).iloc[0]
     assert row["status"] == "ok" and row["total_s"] == pytest.approx(total, abs=1e-4)
+
+
+def test_e2e_prints_the_plan_interval_and_each_familys_flag(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(cli, "compose_trace", functools.partial(compose_trace, predict_fn=IntervalPredictor()))
+    trace = _trace(tmp_path)
+    model = str(cli.EXAMPLE_MODELS / "qwen2.5-14b.json")
+    assert cli.main(["e2e", "--model", model, "--trace", str(trace), "--gpu", "h200_sxm"]) == 0
+    out = capsys.readouterr().out
+    lo, hi = map(float, re.search(r"total latency\s+[\d.]+ s\s+80% interval \[([\d.]+), ([\d.]+)\]", out).groups())
+    monkeypatch.setattr(P, "predict", IntervalPredictor())
+    row = _plan_json(capsys, ["--model", model, "--gpus", "h200_sxm", *WORKLOAD]).iloc[0]
+    assert (lo, hi) == (pytest.approx(row["total_low_s"], abs=1e-4), pytest.approx(row["total_high_s"], abs=1e-4))
+    assert row["model_set"] == "unknown"         # the fake predictor does not name its model set
+    # the fake GEMM model trained on h200_sxm, the others not
+    assert re.search(r"^  gemm\s+trained\s+fake/gemm", out, re.M) and re.search(r"^  rmsnorm\s+unseen\s", out, re.M)

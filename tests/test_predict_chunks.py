@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import need_output
 
 from synperf.api import MLP_BLOCK_ROWS, check_chunk_rows, predict
 from synperf.data.io import InputError
@@ -19,19 +19,11 @@ MODELS = REPO / "models"
 GPUS = ["h100_sxm", "a100_sxm4_80gb", "b200", "h200_sxm", "l40s", "gb200"]  # training and unseen GPUs
 
 
-def _need(path: Path) -> Path:
-    if not path.exists():
-        if os.environ.get("SYNPERF_REQUIRE_OUTPUTS") == "1":
-            pytest.fail(f"{path} missing after the main job")
-        pytest.skip(f"{path} not found: run `snakemake --cores all` first")
-    return path
-
-
 def launches(kernel: str, n: int, seed: int = 0) -> tuple[pd.DataFrame, list[str]]:
     """``n`` bfloat16/float16 launches of ``kernel``: shapes of the model folder's transfer sources, half of them
     moved off the measured shape, on random training and unseen GPUs."""
     rng = np.random.default_rng(seed)
-    src = pd.read_parquet(_need(MODELS / kernel / "path_sources.parquet"))
+    src = pd.read_parquet(need_output(MODELS / kernel / "path_sources.parquet"))
     src = src[src["dtype"].astype(str).isin(["bfloat16", "float16"])]
     cols = [c for c in KERNEL_PARAMS[kernel] if src[c].notna().all()] + ["dtype"]
     df = src[cols].iloc[rng.integers(0, len(src), n)].reset_index(drop=True)

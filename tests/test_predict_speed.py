@@ -61,7 +61,7 @@ def test_columnwise_fused_moe_equals_the_explicit_task_set_of_every_launch(regis
 
 def _brute_force_sources(train: pd.DataFrame, test: pd.DataFrame, registry) -> tuple[np.ndarray, list]:
     """Per test row, the first train row of the nearest other GPU measuring the same shape (other families'
-    parameters ignored): same architecture first, then the (ln peak, ln DRAM B/s) distance, then the GPU id."""
+    parameters ignored): same GPU class first, then the (ln peak, ln DRAM B/s) distance, then the GPU id."""
     foreign = {c for ps in KERNEL_PARAMS.values() for c in ps}
 
     def shape(r):
@@ -80,7 +80,7 @@ def _brute_force_sources(train: pd.DataFrame, test: pd.DataFrame, registry) -> t
     out_pos, out_gpu = np.full(len(test), -1), [None] * len(test)
     for i, (_, r) in enumerate(test.iterrows()):
         key, g, dt, k = shape(r), str(r["gpu"]), str(r["dtype"]), str(r["kernel"])
-        cands = [(registry[g].architecture != registry[sg].architecture,
+        cands = [(not registry[g].same_class(registry[sg]),
                   float(np.hypot(*np.subtract(rates(g, dt, k), rates(sg, dt, k)))), sg, pos)
                  for (sk, sg), pos in first.items() if sk == key and sg != g]
         if cands:

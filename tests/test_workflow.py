@@ -78,6 +78,24 @@ def test_small_config_runs_every_rule_of_the_default_target(public_data, default
             "ceiling", "report"} <= full_rules
     assert small_rules == full_rules
 
+@pytest.mark.xdist_group("default_dry_run")
+def test_the_e2e_rule_reads_the_manifest_e2e_inputs_and_the_kernel_ingest_does_not(public_data, default_dry_run):
+    import re
+
+    out = default_dry_run.stdout
+    inputs = {}
+    for rule, line in re.findall(r"\nrule (\w+):\n    input: ([^\n]*)", out):
+        inputs.setdefault(rule, []).append(line)
+    e2e = " ".join(inputs["e2e"])
+    for rel in ("pipeweave/e2e/real/e2e_A100.jsonl", "pipeweave/config/Qwen2.5-14B.json",
+                "pipeweave/workload/arxiv_8.csv", "pipeweave/dataset/collective/RTX 6000 Ada/all_reduce.csv"):
+        assert f"{public_data}/{rel}" in e2e, rel
+    ingest = " ".join(inputs["ingest_source"])
+    assert "pipeweave/pipetuning_test/moe_dse/" in ingest
+    assert not any(p in ingest for p in ("pipeweave/e2e/", "pipeweave/config/", "pipeweave/workload/",
+                                         "pipeweave/dataset/collective/"))
+
+
 @pytest.mark.xdist_group("vidur_measurements")
 def test_every_step_on_real_vidur_rows(vidur_measurements, tmp_path):
     reg, allp, alls = vidur_measurements

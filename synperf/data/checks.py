@@ -1,12 +1,15 @@
 """Pipeline configuration checks beyond the JSON schema (cross-references to the GPU registry), and checks of the
 GPU registry file (``config/gpus.yaml``) beyond its schema: a key listed twice in one mapping (YAML keeps the last
-silently), non-finite numbers, and numbers outside the range a GPU can have in the field's unit (a DRAM bandwidth
-in TB/s where GB/s is meant, a clock in GHz where MHz is meant).
+silently), non-finite numbers, numbers outside the range a GPU can have in the field's unit (a DRAM bandwidth
+in TB/s where GB/s is meant, a clock in GHz where MHz is meant), an unknown memory type, and a dense Tensor Core
+peak whose rate per SM per clock differs from the other GPUs of its compute capability (a sparse or
+FP16-accumulate figure) without a sourced ``tensor_fp32_accumulate_rate``.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -189,3 +192,79 @@ def _numbers(obj: Any, where: str):
             yield from _numbers(v, f"{where}[{i}]")
     elif isinstance(obj, (int, float)) and not isinstance(obj, bool):
         yield where, float(obj)
+
+
+def check_memory_types(gpus: dict, path: Path, known: Mapping[str, str]) -> None:
+    """Refuse a GPU whose ``memory_type`` is not one of ``known`` (memory type -> family,
+    :data:`synperf.data.hardware.MEMORY_FAMILY`).
+
+    Raises:
+        InputError: ``"<path>: gpus.l40s.memory_type: 'HBM4' is not a known memory type; expected one of [...]"``.
+    """
+    for gid, entry in gpus.items():
+        value = entry.get("memory_type")
+        if value not in known:
+            raise InputError(f"{path}: gpus.{gid}.memory_type: {value!r} is not a known memory type; expected one of "
+                             f"{list(known)}")
+
+
+#: ``tensor_fp32_accumulate_rate`` of a registry entry -> its dense FP32-accumulate Tensor Core rate as a fraction of
+#: the full rate of its compute capability (absent: full)
+TENSOR_RATE = {"full": 1.0, "half": 0.5, "quarter": 0.25}
+#: the dense Tensor Core peaks whose rate per SM per clock :func:`tensor_rate_mismatches` compares
+TENSOR_PEAKS = ("dense_fp16_tflops", "dense_bf16_tflops", "dense_fp8_tflops", "dense_tf32_tflops")
+
+
+def tensor_rate_mismatches(specs: Mapping[str, Any]) -> list[str]:
+    """GPUs whose dense Tensor Core peak per SM per clock is unlike the other GPUs of their compute capability.
+
+    Per compute capability and peak (:data:`TENSOR_PEAKS`), the full rate is the one shared by most GPUs without a
+    ``tensor_fp32_accumulate_rate`` (or with ``full``); a GPU's expected rate is that times its
+    :data:`TENSOR_RATE` fraction. The rate is the power of two nearest ``peak / (SMs x boost clock)`` from the
+    datasheet values, as :meth:`synperf.data.hardware.GPUSpec.tensor_ops_per_clk_per_sm` (datasheet TFLOPS are
+    often quoted at a clock a little below the boost). A sparse or FP16-accumulate figure in an unmarked entry
+    doubles its rate and disagrees with its compute capability's others.
+
+    Args:
+        specs: registry id -> :class:`synperf.data.hardware.GPUSpec`.
+
+    Returns:
+        One line per disagreement, naming the GPU, the peak, its rate and the expected one; empty when none.
+        Where the unmarked GPUs of a compute capability disagree with no majority rate, each of them is named.
+    """
+    out = []
+    by_cc: dict[tuple[str, str], dict[str, float]] = {}
+    for gid, spec in specs.items():
+        for col in TENSOR_PEAKS:
+            peak = spec.datasheet_value(col)
+            if peak is not None:
+                by_cc.setdefault((spec.compute_capability, col), {})[gid] = float(
+                    2 ** round(math.log2(peak * 1e12 / (spec.sm_count * spec.clock_hz))))
+    for (cc, col), rates in sorted(by_cc.items()):
+        frac = {g: TENSOR_RATE[str(specs[g].raw.get("tensor_fp32_accumulate_rate", "full"))] for g in rates}
+        full = Counter(rates[g] for g in rates if frac[g] == 1.0).most_common()
+        if not full:
+            continue
+        ref, n = full[0]
+        if len(full) > 1 and 2 * n <= sum(c for _, c in full):  # no majority among the unmarked GPUs
+            out += [f"gpus.{g}.{col}: {rates[g]:g} FLOP/clk/SM, but the GPUs of compute capability {cc} without a "
+                    f"tensor_fp32_accumulate_rate disagree ({sorted(r for r, _ in full)})"
+                    for g in sorted(rates) if frac[g] == 1.0]
+            continue
+        out += [f"gpus.{g}.{col}: {rates[g]:g} FLOP/clk/SM where compute capability {cc}'s full rate is {ref:g} and "
+                f"its tensor_fp32_accumulate_rate is {specs[g].raw.get('tensor_fp32_accumulate_rate', 'full')} "
+                f"(a sparse or FP16-accumulate figure?)"
+                for g in sorted(rates) if rates[g] != ref * frac[g]]
+    return out
+
+
+def check_tensor_rates(specs: Mapping[str, Any], path: Path) -> None:
+    """Refuse a registry with a :func:`tensor_rate_mismatches` line.
+
+    Raises:
+        InputError: ``"<path>: gpus.l40.dense_bf16_tflops: 512 FLOP/clk/SM where compute capability 8.9's full rate
+            is 1024 and its tensor_fp32_accumulate_rate is full (...)"`` (every mismatch, ``;``-joined).
+    """
+    bad = tensor_rate_mismatches(specs)
+    if bad:
+        raise InputError(f"{path}: " + "; ".join(bad))

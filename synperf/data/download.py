@@ -47,7 +47,15 @@ DATA_GLOBS = (
     "pipeweave/pipetuning_test/moe_dse/improve/improvement*_detail.csv",
     "pipeweave/pipetuning_test/demo/topk_underperforming_*.csv",
     "pipeweave/hardware/*.json",
+    # end-to-end inputs (rules/e2e.smk, synperf/e2e): real serving runs, model configs, request traces and NCCL
+    # collective tables
+    "pipeweave/e2e/real/*.jsonl",
+    "pipeweave/config/*.json",
+    "pipeweave/workload/*.csv",
+    "pipeweave/dataset/collective/*/*.csv",
 )
+#: data-root prefixes of the end-to-end inputs: inputs of the e2e rule, not of the pipeweave kernel ingest
+E2E_PREFIXES = ("pipeweave/e2e/real/", "pipeweave/config/", "pipeweave/workload/", "pipeweave/dataset/collective/")
 
 
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:

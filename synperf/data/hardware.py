@@ -70,6 +70,13 @@ _PEAK_COLUMN = {
     "float32": "fp32_tflops",
 }
 
+#: DRAM technology of a registry ``memory_type`` -> its memory family, the second half of a GPU's class
+#: (:attr:`GPUSpec.gpu_class`): stacked on-package HBM or board-level GDDR.
+MEMORY_FAMILY: dict[str, str] = {
+    "HBM2": "HBM", "HBM2e": "HBM", "HBM3": "HBM", "HBM3e": "HBM",
+    "GDDR5": "GDDR", "GDDR6": "GDDR", "GDDR6X": "GDDR", "GDDR7": "GDDR",
+}
+
 
 @dataclass(frozen=True)
 class GPUSpec:
@@ -79,6 +86,7 @@ class GPUSpec:
     name: str
     architecture: str
     compute_capability: str
+    memory_type: str
     sm_count: int
     boost_clock_mhz: float
     dram_bw_gbps: float
@@ -190,6 +198,26 @@ class GPUSpec:
     def xu_ops_per_clk_per_sm(self) -> float:
         """MUFU (XU pipe: exp2, rcp, rsqrt, log2) results per clock per SM."""
         return float(self.sfu_per_sm)
+
+    @property
+    def memory_family(self) -> str:
+        """``"HBM"`` or ``"GDDR"``: the family of the registry ``memory_type`` (:data:`MEMORY_FAMILY`)."""
+        return MEMORY_FAMILY[self.memory_type]
+
+    @property
+    def gpu_class(self) -> tuple[str, str]:
+        """The GPU's class: ``(compute capability, memory family)``, e.g. ``("8.9", "GDDR")`` for L40S,
+        ``("9.0", "HBM")`` for H100. Both halves come from the registry (``compute_capability``,
+        ``memory_type``, each with its source in ``sources.specs``)."""
+        return self.compute_capability, self.memory_family
+
+    def same_class(self, other: "GPUSpec") -> bool:
+        """True when ``other`` is of this GPU's class for similarity: the same compute capability major version
+        (the SM generation: 8.0/8.6/8.9 are 8, 10.0/10.3 are 10, 12.0 is 12) and the same memory family. H100
+        and H20 are; H100 and L40S are not (9.0 vs 8.9), nor A100 and A40 (HBM vs GDDR), nor B200 and RTX PRO
+        6000 (10.0 HBM vs 12.0 GDDR)."""
+        return (self.compute_capability.split(".")[0] == other.compute_capability.split(".")[0]
+                and self.memory_family == other.memory_family)
 
     @property
     def clock_hz(self) -> float:
@@ -314,15 +342,17 @@ def load_registry(path: str | os.PathLike, measured_dir: str | os.PathLike | Non
 
     Raises:
         InputError: the registry file is missing, not YAML, lists a key twice in one mapping (a GPU id, a field),
-            fails the schema, holds a non-finite number or one outside the field's plausible range
-            (:mod:`synperf.data.checks`; the message names the file and the offending key); or a
+            fails the schema, holds a non-finite number or one outside the field's plausible range, an unknown
+            ``memory_type``, or a dense tensor peak per SM per clock unlike its compute capability's without a
+            sourced ``tensor_fp32_accumulate_rate`` (:mod:`synperf.data.checks`; the message names the file and the
+            offending key); or a
             measured file is malformed, fails its schema, or is named after a GPU id the registry does not have
             (the message names that file).
     """
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: GPU registry not found")
-    from synperf.data.checks import check_gpu_numbers, load_unique_yaml
+    from synperf.data.checks import check_gpu_numbers, check_memory_types, check_tensor_rates, load_unique_yaml
 
     doc = load_unique_yaml(path)
     schema = yaml.safe_load(SCHEMA_PATH.read_text())
@@ -332,6 +362,7 @@ def load_registry(path: str | os.PathLike, measured_dir: str | os.PathLike | Non
         key = "/".join(str(p) for p in exc.absolute_path)
         raise InputError(f"{path}: at key {key!r}: {exc.message}") from exc
     check_gpu_numbers(doc["gpus"], path)
+    check_memory_types(doc["gpus"], path, MEMORY_FAMILY)
     gpus = {}
     for gid, e in doc["gpus"].items():
         gpus[gid] = GPUSpec(
@@ -339,6 +370,7 @@ def load_registry(path: str | os.PathLike, measured_dir: str | os.PathLike | Non
             name=e["name"],
             architecture=e["architecture"],
             compute_capability=str(e["compute_capability"]),
+            memory_type=str(e["memory_type"]),
             sm_count=int(e["sm_count"]),
             boost_clock_mhz=float(e["boost_clock_mhz"]),
             dram_bw_gbps=float(e["dram_bw_gbps"]),
@@ -360,6 +392,7 @@ def load_registry(path: str | os.PathLike, measured_dir: str | os.PathLike | Non
             device_names=tuple(e.get("device_names") or ()),
             raw=e,
         )
+    check_tensor_rates(gpus, path)
     if not use_measured or measured_dir is None:
         return Registry(gpus, path)
     mdir = Path(measured_dir)

@@ -15,8 +15,8 @@ Model (:meth:`CollectiveModel.latency_us`, result in **microseconds**):
 3. Workers not in the table (all-reduce only; send/recv is always 2 GPUs): the nearest measured count in log
    scale, times the ring all-reduce traffic ratio ``(2 (n-1)/n) / (2 (m-1)/m)``. One worker: 0.
 4. A GPU without a table for the op: a proxy GPU that has one, chosen by (same link kind: NVLink or PCIe, from
-   the registry's ``interconnect`` field; then same architecture; then closest link bandwidth; then has the
-   worker count; then id), and its bandwidth part scaled by link bandwidth:
+   the registry's ``interconnect`` field; then same GPU class, :meth:`synperf.data.hardware.GPUSpec.same_class`;
+   then closest link bandwidth; then has the worker count; then id), and its bandwidth part scaled by link bandwidth:
    ``t = t_floor + (t_proxy(s) - t_floor) * bw_proxy / bw_gpu`` with ``t_floor`` the proxy's 2 KiB time.
    Link bandwidth is the first "N GB/s" of the interconnect's primary link (before " + "), or for a bare
    "PCIe GenX x16" 32/64/128/256 GB/s for Gen3/4/5/6 (the registry's bidirectional convention). When a
@@ -143,7 +143,7 @@ class CollectiveModel:
             s = self.registry[g]
             k2, bw2 = link(s.raw.get("interconnect"))
             dist = abs(math.log(bw2 / bw)) if bw and bw2 else math.inf
-            return (k2 != kind, s.architecture != spec.architecture, dist, workers not in self.curves[(g, op)], g)
+            return (k2 != kind, not s.same_class(spec), dist, workers not in self.curves[(g, op)], g)
 
         ref = min(cands, key=key)
         _, bw_ref = link(self.registry[ref].raw.get("interconnect"))

@@ -31,6 +31,7 @@ import pandas as pd
 
 from ._deps import InputError, Registry, default_registry, launch_table, predict
 from .collectives import CollectiveModel
+from .intervals import HIGH, LOW, family_deltas, phase_intervals
 from .model_config import ModelConfig
 from .workload import (
     GROUP_ITERATIONS,
@@ -113,6 +114,8 @@ class E2EResult:
             training GPUs of the family's experiment, ``attrs["training_gpus"]`` of :func:`synperf.api.predict`: its
             launches are then priced by the seen path).
         overhead: the overhead applied.
+        deltas: per iteration, each kernel family's latency change at its launches' interval bounds
+            (:func:`synperf.e2e.intervals.family_deltas`); None when the predictor gave no interval.
     """
 
     gpu: str
@@ -120,6 +123,13 @@ class E2EResult:
     launches: pd.DataFrame
     models: pd.DataFrame
     overhead: Overhead = field(default_factory=Overhead)
+    deltas: pd.DataFrame | None = None
+
+    def intervals(self) -> dict:
+        """80% bounds of prefill, decode step and total in seconds
+        (:data:`synperf.e2e.intervals.INTERVAL_KEYS`, the rule of :mod:`synperf.e2e.intervals`); NaN without
+        launch intervals."""
+        return phase_intervals(self.iterations, self.deltas)
 
     def with_overhead(self, overhead: Overhead) -> "E2EResult":
         """The same prediction with another framework overhead."""
@@ -310,12 +320,13 @@ def compose(workload: Workload, gpu: str, *, predict_fn: Callable = predict,
     registry = registry or default_registry()
     registry[gpu]
     df = launches(workload, progress)
-    df["latency_us"] = np.nan
+    df["latency_us"] = df["latency_low_us"] = df["latency_high_us"] = np.nan
     models = []
     for family in [f for f in KERNEL_FAMILIES if f in set(df["family"])]:
         sel = df["family"] == family
         cols = [c for c in df.columns if c not in ("iteration", "phase", "batch_size_it", "op", "family", "count",
-                                                  "latency_us", "size_bytes", "workers")
+                                                  "latency_us", "latency_low_us", "latency_high_us",
+                                                  "size_bytes", "workers")
                 and df.loc[sel, c].notna().any()]
         uniq = df.loc[sel, cols].drop_duplicates().reset_index(drop=True)
         uniq = uniq.astype({c: "int64" for c in cols if c not in ("dtype", "moe_stage")})
@@ -327,6 +338,11 @@ def compose(workload: Workload, gpu: str, *, predict_fn: Callable = predict,
                              f"(min {np.nanmin(pred) if len(pred) else 'n/a'})")
         merged = df.loc[sel, cols].astype(uniq.dtypes.to_dict()).merge(uniq.assign(_lat=pred), on=cols, how="left")
         df.loc[sel, "latency_us"] = merged["_lat"].to_numpy()
+        for col, side in ((LOW, "low"), (HIGH, "high")):
+            if col in out.columns:
+                b = uniq.assign(_b=np.asarray(out[col], dtype="float64"))
+                df.loc[sel, f"latency_{side}_us"] = df.loc[sel, cols].astype(uniq.dtypes.to_dict()).merge(
+                    b, on=cols, how="left")["_b"].to_numpy()
         paths = out["prediction_path"].astype(str) if "prediction_path" in out.columns else pd.Series([], dtype=str)
         models.append({"family": family, "model": model_dir_used(out),
                        "path": attention_path(gpu, registry) if family.startswith("attention") else "",
@@ -351,7 +367,8 @@ def compose(workload: Workload, gpu: str, *, predict_fn: Callable = predict,
     its["comm_s"] = its["iteration"].map(comm).fillna(0.0)
     its["overhead_s"] = 0.0
     its["latency_s"] = its["kernel_s"] + its["comm_s"]
-    res = E2EResult(gpu, its, df, pd.DataFrame(models, columns=MODEL_COLUMNS))
+    res = E2EResult(gpu, its, df, pd.DataFrame(models, columns=MODEL_COLUMNS),
+                    deltas=family_deltas(df, KERNEL_FAMILIES))
     return res.with_overhead(overhead)
 
 
@@ -402,7 +419,7 @@ def compose_trace(model: ModelConfig, requests: list[Request], gpu: str, *, tp: 
                 progress=step(done))
         done += len(wl.iterations)
     shared.predict(models_dir=models_dir, registry=registry)
-    its, parts, models, done = [], [], [], 0
+    its, parts, models, deltas, done = [], [], [], [], 0
     keys = ["phase", "op", "family"]
     for wl in groups():
         res = compose(wl, gpu, predict_fn=shared, registry=registry, collectives=collectives,
@@ -411,6 +428,8 @@ def compose_trace(model: ModelConfig, requests: list[Request], gpu: str, *, tp: 
         its.append(res.iterations)
         parts.append(res.launches.groupby(keys, as_index=False, sort=False)[["count", "time_s"]].sum())
         models.append(res.models)
+        if res.deltas is not None:
+            deltas.append(res.deltas)
     launches_ = pd.concat(parts, ignore_index=True).groupby(keys, as_index=False, sort=False)[["count", "time_s"]].sum()
     fam = []  # the kernel families' rows from the one prediction of each family, as compose gives them
     for key, (_, out) in shared._answers.items():
@@ -423,5 +442,6 @@ def compose_trace(model: ModelConfig, requests: list[Request], gpu: str, *, tp: 
     coll = pd.concat(models, ignore_index=True)
     coll = coll[coll["family"].isin(COLLECTIVES)].drop_duplicates()
     table = pd.concat([pd.DataFrame(fam, columns=MODEL_COLUMNS), coll], ignore_index=True)
-    res = E2EResult(gpu, pd.concat(its, ignore_index=True), launches_, table)
+    res = E2EResult(gpu, pd.concat(its, ignore_index=True), launches_, table,
+                    deltas=pd.concat(deltas, ignore_index=True).fillna(0.0) if deltas else None)
     return res.with_overhead(overhead)

@@ -19,6 +19,7 @@ total), NeuSight 78.4 / 24.4 / 43.7 %.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -109,6 +110,13 @@ def real_runs(public_data_dir: str | os.PathLike, gpu_map: Mapping[str, str] | N
     return out
 
 
+def interval_coverage(inside: pd.Series) -> float:
+    """Percentage of the configurations with an interval whose measured value lies inside it (``inside``: True,
+    False or NA without an interval); NaN when none has one."""
+    known = inside.dropna()
+    return float(known.astype(bool).mean() * 100) if len(known) else float("nan")
+
+
 def _plot(breakdown: pd.DataFrame, path: Path) -> None:
     import matplotlib
 
@@ -136,7 +144,7 @@ def _plot(breakdown: pd.DataFrame, path: Path) -> None:
 def run_e2e_evaluation(public_data_dir: str | os.PathLike, registry_path: str | os.PathLike | None,
                        models_dir: str | os.PathLike | None, out_dir: str | os.PathLike,
                        e2e_cfg: Mapping[str, Mapping[str, str]] | None, *,
-                       predict_fn: Callable = predict, registry: Registry | None = None) -> dict:
+                       predict_fn: Callable | None = None, registry: Registry | None = None) -> dict:
     """Predict and score every configuration with a real run; write the tables and the figure.
 
     Args:
@@ -146,12 +154,17 @@ def run_e2e_evaluation(public_data_dir: str | os.PathLike, registry_path: str | 
         out_dir: where to write (created).
         e2e_cfg: the config block ``e2e``: ``real_gpu_map`` (real-run file GPU names -> registry ids) and
             ``collective_gpu_map`` (collective table folders -> registry ids), both required.
-        predict_fn: the kernel predictor (default :func:`synperf.api.predict`; tests inject a fake).
+        predict_fn: the kernel predictor (default :func:`synperf.api.predict` of the evaluation models,
+            ``models="evaluation"``, never the deploy models, which trained on the GPUs scored here; tests inject a
+            fake).
         registry: the loaded registry (default: loaded from ``registry_path``, measured values not merged).
 
     Writes (atomically) in ``out_dir``: ``e2e_configs.csv`` (per configuration: measured and predicted prefill,
-    decode step and total in seconds, APE in %, the overhead used), ``e2e_summary.csv`` (MAPE per metric beside
-    the paper's and NeuSight's), ``e2e_breakdown.csv`` (per configuration, phase, operator: seconds and share),
+    decode step and total in seconds, APE in %, the 80% interval ``<metric>_low_s``/``<metric>_high_s`` of
+    :mod:`synperf.e2e.intervals` and ``<metric>_in_interval`` (the measured value inside it; empty without an
+    interval), the overhead used), ``e2e_summary.csv`` (MAPE per metric beside the paper's and NeuSight's, and
+    ``interval_coverage_pct``: the share of configurations whose measured value lies in its interval, nominal 80),
+    ``e2e_breakdown.csv`` (per configuration, phase, operator: seconds and share),
     ``e2e_models.csv`` (per configuration and family: :data:`synperf.e2e.compose.MODEL_COLUMNS`, the model folder,
     prediction paths and whether the GPU trained the family's model), ``overhead.json`` (fit
     on all configurations) and ``e2e_breakdown.png`` (stacked bars of the per-family share).
@@ -163,6 +176,7 @@ def run_e2e_evaluation(public_data_dir: str | os.PathLike, registry_path: str | 
         InputError: a missing GPU map (naming its ``e2e`` key), missing data files, unknown GPU, no trained model
             (from predict).
     """
+    predict_fn = predict_fn or functools.partial(predict, models="evaluation")
     pub = Path(public_data_dir)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -196,17 +210,23 @@ def run_e2e_evaluation(public_data_dir: str | os.PathLike, registry_path: str | 
         row = {"config": config, "run_name": r.run_name, "model": r.model, "trace": r.trace,
                "batch_size": r.batch_size, "tp": r.tp, "gpu": r.gpu, "gpu_id": r.gpu_id,
                "repetitions": r.repetitions, "overhead_a_s": ov.a_s, "overhead_b_s": ov.b_s}
+        iv = res.intervals()
         for metric, (meas_col, pred_attr) in METRICS.items():
             meas, pred = float(getattr(r, meas_col)), float(getattr(res, pred_attr))
             row[f"{metric}_measured_s"], row[f"{metric}_predicted_s"] = meas, pred
             row[f"{metric}_ape_pct"] = abs(pred - meas) / meas * 100
+            lo, hi = iv[f"{metric}_low_s"], iv[f"{metric}_high_s"]
+            row[f"{metric}_low_s"], row[f"{metric}_high_s"] = lo, hi
+            row[f"{metric}_in_interval"] = pd.NA if np.isnan(lo) else bool(lo <= meas <= hi)
         rows.append(row)
         bds.append(res.breakdown().assign(config=config))
         mods.append(res.models.assign(config=config))
     configs = pd.DataFrame(rows)
     summary = pd.DataFrame([{"metric": m, "synperf_mape_pct": configs[f"{m}_ape_pct"].mean(),
                              "paper_mape_pct": PAPER_MAPE[m], "neusight_mape_pct": NEUSIGHT_MAPE[m],
-                             "configurations": len(configs)} for m in METRICS])
+                             "configurations": len(configs),
+                             "interval_coverage_pct": interval_coverage(configs[f"{m}_in_interval"])}
+                            for m in METRICS])
     overall = fit_overhead(batch, resid)
     files = []
     for df, name in ((configs, "e2e_configs.csv"), (summary, "e2e_summary.csv"),

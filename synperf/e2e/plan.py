@@ -15,15 +15,23 @@ Memory per GPU (bytes; GB = 1e9 bytes, the unit of the registry's ``memory_gb``)
   token the largest batch holds at its end (the sum of prompt + output tokens of its requests);
 * activations: the fixed allowance :data:`ACTIVATION_GB` (CUDA context, activations, CUDA graphs, NCCL buffers);
 
-against ``memory_gb`` of the registry, all of it usable (no ``gpu_memory_utilization`` margin).
+against ``gpu_memory_utilization`` x ``memory_gb`` of the registry (``memory_usable_gb``): vLLM pre-allocates that
+share of the GPU's memory and leaves the rest to other processes and fragmentation (``EngineArgs
+.gpu_memory_utilization = 0.90`` in ``vllm/engine/arg_utils.py``; docs.vllm.ai, engine arguments,
+``--gpu-memory-utilization``: "the fraction of GPU memory to be used for the model executor", default 0.9), so a
+configuration that fits only in all of the memory is reported as not fitting. :data:`GPU_MEMORY_UTILIZATION` is
+the default, ``synperf plan --gpu-memory-utilization`` sets it.
 
-Intervals: where the kernel predictor returns ``predicted_latency_low_us``/``predicted_latency_high_us`` (an 80%
-interval per launch, :mod:`synperf.model.uncertainty`), the low (high) bounds of prefill, decode step and total
-come from composing the workload again with every launch at its low (high) bound; the decode step's bound is the
-median of those decode iterations. Summing per-launch bounds treats every kernel as off in the same direction at
-once: wider than the sum's interval would be under independent errors (conservative), and not a calibrated 80%
-interval of the total. Collectives (measured tables) and the framework overhead count at their point value in
-both bounds, as do launches without an interval; a configuration none of whose launches has one has no interval.
+Intervals: ``prefill_low_ms`` ... ``total_high_s`` bound an 80% interval propagated from the kernel predictions'
+per-launch intervals by the rule of :mod:`synperf.e2e.intervals` (errors fully correlated within a kernel family,
+independent across families); NaN where the predictor returns no interval.
+
+Flags: ``flag_<family>`` is ``trained`` where the GPU is one of the training GPUs of the family's model
+(``attrs["training_gpus"]`` of :func:`synperf.api.predict`, else ``train_gpus`` of its ``meta.json``), else
+``unseen`` (predicted for a GPU the model never trained on: its interval is the leave-one-seen-GPU-out one).
+:func:`synperf.api.predict` serves no few-shot calibrated model, so no row is flagged few-shot. ``model_set``
+names the model sets that answered (``deploy``: trained on every measured GPU; ``evaluation``: the evaluation
+models, :func:`synperf.api.predict`'s ``models``).
 """
 
 from __future__ import annotations
@@ -46,12 +54,15 @@ from .workload import DTYPE_BYTES, POLICIES, Request, generate
 #: per-GPU memory allowed for everything but weights and KV cache (GB): CUDA context (~0.5-1 GB), the largest
 #: activation of a forward pass, CUDA graphs and NCCL buffers; a round figure, not a measurement
 ACTIVATION_GB = 4.0
+#: share of a GPU's memory the serving engine may use: vLLM's default ``gpu_memory_utilization``
+GPU_MEMORY_UTILIZATION = 0.9
 GB = 1e9
-#: columns of :func:`plan`'s table, before the per-family ``trained_<family>`` columns
+#: columns of :func:`plan`'s table, before the per-family ``flag_<family>`` columns
 PLAN_COLUMNS = ["gpu", "tp", "pp", "gpus", "status", "prefill_ms", "prefill_low_ms", "prefill_high_ms",
                 "decode_step_ms", "decode_step_low_ms", "decode_step_high_ms", "total_s", "total_low_s",
-                "total_high_s", "tokens_per_s", "weights_gb", "kv_cache_gb", "activation_gb", "memory_need_gb",
-                "memory_gb", "usd_per_hour", "usd_per_m_output_tokens"]
+                "total_high_s", "tokens_per_s", "tokens_per_s_low", "tokens_per_s_high", "weights_gb",
+                "kv_cache_gb", "activation_gb", "memory_need_gb", "memory_usable_gb", "memory_gb",
+                "gpu_memory_utilization", "usd_per_hour", "usd_per_m_output_tokens", "model_set"]
 
 
 def resolve_model(arg: str, examples: str | os.PathLike) -> ModelConfig:
@@ -127,8 +138,8 @@ def parse_prices(items: list[str] | None, registry: Registry) -> dict[str, float
 
 
 class _Recorder:
-    """A ``predict_fn`` that answers with ``inner``'s predictions and keeps each family's result, so the same
-    launches can be composed again at their interval bounds (:meth:`bound`) without predicting twice."""
+    """A ``predict_fn`` that answers with ``inner``'s predictions and keeps each family's result, for the
+    per-family flags and the model set."""
 
     def __init__(self, inner: Callable):
         self.inner, self.outs = inner, {}
@@ -151,27 +162,19 @@ class _Recorder:
         except (OSError, ValueError, AttributeError):
             return set()
 
-    def has_intervals(self) -> bool:
-        return any("predicted_latency_low_us" in o.columns and o["predicted_latency_low_us"].notna().any()
-                   for o in self.outs.values())
-
-    def bound(self, side: str) -> Callable:
-        """A ``predict_fn`` answering the recorded ``predicted_latency_<side>_us`` (the point value where NaN)."""
-        def fn(family, params, gpu, **_):
-            o = self.outs[family].copy()
-            col = f"predicted_latency_{side}_us"
-            if col in o.columns:
-                o["predicted_latency_us"] = o[col].fillna(o["predicted_latency_us"]).to_numpy()
-            return o
-        return fn
+    def model_sets(self) -> str:
+        """The model sets that answered (``attrs["model_set"]`` of each family's prediction), ``+``-joined;
+        ``unknown`` for a predictor that does not say."""
+        return "+".join(sorted({str(o.attrs.get("model_set", "unknown")) for o in self.outs.values()}))
 
 
 def price(model: ModelConfig, requests: list[Request], gpu: str, tp: int, pp: int, *, registry: Registry,
           max_batch: int | None = None, policy: str = "static", collectives: CollectiveModel | None = None,
           overhead: Overhead = Overhead(), models_dir: str | os.PathLike | None = None,
           predict_fn: Callable | None = None) -> dict:
-    """One priced configuration: the ``synperf e2e`` prediction (``generate`` + ``compose``) and, when the
-    predictor returns intervals, the compose at each bound. Times in ms (prefill, decode step) and s (total).
+    """One priced configuration: the ``synperf e2e`` prediction (``generate`` + ``compose``), its 80% bounds
+    (:meth:`~.compose.E2EResult.intervals`), ``model_set`` and the per-family ``flag_<family>`` (module docstring).
+    Times in ms (prefill, decode step) and s (total).
 
     Raises:
         InputError: from :func:`~.workload.generate` or :func:`~.compose.compose`.
@@ -179,17 +182,16 @@ def price(model: ModelConfig, requests: list[Request], gpu: str, tp: int, pp: in
     wl = generate(model, requests, tp=tp, pp=pp, max_batch=max_batch, policy=policy,
                   prefill_impl=attention_path(gpu, registry))
     rec = _Recorder(predict_fn or predict)
-    kw = dict(models_dir=models_dir, registry=registry, collectives=collectives, overhead=overhead)
-    res = compose(wl, gpu, predict_fn=rec, **kw)
-    row = {"prefill_ms": res.prefill_s * 1e3, "decode_step_ms": res.decode_step_s * 1e3, "total_s": res.total_s}
-    if rec.has_intervals():
-        for side in ("low", "high"):
-            b = compose(wl, gpu, predict_fn=rec.bound(side), **kw)
-            row.update({f"prefill_{side}_ms": b.prefill_s * 1e3, f"decode_step_{side}_ms": b.decode_step_s * 1e3,
-                        f"total_{side}_s": b.total_s})
+    res = compose(wl, gpu, predict_fn=rec, models_dir=models_dir, registry=registry, collectives=collectives,
+                  overhead=overhead)
+    iv = res.intervals()
+    row = {"prefill_ms": res.prefill_s * 1e3, "decode_step_ms": res.decode_step_s * 1e3, "total_s": res.total_s,
+           "prefill_low_ms": iv["prefill_low_s"] * 1e3, "prefill_high_ms": iv["prefill_high_s"] * 1e3,
+           "decode_step_low_ms": iv["decode_step_low_s"] * 1e3, "decode_step_high_ms": iv["decode_step_high_s"] * 1e3,
+           "total_low_s": iv["total_low_s"], "total_high_s": iv["total_high_s"], "model_set": rec.model_sets()}
     for fam in KERNEL_FAMILIES:
         if fam in rec.outs:
-            row[f"trained_{fam}"] = "trained" if gpu in rec.training_gpus(fam) else "unseen: predicted"
+            row[f"flag_{fam}"] = "trained" if gpu in rec.training_gpus(fam) else "unseen"
     return row
 
 
@@ -197,17 +199,20 @@ def plan(model: ModelConfig, requests: list[Request], gpus: list[str], tps: list
          registry: Registry, max_batch: int | None = None, policy: str = "static",
          collectives: CollectiveModel | None = None, overhead: Overhead = Overhead(),
          models_dir: str | os.PathLike | None = None, prices: dict[str, float] | None = None,
-         predict_fn: Callable | None = None) -> pd.DataFrame:
-    """One row per (GPU, TP, PP) (:data:`PLAN_COLUMNS` plus ``trained_<family>``: ``trained`` when the GPU is a
-    training GPU of that family's model (:meth:`_Recorder.training_gpus`), else ``unseen: predicted``).
-    ``status`` is ``ok`` for a priced row, else ``does not fit: needs X GB of Y GB``, ``cannot run <dtype>`` (the
+         predict_fn: Callable | None = None, gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION
+         ) -> pd.DataFrame:
+    """One row per (GPU, TP, PP) (:data:`PLAN_COLUMNS` plus ``flag_<family>``, module docstring); the memory
+    columns on every row that can be sharded, the latency, interval and flag columns on the priced ones.
+    ``status`` is ``ok`` for a priced row, else ``does not fit: needs X GB of Y GB usable`` (``memory_need_gb`` above
+    ``gpu_memory_utilization`` x ``memory_gb``), ``cannot run <dtype>`` (the
     GPU has no Tensor Core peak for the model's dtype, as :func:`synperf.data.launches.check_launches` refuses) or
     ``cannot shard: <why>``; priced rows first, by ``total_s``. ``tokens_per_s`` = output tokens / total;
     ``usd_per_m_output_tokens`` = price per GPU-hour x GPUs x total /
     3600 / output tokens x 1e6 (where ``prices`` names the GPU).
 
     Raises:
-        InputError: an unknown GPU id, a policy not in :data:`~.workload.POLICIES`, TP or PP < 1, TP/PP > 1
+        InputError: an unknown GPU id, a policy not in :data:`~.workload.POLICIES`, TP or PP < 1,
+            ``gpu_memory_utilization`` outside (0, 1], TP/PP > 1
             without ``collectives``, or a predictor error (no trained model, ...).
     """
     if policy not in POLICIES:
@@ -219,43 +224,50 @@ def plan(model: ModelConfig, requests: list[Request], gpus: list[str], tps: list
     if collectives is None and (max(tps) > 1 or max(pps) > 1):
         raise InputError("TP/PP > 1 needs the collective tables: pass --collectives "
                          "PUBLIC_DATA/pipeweave/dataset/collective")
+    if not 0 < gpu_memory_utilization <= 1:
+        raise InputError(f"--gpu-memory-utilization {gpu_memory_utilization}: expected a fraction in (0, 1]")
     prices = prices or {}
     out_tokens = sum(r.output_tokens for r in requests)
     tokens = kv_tokens(requests, max_batch)
     rows = []
     for gpu in gpus:
         cap = float(registry[gpu].datasheet().memory_gb)
+        usable = gpu_memory_utilization * cap
         try:   # a GEMM in the model's dtype: refused where the GPU has no Tensor Core peak for it
             launch_table("gemm", {"m": 1, "n": 1, "k": 1, "dtype": model.dtype}, gpu, registry)
+            runs = True
         except InputError:
-            rows += [{"gpu": gpu, "tp": tp, "pp": pp, "gpus": tp * pp, "memory_gb": cap,
-                      "usd_per_hour": prices.get(gpu, math.nan),
-                      "status": f"cannot run {model.dtype}: no Tensor Core peak for it in the registry"}
-                     for tp in tps for pp in pps]
-            continue
+            runs = False
         for tp in tps:
             for pp in pps:
                 row = {"gpu": gpu, "tp": tp, "pp": pp, "gpus": tp * pp, "memory_gb": cap,
+                       "memory_usable_gb": usable, "gpu_memory_utilization": gpu_memory_utilization,
                        "usd_per_hour": prices.get(gpu, math.nan)}
                 try:
                     row.update(memory_need(model, tp, pp, tokens))
                 except InputError as e:
                     rows.append({**row, "status": f"cannot shard: {e}"})
                     continue
-                if row["memory_need_gb"] > cap:
+                if not runs:
+                    rows.append({**row, "status": f"cannot run {model.dtype}: no Tensor Core peak for it in the "
+                                                  "registry"})
+                    continue
+                if row["memory_need_gb"] > usable:
                     rows.append({**row, "status": f"does not fit: needs {row['memory_need_gb']:.1f} GB of "
-                                                  f"{cap:.0f} GB"})
+                                                  f"{usable:.1f} GB usable"})
                     continue
                 row.update(price(model, requests, gpu, tp, pp, registry=registry, max_batch=max_batch,
                                  policy=policy, collectives=collectives, overhead=overhead, models_dir=models_dir,
                                  predict_fn=predict_fn))
                 row["status"] = "ok"
                 row["tokens_per_s"] = out_tokens / row["total_s"]
+                row["tokens_per_s_low"] = out_tokens / row["total_high_s"]
+                row["tokens_per_s_high"] = out_tokens / row["total_low_s"]
                 row["usd_per_m_output_tokens"] = row["usd_per_hour"] * tp * pp * row["total_s"] / 3600 \
                     / out_tokens * 1e6
                 rows.append(row)
     df = pd.DataFrame(rows)
-    fams = [f"trained_{f}" for f in KERNEL_FAMILIES if f"trained_{f}" in df.columns]
+    fams = [f"flag_{f}" for f in KERNEL_FAMILIES if f"flag_{f}" in df.columns]
     df = df.reindex(columns=PLAN_COLUMNS + fams)
     df["_ok"] = df["status"] != "ok"
     return df.sort_values(["_ok", "total_s", "gpu", "tp", "pp"], kind="stable").drop(columns="_ok") \
@@ -263,27 +275,29 @@ def plan(model: ModelConfig, requests: list[Request], gpus: list[str], tps: list
 
 
 def format_table(df: pd.DataFrame) -> str:
-    """``df`` of :func:`plan` as aligned text: latencies with their interval where there is one, memory, cost,
-    and the kernel families whose model never saw the GPU."""
+    """``df`` of :func:`plan` as aligned text: latencies and tokens/s with their 80% interval where there is one,
+    memory need of the usable memory (GB), cost, and the kernel families whose model never trained on the GPU
+    (``unseen: ...``, else ``trained: every family``)."""
     def iv(v, lo, hi, fmt):
         if pd.isna(v):
             return "-"
         return fmt.format(v) + (f" [{fmt.format(lo)}-{fmt.format(hi)}]" if pd.notna(lo) else "")
 
-    fams = [c for c in df.columns if c.startswith("trained_")]
+    fams = [c for c in df.columns if c.startswith("flag_")]
     lines = []
     for r in df.to_dict("records"):
-        unseen = [c[len("trained_"):] for c in fams if r.get(c) == "unseen: predicted"]
+        unseen = [c[len("flag_"):] for c in fams if r.get(c) == "unseen"]
         lines.append({
             "gpu": r["gpu"], "tp": str(r["tp"]), "pp": str(r["pp"]),
             "prefill ms": iv(r["prefill_ms"], r["prefill_low_ms"], r["prefill_high_ms"], "{:.1f}"),
             "decode step ms": iv(r["decode_step_ms"], r["decode_step_low_ms"], r["decode_step_high_ms"], "{:.2f}"),
             "total s": iv(r["total_s"], r["total_low_s"], r["total_high_s"], "{:.3f}"),
-            "tokens/s": "-" if pd.isna(r["tokens_per_s"]) else f"{r['tokens_per_s']:.0f}",
-            "memory GB": "-" if pd.isna(r["memory_need_gb"]) else f"{r['memory_need_gb']:.1f}/{r['memory_gb']:.0f}",
+            "tokens/s": iv(r["tokens_per_s"], r["tokens_per_s_low"], r["tokens_per_s_high"], "{:.0f}"),
+            "memory GB": "-" if pd.isna(r["memory_need_gb"]) else
+            f"{r['memory_need_gb']:.1f}/{r['memory_usable_gb']:.1f}",
             "$/M out tok": "-" if pd.isna(r["usd_per_m_output_tokens"]) else f"{r['usd_per_m_output_tokens']:.2f}",
             "status": r["status"] if r["status"] != "ok" else
-            ("unseen (predicted): " + ", ".join(unseen) if unseen else "all families trained on this GPU")})
+            ("unseen: " + ", ".join(unseen) if unseen else "trained: every family")})
     if not lines:
         return ""
     cols = list(lines[0])

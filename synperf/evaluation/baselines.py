@@ -67,7 +67,8 @@ Methods (names are the keys of :data:`BASELINES`):
     count, clock); target ``log(latency_us)``; no analytical feature.
 
 Nearest-GPU similarity (documented choice): among the GPUs of ``train`` that measured the shape,
-first those of the target's architecture (registry ``architecture``), then the smallest Euclidean
+first those of the target's class (:meth:`synperf.data.hardware.GPUSpec.same_class`: the same compute capability
+major version and memory family, HBM or GDDR, both from the registry), then the smallest Euclidean
 distance of ``(ln peak, ln DRAM bandwidth)`` (peak of the row's dtype and pipe), then the GPU id
 (alphabetical) to break ties. The target GPU itself is a valid source (distance 0); under the
 protocols of :mod:`synperf.evaluation.protocols` it never holds the test shape in ``train``. Rows without any
@@ -443,7 +444,8 @@ def nearest_sources(train: pd.DataFrame, test: pd.DataFrame, registry, train_key
                     ) -> pd.DataFrame:
     """For each ``test`` row, the ``train`` row with the same shape on the most similar GPU.
 
-    Similarity: same registry ``architecture`` as the test row's GPU first, then the smallest Euclidean
+    Similarity: the test row's GPU class first (:meth:`synperf.data.hardware.GPUSpec.same_class`: same compute
+    capability major version and memory family), then the smallest Euclidean
     distance of ``(ln peak FLOP/s of the row's dtype and pipe, ln DRAM B/s)``, then GPU id (alphabetical).
 
     ``train_keys``: the shape hash of each ``train`` row (:func:`shape_hash`, shape ``(len(train),)``), computed
@@ -452,14 +454,14 @@ def nearest_sources(train: pd.DataFrame, test: pd.DataFrame, registry, train_key
     Returns:
         DataFrame with one row per ``test`` row (positional, index ``0..len(test)-1``): ``src_pos``
         (position in ``train``, -1 where no GPU of ``train`` measured the shape), ``src_gpu`` (or <NA>),
-        ``same_architecture`` (bool) and ``distance`` (NaN where uncovered).
+        ``same_class`` (bool) and ``distance`` (NaN where uncovered).
 
     Raises:
         ValueError: a frame lacks a canonical key column, or ``train_keys`` is not one key per ``train`` row.
     """
     out = pd.DataFrame({"src_pos": np.full(len(test), -1, dtype="int64"),
                         "src_gpu": pd.Series([pd.NA] * len(test), dtype="string"),
-                        "same_architecture": np.zeros(len(test), dtype=bool),
+                        "same_class": np.zeros(len(test), dtype=bool),
                         "distance": np.full(len(test), np.nan)})
     if len(test) == 0 or len(train) == 0:
         return out
@@ -482,18 +484,17 @@ def nearest_sources(train: pd.DataFrame, test: pd.DataFrame, registry, train_key
     combos = pairs[["gpu", "src_gpu", "dtype", "kernel"]].drop_duplicates().reset_index(drop=True)
     tgt = gpu_columns(combos["gpu"], combos["dtype"], combos["kernel"], registry)
     src = gpu_columns(combos["src_gpu"], combos["dtype"], combos["kernel"], registry)
-    combos["same_architecture"] = [registry[a].architecture == registry[b].architecture
-                                   for a, b in zip(combos["gpu"], combos["src_gpu"])]
+    combos["same_class"] = [registry[a].same_class(registry[b]) for a, b in zip(combos["gpu"], combos["src_gpu"])]
     combos["distance"] = np.hypot(np.log(tgt["peak_flops_per_s"].to_numpy() / src["peak_flops_per_s"].to_numpy()),
                                   np.log(tgt["dram_bytes_per_s"].to_numpy() / src["dram_bytes_per_s"].to_numpy()))
     pairs = pairs.merge(combos, on=["gpu", "src_gpu", "dtype", "kernel"], how="left")
-    pairs["other_arch"] = ~pairs["same_architecture"]
-    best = (pairs.sort_values(["pos", "other_arch", "distance", "src_gpu"], kind="mergesort")
+    pairs["other_class"] = ~pairs["same_class"]
+    best = (pairs.sort_values(["pos", "other_class", "distance", "src_gpu"], kind="mergesort")
             .drop_duplicates("pos", keep="first"))
     pos = best["pos"].to_numpy()
     out.loc[pos, "src_pos"] = best["src_pos"].to_numpy()
     out.loc[pos, "src_gpu"] = best["src_gpu"].to_numpy()
-    out.loc[pos, "same_architecture"] = best["same_architecture"].to_numpy(dtype=bool)
+    out.loc[pos, "same_class"] = best["same_class"].to_numpy(dtype=bool)
     out.loc[pos, "distance"] = best["distance"].to_numpy()
     return out
 

@@ -210,7 +210,7 @@ def moe_default_gaps(defaults: pd.DataFrame, models_dir, feature_set: str, regis
     params = defaults[SHAPE + list(CONFIG_COLUMNS)].assign(moe_tp_size=1, moe_ep_size=1, distribution="random",
                                                              dtype="bfloat16")
     pred = predict("fused_moe", params, defaults["gpu"].tolist(), experiment=experiment, models_dir=models_dir,
-                   registry=registry, feature_set=feature_set)
+                   registry=registry, feature_set=feature_set, models="evaluation")
     out = defaults.copy()
     out["theoretical_time_us"] = pred["theoretical_time_us"].to_numpy()
     out["p80_efficiency"] = pred["predicted_efficiency"].to_numpy()
@@ -323,7 +323,7 @@ def suggest_logo(sweep: pd.DataFrame, defaults: pd.DataFrame, target: str, model
     pool = pool[ok].reset_index(drop=True)
     params = pool.assign(moe_tp_size=1, moe_ep_size=1, distribution="random", dtype="bfloat16")
     pred = predict("fused_moe", params, target, experiment=fold, models_dir=models_dir, registry=registry,
-                   feature_set=feature_set)
+                   feature_set=feature_set, models="evaluation")
     pool["predicted_us"] = pred["predicted_latency_us"].to_numpy()
     best = pool.sort_values("predicted_us", kind="stable").groupby(SHAPE, sort=False).head(1)
     meas = sweep[sweep["gpu"] == target][SHAPE + list(CONFIG_COLUMNS) + ["latency_us"]]

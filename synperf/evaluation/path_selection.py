@@ -4,7 +4,7 @@ The candidates are the paths of :mod:`synperf.model.paths`: the base models ``ml
 ``physical`` (the fitted physical time model), ``residual`` (the physical model times a tree-fitted correction) and
 ``ensemble`` (the geometric mean of those three), and transfer of another training GPU's measurement by ratio
 (``transfer+<base>``) or by difference (``shift+<base>``) with a base model, or by ratio from a GPU of the target's
-own architecture only (``sibling+<base>``) or shifted by the spec-sheet roofline difference
+own class only (``sibling+<base>``) or shifted by the spec-sheet roofline difference
 (``sibling_roofline+<base>``), the base where no such GPU measured the launch. Each seen GPU in turn
 is the validation GPU: the other seen GPUs' training rows fit the base models and are the only transfer sources,
 the validation GPU's training rows score each path (MAPE). The path with the lowest mean fold MAPE wins
@@ -281,7 +281,7 @@ def score_paths(table: pd.DataFrame, meta: dict, experiment: str, registry, trai
 
     Returns:
         :data:`PATH_SCORE_COLUMNS`, one row per (path, fold): MAPE (percent) on the validation GPU's training
-        rows (``n_rows`` of them), and on those of them no GPU of the validation GPU's architecture measured among
+        rows (``n_rows`` of them), and on those of them no GPU of the validation GPU's class measured among
         the fold's other rows (``n_rows_no_sibling``, ``mape_no_sibling_pct``; NaN when there is none): the
         evidence for a target GPU without a sibling (:func:`synperf_predict`); empty when fewer than two seen GPUs
         have training rows.
@@ -318,9 +318,9 @@ def score_paths(table: pd.DataFrame, meta: dict, experiment: str, registry, trai
         base_pred = base_predictions(fitted, sorted({BASE[p] for p in paths}, key=BASES.index), va, registry)
         sources = (transfer_sources(fitted.train, va, registry, train_keys=keys[fit_idx]) if keys is not None
                    else None)
-        # rows with a sibling source (another GPU of the validation GPU's architecture measured the launch)
+        # rows with a sibling source (another GPU of the validation GPU's class measured the launch)
         sib = (np.zeros(len(va), dtype=bool) if sources is None else
-               (sources["src_pos"].to_numpy() >= 0) & sources["same_architecture"].to_numpy(dtype=bool))
+               (sources["src_pos"].to_numpy() >= 0) & sources["same_class"].to_numpy(dtype=bool))
         for p in paths:
             res = predict_path(fitted, p, va, registry, base_pred=base_pred[BASE[p]], sources=sources)
             pred = res["predicted_latency_us"].to_numpy()
@@ -622,12 +622,12 @@ def synperf_predict(train_rows: pd.DataFrame, test_rows: pd.DataFrame, meta: dic
 
     Test rows on a GPU of ``train_rows`` (held-out problems of a seen GPU) take the seen path instead
     (:func:`score_seen_paths` on the validation rows of the fold's MLP, :func:`choose_seen_path`); the other test
-    rows take the LOSGO-chosen path. A test GPU without a training GPU of its own architecture
+    rows take the LOSGO-chosen path. A test GPU without a training GPU of its own class
     (:func:`synperf.model.paths.sibling_gpus`) takes the path chosen, with its fallback, on the validation rows
     that had no sibling either (``mape_no_sibling_pct`` of :func:`score_paths`), among the candidates without a
     :data:`synperf.model.paths.SIBLING_MODES` mode: the sibling rows of other validation GPUs (where a transfer
-    reads a sibling's measurement) say nothing about a GPU whose sources are of other architectures. The choice
-    reads the test GPUs' registry architecture, never their rows.
+    reads a sibling's measurement) say nothing about a GPU whose sources are of other classes. The choice
+    reads the test GPUs' registry class (compute capability, memory type), never their rows.
 
     Args:
         train_rows: the fold's training rows (seen GPUs, problems not held out), a feature table's rows.

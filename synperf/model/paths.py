@@ -29,7 +29,7 @@ Sibling transfer (:func:`transfer_predict`)
     :func:`synperf.evaluation.split.shape_key`: kernel, implementation, dtype, every parameter), the prediction on
     the target GPU is ``latency_src * base(target) / base(source)``: the measured latency corrected by the ratio of
     a base model's predictions on the two GPUs. The source is the nearest seen GPU of
-    :func:`synperf.evaluation.baselines.nearest_sources` (same architecture first, then the smallest distance of
+    :func:`synperf.evaluation.baselines.nearest_sources` (same GPU class first, then the smallest distance of
     ``(ln peak, ln DRAM bandwidth)``), never the target GPU itself; rows without a source take the base prediction.
 
 Physical time model with a learned residual (:class:`ResidualModel`)
@@ -53,8 +53,8 @@ Local correction (paths ``local`` and ``local_mlp``, :class:`LocalModel`, rows o
 
 Path names (:data:`PATHS`): the base models ``mlp``, ``physical``, ``residual`` and ``ensemble``, and
 ``<mode>+<base>`` with mode ``transfer`` (ratio), ``shift`` (difference), ``sibling`` (ratio, from a source of the
-target's own architecture only; the other rows take the base prediction) or ``sibling_roofline`` (a source of the
-target's own architecture shifted by the spec-sheet roofline difference, the rule of
+target's own class only, :meth:`synperf.data.hardware.GPUSpec.same_class`; the other rows take the base prediction)
+or ``sibling_roofline`` (a source of the target's own class shifted by the spec-sheet roofline difference, the rule of
 :func:`synperf.evaluation.baselines.nearest_gpu_roofline` restricted to siblings; the other rows take the base
 prediction) of :func:`transfer_predict`. The ``sibling`` paths come last: where no training GPU has a sibling they
 predict exactly as their base, and a tie keeps the earlier path.
@@ -94,7 +94,7 @@ BASE_MODELS = {"mlp": ("mlp",), "physical": ("physical",), "residual": ("residua
                LOCAL_MLP: ("mlp", LOCAL_MLP)}
 #: transfer modes of :func:`transfer_predict`
 TRANSFER_MODES = ("transfer", "shift", "sibling", "sibling_roofline")
-#: transfer modes that read a source of the target GPU's own architecture only: on a target without such a training
+#: transfer modes that read a source of the target GPU's own class only: on a target without such a training
 #: GPU their paths predict as their base (see :func:`sibling_gpus`)
 SIBLING_MODES = ("sibling", "sibling_roofline")
 #: every prediction path, in tie-break order (a tie in selection keeps the earlier one)
@@ -106,7 +106,8 @@ TRANSFER = {p: (p.split("+")[0] if "+" in p else None) for p in PATHS + LOCAL_PA
 
 
 def sibling_gpus(targets, training_gpus, registry) -> set:
-    """The GPUs of ``targets`` (registry ids) with a GPU of their own registry ``architecture`` among
+    """The GPUs of ``targets`` (registry ids) with a GPU of their own class
+    (:meth:`synperf.data.hardware.GPUSpec.same_class`: compute capability major version and memory family) among
     ``training_gpus`` other than themselves: the targets a :data:`SIBLING_MODES` path can transfer to.
 
     Raises:
@@ -114,7 +115,7 @@ def sibling_gpus(targets, training_gpus, registry) -> set:
     """
     train = [str(g) for g in training_gpus]
     return {str(t) for t in targets
-            if any(registry[g].architecture == registry[str(t)].architecture for g in train if g != str(t))}
+            if any(registry[g].same_class(registry[str(t)]) for g in train if g != str(t))}
 
 
 def with_spec_columns(rows: pd.DataFrame, registry) -> pd.DataFrame:
@@ -498,12 +499,12 @@ def transfer_sources(train: pd.DataFrame, test: pd.DataFrame, registry, train_ke
 
     Returns:
         One row per ``test`` row (positional): ``src_pos`` (position in ``train``, -1 where no other GPU measured
-        the launch), ``src_gpu`` (<NA> where uncovered) and ``same_architecture`` (the source GPU has the target's
-        registry ``architecture``; False where uncovered).
+        the launch), ``src_gpu`` (<NA> where uncovered) and ``same_class`` (the source GPU is of the target's
+        class, :meth:`synperf.data.hardware.GPUSpec.same_class`; False where uncovered).
     """
     out = pd.DataFrame({"src_pos": np.full(len(test), -1, dtype="int64"),
                         "src_gpu": pd.Series([pd.NA] * len(test), dtype="string"),
-                        "same_architecture": np.zeros(len(test), dtype=bool)})
+                        "same_class": np.zeros(len(test), dtype=bool)})
     if len(test) == 0 or len(train) == 0:
         return out
     if train_keys is None:
@@ -524,7 +525,7 @@ def transfer_sources(train: pd.DataFrame, test: pd.DataFrame, registry, train_ke
         ok = src["src_pos"].to_numpy() >= 0
         out.loc[rows[ok], "src_pos"] = others[src["src_pos"].to_numpy()[ok]]
         out.loc[rows[ok], "src_gpu"] = src["src_gpu"].to_numpy()[ok]
-        out.loc[rows[ok], "same_architecture"] = src["same_architecture"].to_numpy(dtype=bool)[ok]
+        out.loc[rows[ok], "same_class"] = src["same_class"].to_numpy(dtype=bool)[ok]
     return out
 
 
@@ -537,9 +538,10 @@ def transfer_predict(train: pd.DataFrame, test: pd.DataFrame, registry, base_tra
     ``mode="shift"``: ``latency_src - base_train[src] + base_test`` (the source's excess over the base model
     carried over, the form of :func:`synperf.evaluation.baselines.nearest_gpu_roofline` with a fitted base),
     floored at ``1e-3 * latency_src``.
-    ``mode="sibling"``: as ``transfer``, from a source of the target GPU's own registry ``architecture`` only (a
-    sibling: same SM design, so the base model's ratio has only spec differences to carry); a row whose nearest
-    source is of another architecture takes the base prediction.
+    ``mode="sibling"``: as ``transfer``, from a source of the target GPU's own class only (a sibling,
+    :meth:`synperf.data.hardware.GPUSpec.same_class`: same SM generation and memory family, so the base model's
+    ratio has mostly spec differences to carry); a row whose nearest source is of another class takes the base
+    prediction.
     ``mode="sibling_roofline"``: from a sibling only, as ``sibling``, but ``latency_src - roofline_src +
     roofline_target`` (``bl_roofline_us``, the spec-sheet ``max(compute, DRAM)`` time; floored at ``1e-3 *
     latency_src``), the rule of :func:`synperf.evaluation.baselines.nearest_gpu_roofline` restricted to siblings:
@@ -575,7 +577,7 @@ def transfer_predict(train: pd.DataFrame, test: pd.DataFrame, registry, base_tra
     ok = pos >= 0
     src_gpu = src["src_gpu"]
     if mode in SIBLING_MODES:
-        ok &= src["same_architecture"].to_numpy(dtype=bool)
+        ok &= src["same_class"].to_numpy(dtype=bool)
         src_gpu = src_gpu.where(ok, pd.NA)
     pred = base_test.copy()
     lat = train["latency_us"].to_numpy(dtype="float64")

@@ -70,7 +70,7 @@ def predict_throughput(experiments: dict, feature_tables: list[str], models_dir:
             params, gpus = launches.drop(columns="gpu"), launches["gpu"].astype(str).tolist()
             start = time.perf_counter()
             predict(kernel, params, gpus, experiment=name, models_dir=models_dir, registry=registry,
-                    experiments=experiments)
+                    experiments=experiments, models="evaluation")
             return time.perf_counter() - start
 
         cold = timed(warmup_launches, seed + 1)

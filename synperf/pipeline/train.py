@@ -78,8 +78,17 @@ def recipe_overrides(recipe: str | None) -> dict:
     return {**choice["overrides"], "recipe": choice["chosen"]}
 
 
+def deploy_experiment(exp: dict, table):
+    """The experiment entry and feature table a deploy model trains on: every GPU of ``table`` seen (the entry's
+    ``seen`` and ``unseen`` GPUs and any other in the table), none unseen, and every row, held-out problems and
+    unseen-GPU rows included, a ``train`` row. Returns ``(entry, table)``; ``table`` is not modified."""
+    gpus = sorted({*map(str, exp.get("seen") or []), *map(str, exp.get("unseen") or []),
+                   *table["gpu"].astype(str).unique()})
+    return {**exp, "seen": gpus, "unseen": []}, table.assign(split="train")
+
+
 def train_models(exp_name: str, exp: dict, models: list[dict], seed: int, threads: int,
-                 recipe: str | None = None, path_choice: dict | None = None) -> None:
+                 recipe: str | None = None, path_choice: dict | None = None, deploy: bool = False) -> None:
     """Train and score every model of one experiment, one after the other, each feature table read once.
 
     ``path_choice`` (optional): after the first model (the primary one) is trained, record the experiment's
@@ -97,6 +106,13 @@ def train_models(exp_name: str, exp: dict, models: list[dict], seed: int, thread
     ``recipe``: the experiment's chosen training recipe (JSON of :func:`synperf.evaluation.selection.choose_recipe`);
     its overrides apply over every model's ``training`` (the budget keys stay the model's).
 
+    ``deploy``: train the deploy models instead (the ``deploy`` target, ``models/deploy/<experiment>/``): the same
+    recipe, feature set, training settings and path choice (the path chosen on the seen GPUs' scores, with the
+    default pooled over the experiments excluding this one's unseen GPUs, as for the evaluation model), but on
+    every GPU and row of the feature table (:func:`deploy_experiment`); nothing is scored (no row is held out), so
+    ``predictions`` and ``mape`` are not needed. The intervals of GPUs outside the table stay the
+    leave-one-seen-GPU-out ones of the evaluation.
+
     Args:
         models: one dict per model: ``feature_set``, ``group``, ``training`` (the model's budget), ``table`` and
             ``meta`` (its feature table and sidecar), ``model_dir``, ``predictions`` and ``mape`` (the outputs of
@@ -107,14 +123,19 @@ def train_models(exp_name: str, exp: dict, models: list[dict], seed: int, thread
     overrides = recipe_overrides(recipe)
     name = overrides.pop("recipe", None)
     tables: dict[str, object] = {}
+    trained_exp = exp
     for m in models:
         if m["table"] not in tables:
             tables[m["table"]] = read_table(m["table"])
+            if deploy:
+                trained_exp, tables[m["table"]] = deploy_experiment(exp, tables[m["table"]])
+                log.info("%s deploy: training on every GPU of the table: %s", exp_name, trained_exp["seen"])
         table = tables[m["table"]]
-        model = train_experiment(m["table"], m["meta"], exp_name, exp, {**m["training"], **overrides}, seed, threads,
-                                 m["model_dir"], group=m["group"], table=table, recipe=name)
-        evaluate_experiment(m["table"], m["meta"], m["model_dir"], exp_name, m["predictions"], m["mape"],
-                            table=table, model=model)
+        model = train_experiment(m["table"], m["meta"], exp_name, trained_exp, {**m["training"], **overrides}, seed,
+                                 threads, m["model_dir"], group=m["group"], table=table, recipe=name)
+        if not deploy:
+            evaluate_experiment(m["table"], m["meta"], m["model_dir"], exp_name, m["predictions"], m["mape"],
+                                table=table, model=model)
         if path_choice and m is models[0]:
             import pandas as pd
 

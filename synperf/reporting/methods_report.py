@@ -326,11 +326,12 @@ def methods_section(tables: pd.DataFrame, cdf: pd.DataFrame, predictions: pd.Dat
           "unseen in turn, the others seen; *leave one architecture out*: all GPUs of one architecture unseen "
           "(e.g. Blackwell while training on Ampere, Ada and Hopper), the honest test of a GPU nobody profiled. "
           "The leave-one-out MLPs train with `protocols.training` (a smaller budget: one model per fold). "
-          "Baselines: *nearest GPU (a)* the same shape's latency on the most similar seen GPU scaled by the bounding "
-          "peak; *(b)* that latency with its roofline time replaced by the target's; both only where a seen GPU "
-          "measured the shape (share of rows in brackets); *GBT* gradient-boosted trees on log shapes and GPU specs; "
-          "*NeuSight-style* tiles and waves with an MLP utilisation; *ridge* on our features; *roofline* the "
-          "spec-sheet bound (`synperf/evaluation/baselines.py`).", "",
+          "Baselines: *nearest GPU (a)* the same shape's latency on the most similar seen GPU (same class first: "
+          "compute capability major version and HBM/GDDR memory; then closest peak and DRAM bandwidth) scaled by "
+          "the bounding peak; *(b)* that latency with its roofline time replaced by the target's; both only where a "
+          "seen GPU measured the shape (share of rows in brackets); *GBT* gradient-boosted trees on log shapes and "
+          "GPU specs; *NeuSight-style* tiles and waves with an MLP utilisation; *ridge* on our features; *roofline* "
+          "the spec-sheet bound (`synperf/evaluation/baselines.py`).", "",
           f"### Mean MAPE (%) over the folds of the {len(experiments)} core families", "",
           "Each (family, fold) pair weighs the same here, so a family with more GPUs (more leave-one-out folds) "
           "weighs more; the goals table instead averages each family's mean over its folds, each family weighing "

@@ -15,6 +15,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from synperf.data.io import write_csv, write_text  # noqa: E402
+from synperf.reporting import e2e_report  # noqa: E402
 from synperf.reporting.tables import md_table, save_figure  # noqa: E402
 
 PAPER = {"seen_mape_pct": 6.0, "unseen_mape_pct": 11.5, "neusight_seen": 42.6, "neusight_unseen": 45.1}
@@ -246,7 +247,8 @@ def evaluation_section(leaks: list[dict], selection_table: str | None, selection
                "trees fit on the features), the ensemble (the geometric mean of those three), or a seen GPU's "
                "measurement of the same launch carried over by one of them "
                "(`transfer+*`: scaled by the model's ratio; `shift+*`: shifted by its difference; `sibling+*`: "
-               "scaled by the ratio, from a seen GPU of the target's own architecture only; `sibling_roofline+*`: "
+               "scaled by the ratio, from a seen GPU of the target's own class (compute capability major version, "
+               "HBM or GDDR) only; `sibling_roofline+*`: "
                "from such a GPU, shifted by the spec-sheet roofline difference; the model alone "
                "where no such seen GPU measured the launch). Chosen by leave one seen GPU out on the training rows; "
                "validation MAPE (%), mean over folds. A path replaces the experiment's default only when it is "
@@ -439,12 +441,7 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
 
         rel = str(Path(fewshot["figure"]).resolve().relative_to(Path(out_md).resolve().parent))
         md += fewshot_section(fewshot_table, pd.read_csv(fewshot["choice"]), rel, (goals or {}).get("families"))
-    if e2e:
-        from .e2e_report import e2e_section
-
-        rel = str(Path(e2e["figure"]).resolve().relative_to(Path(out_md).resolve().parent))
-        md += e2e_section(e2e["summary"], e2e["configs"], e2e["breakdown"], e2e["overhead"], rel,
-                          e2e.get("models"))
+    md += e2e_report.report_lines(e2e, out_md)
     if ceiling:
         from .ceiling_report import ceiling_section
 

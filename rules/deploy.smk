@@ -1,0 +1,42 @@
+# Deploy models (target `deploy`): each core family's primary model trained on EVERY GPU its feature table
+# measured, seen and unseen alike, with the recipe, feature set, training settings and path choice of its
+# evaluation model (synperf.pipeline.train.train_models, deploy=True), in models/deploy/<experiment>/ (the MLP in
+# mlp/, named in path.json).
+# `synperf.api.predict`, `synperf plan` and `synperf e2e` answer with them where they exist (models="deploy");
+# every evaluation, the report and the end-to-end scoring keep the evaluation models of models/<experiment>/.
+rule deploy_model:
+    input:
+        **RECIPE_INPUT,
+        table=primary_input("results/features/{fs}/{experiment}.parquet"),
+        meta=primary_input("results/features/{fs}/{experiment}.json"),
+        registry=config["gpu_registry"],
+        hardware=MEASURED_FILES,
+        path_scores=PATH_SCORES,
+        path_rows=PATH_ROWS,
+        all_path_scores=expand(PATH_SCORES, experiment=EXPERIMENTS),
+        code=code_inputs("scripts/deploy.py"),
+    output:
+        **{name.split(".")[0]: f"models/deploy/{{experiment}}/{name}" for name in DEPLOY_FILES},
+        mlp=directory("models/deploy/{experiment}/mlp"),
+    log:
+        "results/logs/deploy/{experiment}.log",
+    benchmark:
+        "results/benchmarks/deploy/{experiment}.tsv"
+    conda:
+        "../environment.yml"
+    threads: 1
+    params:
+        exp=lambda wc: config["experiments"][wc.experiment],
+        feature_set=lambda wc: primary_fs(wc.experiment),
+        training=config["training"],
+        seed=config["seed"],
+        measured_dir=MEASURED_DIR,
+        scored=EXPERIMENTS,
+        experiments={e: config["experiments"][e] for e in EXPERIMENTS},
+    script:
+        "../scripts/deploy.py"
+
+
+rule deploy:
+    input:
+        deploy_outputs(CORE_EXPERIMENTS),

@@ -1,0 +1,19 @@
+"""Rule script: train one experiment's deploy model on every measured GPU (progress in the rule's log)."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821  (this checkout's synperf first)
+
+from synperf.pipeline.rule import run
+from synperf.pipeline.train import train_models
+
+sm = snakemake  # noqa: F821
+exp = sm.wildcards.experiment
+model = {"feature_set": sm.params.feature_set, "group": "all", "primary": True, "training": dict(sm.params.training),
+         "table": sm.input.table, "meta": sm.input.meta, "model_dir": sm.output.mlp}
+path_choice = {"scores": sm.input.path_scores, "rows": sm.input.path_rows, "registry": sm.input.registry,
+               "measured_dir": sm.params.measured_dir,
+               "all_scores": dict(zip(sm.params.scored, sm.input.all_path_scores)),
+               "experiments": dict(sm.params.experiments)}
+run(sm, lambda: train_models(exp, dict(sm.params.exp), [model], int(sm.params.seed), sm.threads,
+                             recipe=sm.input.get("recipe"), path_choice=path_choice, deploy=True))

@@ -1,0 +1,46 @@
+"""End-to-end 80% intervals from per-launch intervals: correlated within a family, in quadrature across families."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from synperf.e2e.intervals import family_deltas, phase_intervals
+
+
+def _launches() -> pd.DataFrame:
+    # iteration 0 prefill, 1-3 decode; gemm (interval [0.5, 2] x) and rmsnorm ([0.9, 1.2] x), one launch each
+    rows = []
+    for it, g, r in ((0, 100.0, 10.0), (1, 10.0, 1.0), (2, 20.0, 1.0), (3, 30.0, 1.0)):
+        rows.append({"iteration": it, "family": "gemm", "count": 2, "latency_us": g, "latency_low_us": 0.5 * g,
+                     "latency_high_us": 2 * g})
+        rows.append({"iteration": it, "family": "rmsnorm", "count": 1, "latency_us": r, "latency_low_us": 0.9 * r,
+                     "latency_high_us": 1.2 * r})
+    return pd.DataFrame(rows)
+
+
+def test_families_add_in_quadrature_and_the_decode_step_is_a_median():
+    lau = _launches()
+    its = pd.DataFrame({"iteration": [0, 1, 2, 3], "phase": ["prefill", "decode", "decode", "decode"]})
+    its["latency_s"] = (lau["count"] * lau["latency_us"] / 1e6).groupby(lau["iteration"]).sum().to_numpy() + 1e-6
+    d = family_deltas(lau, ["gemm", "rmsnorm", "silu_mul"])
+    assert list(d.columns) == ["iteration", "gemm_low_s", "gemm_high_s", "rmsnorm_low_s", "rmsnorm_high_s"]
+    iv = phase_intervals(its, d)
+    # prefill: gemm 200 us -> [100, 400], rmsnorm 10 us -> [9, 12]; overhead 1 us stays
+    assert iv["prefill_low_s"] * 1e6 == pytest.approx(211 - np.hypot(100, 1))
+    assert iv["prefill_high_s"] * 1e6 == pytest.approx(211 + np.hypot(200, 2))
+    # decode median = iteration 2 (42 us) under each family's shift alone
+    assert iv["decode_step_low_s"] * 1e6 == pytest.approx(42 - np.hypot(20, 0.1))
+    assert iv["decode_step_high_s"] * 1e6 == pytest.approx(42 + np.hypot(40, 0.2))
+    total = its["latency_s"].sum() * 1e6
+    assert iv["total_high_s"] * 1e6 == pytest.approx(total + np.hypot(2 * 160, 0.2 * 13))
+    # narrower than every launch at its bound at once
+    assert iv["total_high_s"] * 1e6 < total + 320 + 2.6
+
+
+def test_no_interval_gives_nan_bounds():
+    lau = _launches().assign(latency_low_us=np.nan, latency_high_us=np.nan)
+    its = pd.DataFrame({"iteration": [0, 1, 2, 3], "phase": ["prefill"] + ["decode"] * 3, "latency_s": 1.0})
+    assert family_deltas(lau, ["gemm"]) is None
+    assert all(np.isnan(v) for v in phase_intervals(its, None).values())
