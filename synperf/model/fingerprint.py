@@ -16,7 +16,8 @@ Fingerprint (:class:`Fingerprint`)
       ``sum_i (pred_i / y_i - 1)^2``), every constant ``>= 0``;
     * predicted for a GPU without measurements (:func:`predict_fingerprint`): from the training GPUs of its class
       (:func:`gpu_class`: compute capability major and memory family, HBM or GDDR, from the registry's
-      ``compute_capability`` and ``memory_type``), else from every training GPU: one relative least-squares fit on
+      ``compute_capability`` and ``memory_type``, :meth:`synperf.data.hardware.GPUSpec.same_class`), else from
+      every training GPU: one relative least-squares fit on
       their rows pooled, each GPU weighing the same (rule ``pooled``; ``mean`` averages their fitted constants,
       :func:`pool_constants`); its spread (:attr:`Fingerprint.log_spread`) is the root mean square of
       ``log(predicted time / fitted time)`` over the rows of each GPU of that pool predicted from the others (leave
@@ -81,16 +82,10 @@ V2_COLUMNS = ("l2_cycle", "sm_max_smem_cycle", "waves", "num_tasks", "ctas_per_s
 
 
 def gpu_class(spec) -> tuple[int, str]:
-    """``(compute capability major, "HBM" or "GDDR")`` of a registry :class:`synperf.data.hardware.GPUSpec`, from
-    its ``compute_capability`` and the registry's ``memory_type`` (``config/gpus.yaml``).
-
-    Raises:
-        ValueError: the GPU has no ``memory_type`` in the registry.
-    """
-    memory = str(spec.raw.get("memory_type") or "")
-    if not memory:
-        raise ValueError(f"GPU {spec.id!r}: no memory_type in the registry (expected HBM* or GDDR*)")
-    return int(str(spec.compute_capability).split(".")[0]), ("HBM" if memory.upper().startswith("HBM") else "GDDR")
+    """``(compute capability major, "HBM" or "GDDR")`` of a registry :class:`synperf.data.hardware.GPUSpec`: the
+    key of :meth:`synperf.data.hardware.GPUSpec.same_class` (``compute_capability`` and the family of
+    ``memory_type``, :attr:`synperf.data.hardware.GPUSpec.memory_family`, both from ``config/gpus.yaml``)."""
+    return int(str(spec.compute_capability).split(".")[0]), spec.memory_family
 
 
 def class_text(cls: tuple[int, str]) -> str:
@@ -212,7 +207,7 @@ def class_pool(gpu: str, training: list[str], registry) -> tuple[list[str], str]
     every training GPU; and the source text (``"class sm_8x GDDR (a40)"`` or ``"all training GPUs (no sm_8x GDDR
     GPU trained: a100_sxm4_80gb, h100_sxm)"``)."""
     cls = gpu_class(registry[gpu])
-    same = sorted(g for g in training if g != gpu and gpu_class(registry[g]) == cls)
+    same = sorted(g for g in training if g != gpu and registry[g].same_class(registry[gpu]))
     if same:
         return same, f"class {class_text(cls)} ({', '.join(same)})"
     pool = sorted(g for g in training if g != gpu)
@@ -458,7 +453,7 @@ class FingerprintModel:
         test_keys = source_keys(rows)
         test_gpus = rows["gpu"].astype(str).to_numpy()
         for g in np.unique(test_gpus):
-            mates = [s for s in self.fitted if s != g and gpu_class(registry[s]) == gpu_class(registry[g])]
+            mates = [s for s in self.fitted if s != g and registry[s].same_class(registry[g])]
             mask = np.isin(gpus, mates)
             if not mask.any():
                 continue
