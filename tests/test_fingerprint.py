@@ -205,3 +205,6 @@ def test_fit_chosen_picks_from_the_grid_and_an_unseen_gpu_takes_the_left_out_gpu
     lo, hi = model.interval(new, registry)
     q = model.unseen_q.get((True, False), model.unseen_q[None])
     np.testing.assert_allclose(np.log(hi / lo), q[1] - q[0], rtol=1e-9)
+    # one training GPU: no fold, the first (simplest) option
+    one = fit_chosen(rows[rows["gpu"] == "a40"], META, registry, seed=0)
+    assert one.choice["option"] == GRID[0][0] and one.unseen_q == {}

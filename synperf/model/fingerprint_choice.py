@@ -36,12 +36,15 @@ def choose_options(rows: pd.DataFrame, meta: dict, registry, *, max_train_rows: 
     (no fold), the first option.
 
     Returns:
-        ``(name, fit options, sibling mode, {name: score})``.
+        ``(name, fit options, sibling mode, {name: score}, residuals)``: ``residuals`` has one row per row of a
+        left-out GPU under the chosen option: ``gpu``, ``log_residual`` (``log(measured / predicted)``),
+        ``sibling`` (sibling evidence replaced the correction there) and ``class_found`` (a training GPU of its
+        class informed its constants); empty with one GPU.
     """
     gpus = rows["gpu"].astype(str).to_numpy()
     names = sorted(set(gpus))
     if len(names) < 2:
-        return grid[0][0], dict(grid[0][1]), grid[0][2], {}
+        return grid[0][0], dict(grid[0][1]), grid[0][2], {}, pd.DataFrame()
     scores: dict[str, list] = {name: [] for name, _, _ in grid}
     residuals: dict[str, list] = {name: [] for name, _, _ in grid}
     for h in names:
