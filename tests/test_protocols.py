@@ -107,7 +107,7 @@ def test_runner_scores_every_method_on_a_real_slice(configured_run, vidur_gemm):
     table, _ = vidur_gemm
     res = P.summarize_predictions(configured_run)
     assert list(res.columns) == P.SUMMARY_COLUMNS
-    assert set(res["method"]) == set(P.METHODS) == {"synperf_mlp", "synperf"} | set(BASELINES)
+    assert set(res["method"]) == set(P.METHODS) == {"synperf_mlp", "synperf", "synperf_fp"} | set(BASELINES)
     assert set(res["split"]) == {"test_seen", "unseen"}
     allrows = res[res.gpu == "ALL"].set_index(["method", "split"])
     unseen = allrows.xs("unseen", level="split")

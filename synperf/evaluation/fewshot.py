@@ -354,3 +354,56 @@ def evaluate_unseen(unseen_rows: pd.DataFrame, chosen: dict, ks=KS, seeds=SEEDS,
            .reset_index())
     return out.sort_values(["experiment", "gpu", "k"]).reset_index(drop=True)
 
+
+
+def fingerprint_fewshot(model, rows: pd.DataFrame, registry, ks=KS, seeds=SEEDS, level: float = 0.8,
+                        prior_weights=(None,)) -> pd.DataFrame:
+    """Few-shot on the fingerprint predictor: the constants of a GPU without training rows are refitted on its
+    short sweep (:func:`synperf.model.fingerprint.fewshot_fingerprint`, the predicted constants as prior), not a
+    ratio on the predictions; the correction and the sibling evidence stay as fitted.
+
+    Args:
+        model: a fitted :class:`synperf.model.fingerprint.FingerprintModel` (its :attr:`overrides` are restored).
+        rows: the measured rows of the GPUs to calibrate (feature-table rows with ``theoretical_time_us``).
+        ks, seeds: short-sweep sizes and draws (``k = 0``: the predicted constants, once per seed on every row).
+        level: the interval level whose coverage is reported (``interval_coverage``; NaN where the model has no
+            out-of-fold residuals).
+        prior_weights: weights of the prior's pseudo-rows to try (None: the module default,
+            :data:`synperf.model.fingerprint.FEWSHOT_PRIOR_WEIGHT`), one result row each.
+
+    Returns:
+        One row per (GPU, k, seed, prior weight): ``gpu``, ``k``, ``seed``, ``prior_weight``,
+        ``n_calibration_rows``, ``n_eval_rows``, ``mape_pct`` (on the rows not measured by the sweep) and
+        ``interval_coverage`` (share of those rows inside the interval, 0..1).
+    """
+    from synperf.model.fingerprint import FEWSHOT_PRIOR_WEIGHT, fewshot_fingerprint, pipe_times, with_v2_columns
+
+    out = []
+    saved = dict(model.overrides)
+    rows = with_v2_columns(rows, registry)
+    for gpu, g in rows.groupby(rows["gpu"].astype(str), sort=True):
+        g = g.reset_index(drop=True)
+        prior = model.fingerprint(gpu, registry)
+        terms = pipe_times(g, registry)
+        y = g["latency_us"].to_numpy(dtype="float64")
+        for k in ks:
+            if 0 < k and len(g) <= k:
+                continue
+            for seed, w in ((s, w) for s in seeds for w in prior_weights):
+                w = FEWSHOT_PRIOR_WEIGHT if w is None else w
+                cal = short_sweep(g, k, seed)
+                rest = np.ones(len(g), dtype=bool)
+                rest[cal] = False
+                model.overrides[gpu] = fewshot_fingerprint(prior, terms[cal], y[cal], prior_weight=w)
+                pred = model.predict(g[rest], registry)
+                cover = float("nan")
+                if np.isfinite(model.residual_q).all():
+                    lo, hi = model.interval(g[rest], registry, level)
+                    cover = float(np.mean((y[rest] >= lo) & (y[rest] <= hi)))
+                out.append({"gpu": gpu, "k": int(k), "seed": int(seed), "prior_weight": float(w),
+                            "n_calibration_rows": len(cal), "n_eval_rows": int(rest.sum()),
+                            "mape_pct": float(ape(pred, y[rest]).mean()), "interval_coverage": cover})
+            model.overrides = dict(saved)
+    model.overrides = saved
+    return pd.DataFrame(out, columns=["gpu", "k", "seed", "prior_weight", "n_calibration_rows", "n_eval_rows",
+                                      "mape_pct", "interval_coverage"])

@@ -57,7 +57,10 @@ MLP = "synperf_mlp"
 #: (:func:`synperf.evaluation.path_selection.synperf_predict`): a base model (MLP, physical time model, residual
 #: model, their ensemble) or transfer of a training GPU's measurement by one of them
 SYNPERF = "synperf"
-METHODS: tuple[str, ...] = (MLP,) + tuple(BASELINES) + (SYNPERF,)
+#: one predictor per family: the physical time with the GPU's fingerprint times a GPU-invariant correction
+#: (:class:`synperf.model.fingerprint.FingerprintModel`)
+FINGERPRINT = "synperf_fp"
+METHODS: tuple[str, ...] = (MLP,) + tuple(BASELINES) + (SYNPERF, FINGERPRINT)
 TEST_SPLITS = ("test_seen", "unseen")
 LABELS = ("train", "test_seen", "unseen", "unused")
 
@@ -78,6 +81,8 @@ def method_budget(method: str, max_train_rows: int, train_cfg: TrainConfig, base
         return f"{rows}, {baseline_cfg.gbt_max_iter} boosting iterations"
     if method == "linear":
         return f"{rows}, closed form"
+    if method == FINGERPRINT:
+        return f"fingerprints on all rows; correction {rows}"
     if method == SYNPERF:
         return f"path chosen by leave-one-seen-GPU-out; MLP {rows}, <= {train_cfg.max_epochs} epochs"
     if method.startswith("nearest_gpu"):
@@ -373,6 +378,13 @@ def _iter_fold_predictions(table, folds, methods, registry, train_cfg, features,
                 pred = res["predicted_latency_us"].to_numpy()
                 seen_text = f"; seen GPUs {res.attrs['seen_path']}" if res.attrs.get("seen_path") else ""
                 budget = f"{chosen}{seen_text}; default {default}; {budget}"
+            elif method == FINGERPRINT:
+                from synperf.model.fingerprint_choice import fit_chosen
+
+                fp_model = fit_chosen(tr, meta, registry, max_train_rows=fold_bcfg.max_train_rows, seed=seed,
+                                      oof=False)
+                pred = fp_model.predict(te, registry)
+                budget = f"{fp_model.choice['option']} (chosen by leave-one-training-GPU-out); {budget}"
             elif method == MLP and fold.name in (pretrained or {}):
                 model = fold_mlp = pretrained[fold.name]
                 pred = model.predict_latency_us(FeatureFrame(te, meta["numeric"], meta["linear"], meta["categorical"]))

@@ -26,6 +26,7 @@ from synperf.reporting.tables import md_table, save_figure  # noqa: E402
 METHOD_LABELS = {
     "synperf": "synperf (chosen path)",
     "synperf_mlp": "synperf MLP",
+    "synperf_fp": "synperf fingerprint",
     "nearest_gpu_roofline": "nearest GPU (b)",
     "nearest_gpu_scaled": "nearest GPU (a)",
     "gbt": "GBT",
@@ -174,8 +175,9 @@ def fp8_paper_table(t: pd.DataFrame, experiment: str = "gemm_fp8") -> pd.DataFra
 # ------------------------------------------------------------------------------------------------
 # figures
 
-_COLORS = {"synperf_mlp": "#d62728", "nearest_gpu_roofline": "#1f77b4", "nearest_gpu_scaled": "#aec7e8",
-           "gbt": "#2ca02c", "neusight": "#9467bd", "linear": "#8c564b", "roofline": "#7f7f7f"}
+_COLORS = {"synperf_mlp": "#d62728", "synperf_fp": "#ff7f0e", "nearest_gpu_roofline": "#1f77b4",
+           "nearest_gpu_scaled": "#aec7e8", "gbt": "#2ca02c", "neusight": "#9467bd", "linear": "#8c564b",
+           "roofline": "#7f7f7f"}
 
 
 def _save(fig, path: str) -> None:

@@ -1,0 +1,532 @@
+"""One predictor per kernel family: the physical time of a launch with the GPU's fingerprint, times a correction.
+
+``latency_us = fingerprint_time(row) * exp(r(row))``
+
+Fingerprint (:class:`Fingerprint`)
+    A handful of effective constants of one GPU: a launch floor ``a`` (microseconds) and one non-negative multiplier
+    per spec-sheet pipe time of :func:`pipe_times` (:data:`PIPES`): the tensor or FMA time of the row's dtype
+    (``bl_compute_us`` of :func:`synperf.evaluation.baselines.add_baseline_columns`: FLOPs / dense peak of the dtype,
+    FP32 CUDA-core peak for RMSNorm and SiLU&Mul), the DRAM time (``bl_memory_us``), the L2 time (feature set v2's
+    ``l2_cycle`` / clock) and the shared-memory time of the most-loaded SM (``sm_max_smem_cycle`` / clock), all from
+    the registry's numbers (``config/gpus.yaml``, or a ``data/hardware/<gpu>.json`` that replaced them).
+    ``fingerprint_time = a + sum_j c_j * t_j``. Each constant records where it came from (:attr:`Fingerprint.source`):
+
+    * fitted on a training GPU's measurements (:func:`fit_fingerprint`): bounded least squares on relative error
+      (:func:`scipy.optimize.lsq_linear`, bounded-variable method; rows scaled by ``1 / latency`` so the objective is
+      ``sum_i (pred_i / y_i - 1)^2``), every constant ``>= 0``;
+    * predicted for a GPU without measurements (:func:`predict_fingerprint`): from the training GPUs of its class
+      (:func:`gpu_class`: compute capability major and memory family, HBM or GDDR, from the registry's
+      ``compute_capability`` and ``memory_type``, :meth:`synperf.data.hardware.GPUSpec.same_class`), else from
+      every training GPU: one relative least-squares fit on
+      their rows pooled, each GPU weighing the same (rule ``pooled``; ``mean`` averages their fitted constants,
+      :func:`pool_constants`); its spread (:attr:`Fingerprint.log_spread`) is the root mean square of
+      ``log(predicted time / fitted time)`` over the rows of each GPU of that pool predicted from the others (leave
+      one training GPU out);
+    * few-shot (:func:`fewshot_fingerprint`): the relative least squares above on the target's ``k`` measured rows,
+      with the predicted constants as a prior (one pseudo-row per constant pulling it to the prior value, relative
+      weight :data:`FEWSHOT_PRIOR_WEIGHT`), so ``k = 0`` gives the predicted fingerprint and many rows the fitted one.
+
+Correction
+    scikit-learn ``HistGradientBoostingRegressor`` on ``log(latency / fingerprint_time)`` with features that name no
+    GPU (:func:`correction_design`): ``log1p`` of the launch's shape parameters (the feature set's ``p_*`` columns)
+    and of its tiles, waves, CTAs per SM and tile sizes, the wave efficiency and L2 footprint, the share of each pipe
+    time in their sum and the floor's share of the fingerprint time, ``log`` of the fingerprint time, the feature
+    set's categorical columns, and the GPU class (compute capability major; 1 for HBM, 0 for GDDR). Trained on the
+    training GPUs' rows with their own fitted fingerprints; budget :data:`synperf.model.paths.RESIDUAL_TREES` (chosen
+    on seen GPUs for the residual model, taken as it is) or a larger one, seeded, one OpenMP thread.
+
+Sibling evidence (:meth:`FingerprintModel.sibling_evidence`)
+    Where training GPUs of the row's class (its siblings, never its own GPU) measured the same launch, one documented
+    correction replaces the trees' one: ``ratio``, the siblings' mean ``log(latency / own fingerprint time)``; or
+    ``shift``, their latency with its spec-sheet roofline time replaced by the row's
+    (:func:`synperf.evaluation.baselines.roofline_shift`).
+
+One way to choose (:mod:`synperf.model.fingerprint_choice`)
+    Whether to correct, with which tree budget, and which sibling mode form one grid (:data:`GRID`, simplest first),
+    scored by leaving each training GPU out (its constants predicted from the others, as for an unseen GPU); the
+    first option within :data:`MARGIN` (5%) of the lowest mean MAPE wins. Nothing else is chosen here: the pipes,
+    the class rule, the correction's features and the few-shot prior weight are fixed beforehand, and the rule
+    ``pooled`` was chosen by ``tools/fingerprint_choices.py`` (leave one seen GPU out inside the configured
+    training rows).
+
+Interval (:meth:`FingerprintModel.interval`)
+    80% by default: the correction's out-of-fold log residuals (leave one training GPU out: the correction refitted
+    without that GPU, its fitted fingerprint kept; without a correction, the fingerprint's own residuals) give the
+    10% and 90% quantiles, each GPU weighing the same (:func:`gpu_quantiles`); for a GPU without measurements, the
+    fingerprint's ``log_spread`` is added in quadrature (normal approximation, ``z = 1.2816`` for 80%).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import lsq_linear
+from scipy.stats import norm
+
+from synperf.model.paths import RESIDUAL_TREES, with_spec_columns
+
+#: spec-sheet pipe times of the fingerprint, microseconds (see :func:`pipe_times`)
+PIPES = ("compute_us", "dram_us", "l2_us", "smem_us")
+#: how a GPU without measurements gets its constants from its pool (:func:`pool_constants`)
+RULES = ("pooled", "mean")
+#: relative weight of each prior pseudo-row in a few-shot fit (one measured row weighs 1)
+FEWSHOT_PRIOR_WEIGHT = 1.0
+#: tile and launch-geometry columns read by the correction where the feature table has them (``log1p``)
+GEOMETRY = ("waves", "num_tasks", "ctas_per_sm", "sm_max_tasks", "tile_m", "tile_n", "split_k", "block_m", "block_n")
+#: as-is columns of the correction (feature set v2)
+LINEAR = ("wave_efficiency", "l2_footprint_log2")
+#: the feature set v2 columns the predictor reads (built from the key columns where a table lacks them)
+V2_COLUMNS = ("l2_cycle", "sm_max_smem_cycle", "waves", "num_tasks", "ctas_per_sm", "sm_max_tasks") + LINEAR
+
+
+def gpu_class(spec) -> tuple[int, str]:
+    """``(compute capability major, "HBM" or "GDDR")`` of a registry :class:`synperf.data.hardware.GPUSpec`: the
+    key of :meth:`synperf.data.hardware.GPUSpec.same_class` (``compute_capability`` and the family of
+    ``memory_type``, :attr:`synperf.data.hardware.GPUSpec.memory_family`, both from ``config/gpus.yaml``)."""
+    return int(str(spec.compute_capability).split(".")[0]), spec.memory_family
+
+
+def class_text(cls: tuple[int, str]) -> str:
+    """``"sm_9x HBM"`` for ``(9, "HBM")``."""
+    return f"sm_{cls[0]}x {cls[1]}"
+
+
+def with_v2_columns(rows: pd.DataFrame, registry) -> pd.DataFrame:
+    """``rows`` with the feature set v2 columns the predictor reads (:data:`V2_COLUMNS`), built from the canonical
+    key columns (:func:`synperf.model.features.build_features`) when any is missing (row order kept)."""
+    if all(c in rows.columns for c in V2_COLUMNS):
+        return rows
+    from synperf.data.schema import KEY_COLUMNS
+    from synperf.model.features import build_features
+
+    frame = build_features(rows[list(KEY_COLUMNS)].reset_index(drop=True), registry, "v2").frame
+    frame.index = rows.index
+    return pd.concat([rows, frame[[c for c in frame.columns if c not in rows.columns]]], axis=1)
+
+
+def pipe_times(rows: pd.DataFrame, registry) -> np.ndarray:
+    """Spec-sheet pipe times of each row on its GPU, shape ``(len(rows), len(PIPES))``, microseconds.
+
+    ``compute_us = bl_compute_us``, ``dram_us = bl_memory_us`` (:func:`synperf.evaluation.baselines.
+    add_baseline_columns`, added when absent), ``l2_us = l2_cycle / clock``, ``smem_us = sm_max_smem_cycle /
+    clock`` (feature set v2's columns, built when absent, at the registry's boost clock ``bl_clock_hz``).
+    """
+    r = with_spec_columns(with_v2_columns(rows, registry), registry)
+    clock = r["bl_clock_hz"].to_numpy(dtype="float64")
+    cols = [r["bl_compute_us"].to_numpy(dtype="float64"), r["bl_memory_us"].to_numpy(dtype="float64")]
+    cols += [r[c].to_numpy(dtype="float64", na_value=0.0) / clock * 1e6 for c in ("l2_cycle", "sm_max_smem_cycle")]
+    return np.nan_to_num(np.column_stack(cols), nan=0.0)
+
+
+@dataclass
+class Fingerprint:
+    """The effective constants of one GPU.
+
+    Attributes:
+        gpu: registry id.
+        floor_us: launch floor, microseconds.
+        multipliers: one per :data:`PIPES`, dimensionless (1 = the spec-sheet time, 2 = half the peak reached).
+        source: where the constants came from (``"fitted on h100_sxm measurements (812 rows)"``, ``"predicted
+            from spec row: class sm_8x GDDR (a40, l40)"``, ``"few-shot fit on 8 rows"``).
+        log_spread: standard deviation of ``log(time / fitted time)`` expected of these constants (0 for fitted
+            ones; leave-one-training-GPU-out for predicted ones).
+    """
+
+    gpu: str
+    floor_us: float
+    multipliers: np.ndarray
+    source: str
+    log_spread: float = 0.0
+
+    @property
+    def constants(self) -> np.ndarray:
+        """``[floor_us, *multipliers]``, shape ``(1 + len(PIPES),)``."""
+        return np.concatenate([[self.floor_us], self.multipliers])
+
+    def time_us(self, terms: np.ndarray) -> np.ndarray:
+        """Fingerprint time per row of ``terms`` (:func:`pipe_times`), microseconds."""
+        return self.floor_us + np.asarray(terms, dtype="float64") @ self.multipliers
+
+    def to_dict(self) -> dict:
+        return {"gpu": self.gpu, "launch_floor_us": float(self.floor_us),
+                **{p: float(c) for p, c in zip(PIPES, self.multipliers)}, "source": self.source,
+                "log_spread": float(self.log_spread)}
+
+
+def _relative_lsq(terms: np.ndarray, y: np.ndarray, prior: np.ndarray | None = None,
+                  prior_weight: float = FEWSHOT_PRIOR_WEIGHT, weights: np.ndarray | None = None) -> np.ndarray:
+    w = np.ones(len(y)) if weights is None else np.asarray(weights, dtype="float64")
+    x = np.column_stack([np.ones(len(y)), terms]) * (w / y)[:, None]
+    b = w.copy()
+    if prior is not None:
+        # one pseudo-row per constant: prior_weight * (c_j / prior_j - 1); a zero prior pulls on the absolute value
+        scale = np.where(prior > 0, prior, 1.0)
+        x = np.vstack([x, np.diag(prior_weight / scale)])
+        b = np.concatenate([b, prior_weight * np.where(prior > 0, 1.0, 0.0)])
+    return lsq_linear(x, b, bounds=(0.0, np.inf), method="bvls").x
+
+
+def fit_fingerprint(gpu: str, terms: np.ndarray, latency_us: np.ndarray) -> Fingerprint:
+    """Fit a GPU's constants on its measured rows: ``terms`` (:func:`pipe_times`, ``(n, len(PIPES))``) and
+    ``latency_us`` (``(n,)``, > 0), by relative least squares with every constant ``>= 0``.
+
+    Raises:
+        ValueError: no rows, or a latency that is not finite and > 0.
+    """
+    y = np.asarray(latency_us, dtype="float64")
+    if len(y) == 0 or not (np.isfinite(y) & (y > 0)).all():
+        raise ValueError(f"fingerprint of {gpu}: needs >= 1 row with finite latency_us > 0")
+    c = _relative_lsq(np.asarray(terms, dtype="float64"), y)
+    return Fingerprint(gpu, float(c[0]), c[1:], f"fitted on {gpu} measurements ({len(y)} rows)")
+
+
+def fewshot_fingerprint(prior: Fingerprint, terms: np.ndarray, latency_us: np.ndarray,
+                        prior_weight: float = FEWSHOT_PRIOR_WEIGHT) -> Fingerprint:
+    """Refit ``prior``'s constants (a predicted fingerprint of the same GPU) on ``k`` measured rows of the GPU,
+    each constant pulled to its prior value by one pseudo-row (:data:`FEWSHOT_PRIOR_WEIGHT`); ``k = 0`` returns
+    ``prior``. The spread shrinks as ``prior.log_spread * sqrt(w / (w + k))`` (``w`` = the number of constants).
+
+    Raises:
+        ValueError: a latency that is not finite and > 0.
+    """
+    y = np.asarray(latency_us, dtype="float64")
+    if len(y) == 0:
+        return prior
+    if not (np.isfinite(y) & (y > 0)).all():
+        raise ValueError(f"few-shot fingerprint of {prior.gpu}: latency_us must be finite and > 0")
+    c = _relative_lsq(np.asarray(terms, dtype="float64"), y, prior=prior.constants, prior_weight=prior_weight)
+    w = 1 + len(PIPES)
+    return Fingerprint(prior.gpu, float(c[0]), c[1:], f"few-shot fit on {len(y)} rows (prior: {prior.source})",
+                       prior.log_spread * float(np.sqrt(w / (w + len(y)))))
+
+
+def class_pool(gpu: str, training: list[str], registry) -> tuple[list[str], str]:
+    """The training GPUs that inform ``gpu``'s predicted constants: those of its class (:func:`gpu_class`), else
+    every training GPU; and the source text (``"class sm_8x GDDR (a40)"`` or ``"all training GPUs (no sm_8x GDDR
+    GPU trained: a100_sxm4_80gb, h100_sxm)"``)."""
+    cls = gpu_class(registry[gpu])
+    same = sorted(g for g in training if g != gpu and registry[g].same_class(registry[gpu]))
+    if same:
+        return same, f"class {class_text(cls)} ({', '.join(same)})"
+    pool = sorted(g for g in training if g != gpu)
+    return pool, f"all training GPUs (no {class_text(cls)} GPU trained: {', '.join(pool)})"
+
+
+def pool_constants(pool: list[str], fitted: dict[str, Fingerprint], terms_of: dict | None, rule: str
+                   ) -> np.ndarray:
+    """Constants ``[floor_us, *multipliers]`` for a GPU without measurements from the GPUs of ``pool``:
+    ``rule`` ``"mean"`` of their fitted constants, or ``"pooled"``: one relative least-squares fit
+    on the rows of every GPU of the pool (``terms_of``: GPU -> ``(pipe_times, latency_us)``), each GPU weighing
+    the same whatever its row count.
+
+    Raises:
+        ValueError: an unknown rule, or ``"pooled"`` without the rows of a pool GPU.
+    """
+    if rule == "mean":
+        return np.mean([fitted[g].constants for g in pool], axis=0)
+    if rule != "pooled":
+        raise ValueError(f"fingerprint rule {rule!r}: expected one of {list(RULES)}")
+    if len(pool) == 1:
+        return fitted[pool[0]].constants
+    if not terms_of or any(g not in terms_of for g in pool):
+        raise ValueError("pooled fingerprint: the training rows of every pool GPU are needed")
+    terms = np.vstack([terms_of[g][0] for g in pool])
+    y = np.concatenate([terms_of[g][1] for g in pool])
+    w = np.concatenate([np.full(len(terms_of[g][1]), 1.0 / np.sqrt(len(terms_of[g][1]))) for g in pool])
+    return _relative_lsq(terms, y, weights=w)
+
+
+def predict_fingerprint(gpu: str, fitted: dict[str, Fingerprint], registry,
+                        terms_of: dict[str, tuple] | None = None, rule: str = "pooled") -> Fingerprint:
+    """Predicted constants of ``gpu`` (no measurements) from the fitted GPUs of :func:`class_pool` by
+    :func:`pool_constants`. ``terms_of`` (GPU -> ``(pipe_times, latency_us)`` of its training rows), when given,
+    sets :attr:`Fingerprint.log_spread` by leaving each GPU of the pool out in turn (the pool minus it predicts
+    it; all other fitted GPUs when it is alone in the pool): the root mean square of ``log(predicted time / own
+    fitted time)`` over its rows, each GPU weighing the same.
+
+    Raises:
+        ValueError: no fitted GPU other than ``gpu``; as :func:`pool_constants`.
+    """
+    pool, text = class_pool(gpu, list(fitted), registry)
+    if not pool:
+        raise ValueError(f"fingerprint of {gpu}: no training GPU to predict it from")
+    c = pool_constants(pool, fitted, terms_of, rule)
+    spread = 0.0
+    if terms_of:
+        errs = []
+        for g in pool:
+            others = [o for o in pool if o != g] or [o for o in fitted if o not in (g, gpu)]
+            if not others or g not in terms_of:
+                continue
+            terms, _ = terms_of[g]
+            co = pool_constants(others, fitted, terms_of, rule)
+            pred = co[0] + terms @ co[1:]
+            own = fitted[g].time_us(terms)
+            ok = (pred > 0) & (own > 0)
+            errs.append(np.mean(np.log(pred[ok] / own[ok]) ** 2))
+        if errs:
+            spread = float(np.sqrt(np.mean(errs)))
+    return Fingerprint(gpu, float(c[0]), c[1:], f"predicted from spec row: {text}", spread)
+
+
+def _filled(rows: pd.DataFrame, c: str) -> np.ndarray:
+    x = rows[c].to_numpy(dtype="float64", na_value=np.nan)
+    return np.where(np.isfinite(x), x, 0.0)
+
+
+def correction_columns(meta: dict, columns) -> tuple[list, list, list]:
+    """``(log1p columns, as-is columns, categorical columns)`` of the correction for a feature table with
+    sidecar ``meta`` and these ``columns``: the shape parameters (``p_*``) and :data:`GEOMETRY` present;
+    :data:`LINEAR`; the feature set's ``categorical`` ones."""
+    cols = list(columns)
+    logs = sorted(c for c in cols if c.startswith("p_")) + [c for c in GEOMETRY if c in cols]
+    return logs, list(LINEAR), [c for c in meta["categorical"] if c in cols]
+
+
+def correction_design(rows: pd.DataFrame, terms: np.ndarray, fp_time: np.ndarray, floor: np.ndarray,
+                      columns: tuple[list, list, list], levels: dict, registry) -> np.ndarray:
+    """The correction's design matrix, shape ``(len(rows), features)`` (see the module docstring); ``terms``
+    (:func:`pipe_times`), ``fp_time`` and ``floor`` (microseconds, per row) from the row's fingerprint."""
+    logs, linear, categorical = columns
+    total = np.maximum(terms.sum(axis=1), 1e-12)
+    gpus = rows["gpu"].astype(str).to_numpy()
+    uniq, inv = np.unique(gpus, return_inverse=True)
+    classes = np.array([gpu_class(registry[g]) for g in uniq], dtype=object)
+    major = np.array([c[0] for c in classes], dtype="float64")[inv]
+    hbm = np.array([c[1] == "HBM" for c in classes], dtype="float64")[inv]
+    cols = [np.log1p(np.maximum(_filled(rows, c), 0.0)) for c in logs] + [_filled(rows, c) for c in linear]
+    cols += [terms[:, j] / total for j in range(terms.shape[1])]
+    cols += [floor / fp_time, np.log(fp_time), major, hbm]
+    for c in categorical:
+        codes, uniques = pd.factorize(rows[c], use_na_sentinel=False)
+        cols.append(pd.Series(uniques).astype(str).map(levels[c]).astype("float64").to_numpy()[codes])
+    return np.column_stack(cols)
+
+
+def gpu_quantiles(values: np.ndarray, gpus: np.ndarray, q: tuple = (0.1, 0.9)) -> tuple:
+    """Quantiles ``q`` of ``values`` with each GPU of ``gpus`` (one id per value) weighing the same, whatever its
+    number of values; NaN for no values."""
+    if len(values) == 0:
+        return tuple(float("nan") for _ in q)
+    counts = pd.Series(gpus).map(pd.Series(gpus).value_counts()).to_numpy(dtype="float64")
+    order = np.argsort(values, kind="stable")
+    cum = np.cumsum(1.0 / counts[order]) / np.sum(1.0 / counts)
+    return tuple(float(values[order][min(np.searchsorted(cum, p), len(values) - 1)]) for p in q)
+
+
+@dataclass
+class FingerprintModel:
+    """Fingerprints of the training GPUs and the GPU-invariant correction of one kernel family.
+
+    Attributes:
+        fitted: training GPU id -> its fitted :class:`Fingerprint`.
+        trees: the correction (``HistGradientBoostingRegressor``) on :func:`correction_design`.
+        columns: :func:`correction_columns`; levels: training categories per categorical column.
+        residual_q: the 10% and 90% quantiles of the correction's out-of-fold log residuals (NaN when one GPU
+            trains).
+        train_terms: training GPU -> ``(pipe_times, latency_us)`` of its rows (for the spread of predicted
+            constants).
+    """
+
+    fitted: dict
+    trees: object
+    columns: tuple
+    levels: dict
+    residual_q: tuple = (float("nan"), float("nan"))
+    train_terms: dict = field(default_factory=dict, repr=False)
+    overrides: dict = field(default_factory=dict)
+    rule: str = "pooled"
+    trees_args: dict = field(default_factory=dict)
+    choice: dict = field(default_factory=dict)
+    unseen_q: dict = field(default_factory=dict)
+    siblings: tuple = field(default=(), repr=False)
+    use_sibling: str | None = None
+
+    @classmethod
+    def fit(cls, rows: pd.DataFrame, meta: dict, registry, *, max_train_rows: int = 0, seed: int = 0,
+            oof: bool = True, rule: str = "pooled", correct: bool = True, trees: dict | None = None
+            ) -> "FingerprintModel":
+        """Fit on feature-table ``rows`` (``gpu``, ``latency_us`` > 0, feature set v2 columns; ``meta`` its
+        sidecar). Fingerprints on every row of each GPU; the correction on a seeded subsample of at most
+        ``max_train_rows`` rows (0: all). ``oof``: also the out-of-fold residuals for :meth:`interval`.
+        ``rule``: :data:`RULES` (:func:`pool_constants`). ``correct``: False leaves the correction out (the
+        prediction is the fingerprint time). ``trees``: arguments over :data:`synperf.model.paths.RESIDUAL_TREES`.
+
+        Raises:
+            ValueError: no rows, or a latency that is not finite and > 0.
+        """
+        rows = with_v2_columns(rows, registry)
+        terms = pipe_times(rows, registry)
+        y = rows["latency_us"].to_numpy(dtype="float64")
+        gpus = rows["gpu"].astype(str).to_numpy()
+        fitted, train_terms = {}, {}
+        for g in sorted(set(gpus)):
+            on = gpus == g
+            fitted[g] = fit_fingerprint(g, terms[on], y[on])
+            train_terms[g] = (terms[on], y[on])
+        columns = correction_columns(meta, rows.columns)
+        sub = np.arange(len(rows))
+        if max_train_rows and len(rows) > max_train_rows:
+            sub = np.sort(np.random.default_rng(seed).choice(len(rows), max_train_rows, replace=False))
+        srows = rows.iloc[sub]
+        levels = {c: {v: i for i, v in enumerate(sorted(srows[c].astype(str).unique()))} for c in columns[2]}
+        model = cls(fitted, None, columns, levels, train_terms=train_terms, rule=rule, trees_args=dict(trees or {}))
+        own = np.empty(len(rows))
+        for g, fp in fitted.items():
+            own[gpus == g] = fp.time_us(terms[gpus == g])
+        from synperf.model.paths import source_keys
+
+        roof = with_spec_columns(rows, registry)["bl_roofline_us"].to_numpy(dtype="float64")
+        model.siblings = (source_keys(rows), gpus, np.column_stack([np.log(y / np.maximum(own, 1e-6)), y, roof]))
+        x, fp = model._design(srows, terms[sub], registry)
+        r = np.log(y[sub] / fp)
+        if correct:
+            model.trees = model._fit_trees(x, r, seed)
+        if oof:
+            model.residual_q = model._oof_quantiles(x, r, gpus[sub], seed) if correct else gpu_quantiles(r, gpus[sub])
+        return model
+
+    def _fit_trees(self, x: np.ndarray, r: np.ndarray, seed: int):
+        from sklearn.ensemble import HistGradientBoostingRegressor
+        from threadpoolctl import threadpool_limits
+
+        n_cat = len(self.columns[2])
+        is_cat = np.array([False] * (x.shape[1] - n_cat) + [True] * n_cat)
+        trees = HistGradientBoostingRegressor(**{**RESIDUAL_TREES, **self.trees_args}, early_stopping=False,
+                                              categorical_features=is_cat if n_cat else None, random_state=seed)
+        with threadpool_limits(1, user_api="openmp"):
+            return trees.fit(x, r)
+
+    def _oof_quantiles(self, x: np.ndarray, r: np.ndarray, gpus: np.ndarray, seed: int) -> tuple:
+        from threadpoolctl import threadpool_limits
+
+        if len(set(gpus)) < 2:
+            return (float("nan"), float("nan"))
+        res = np.empty(len(r))
+        for g in sorted(set(gpus)):
+            on = gpus == g
+            trees = self._fit_trees(x[~on], r[~on], seed)
+            with threadpool_limits(1, user_api="openmp"):
+                res[on] = r[on] - trees.predict(x[on])
+        return gpu_quantiles(res, gpus)
+
+    def fingerprint(self, gpu: str, registry) -> Fingerprint:
+        """The GPU's fingerprint: a few-shot or given one (:attr:`overrides`), else fitted, else predicted
+        (:func:`predict_fingerprint`; cached in :attr:`overrides`)."""
+        gpu = str(gpu)
+        if gpu in self.overrides:
+            return self.overrides[gpu]
+        if gpu in self.fitted:
+            return self.fitted[gpu]
+        fp = predict_fingerprint(gpu, self.fitted, registry, self.train_terms, self.rule)
+        self.overrides[gpu] = fp
+        return fp
+
+    def _fingerprints(self, rows: pd.DataFrame, terms: np.ndarray, registry) -> tuple[np.ndarray, ...]:
+        gpus = rows["gpu"].astype(str).to_numpy()
+        fp_time, floor, spread = np.empty(len(rows)), np.empty(len(rows)), np.empty(len(rows))
+        for g in np.unique(gpus):
+            on = gpus == g
+            fp = self.fingerprint(g, registry)
+            fp_time[on] = fp.time_us(terms[on])
+            floor[on] = fp.floor_us
+            spread[on] = fp.log_spread
+        return np.maximum(fp_time, 1e-6), floor, spread
+
+    def _design(self, rows: pd.DataFrame, terms: np.ndarray, registry) -> tuple[np.ndarray, np.ndarray]:
+        fp_time, floor, _ = self._fingerprints(rows, terms, registry)
+        return correction_design(rows, terms, fp_time, floor, self.columns, self.levels, registry), fp_time
+
+    def sibling_evidence(self, rows: pd.DataFrame, registry) -> np.ndarray:
+        """The same launch (every key column but the GPU, :func:`synperf.model.paths.source_keys`) measured on
+        the training GPUs of the row's class other than its own GPU (its siblings), averaged over them: per row
+        ``log(latency / own fingerprint time)``, ``latency_us`` and spec-sheet roofline time ``bl_roofline_us`` of
+        the siblings; NaN where no sibling measured it. Shape ``(len(rows), 3)``."""
+        from synperf.model.paths import source_keys
+
+        out = np.full((len(rows), 3), np.nan)
+        if not len(rows) or not self.siblings:
+            return out
+        keys, gpus, values = self.siblings
+        test_keys = source_keys(rows)
+        test_gpus = rows["gpu"].astype(str).to_numpy()
+        for g in np.unique(test_gpus):
+            mates = [s for s in self.fitted if s != g and registry[s].same_class(registry[g])]
+            mask = np.isin(gpus, mates)
+            if not mask.any():
+                continue
+            mean = pd.DataFrame(values[mask]).groupby(keys[mask]).mean()
+            on = np.flatnonzero(test_gpus == g)
+            out[on] = mean.reindex(test_keys[on]).to_numpy(dtype="float64")
+        return out
+
+    def predict(self, rows: pd.DataFrame, registry, sibling: str | None = "default") -> np.ndarray:
+        """Predicted latency per row, microseconds, shape ``(len(rows),)``. ``sibling`` (default
+        :attr:`use_sibling`), for the rows whose launch a sibling measured (:meth:`sibling_evidence`):
+        ``"ratio"``: the siblings' ratio to their own fingerprint time replaces the correction; ``"shift"``: the
+        siblings' latency with their spec-sheet roofline time replaced by the row's
+        (:func:`synperf.evaluation.baselines.roofline_shift`); None: no sibling evidence."""
+        from threadpoolctl import threadpool_limits
+
+        from synperf.evaluation.baselines import roofline_shift
+
+        if len(rows) == 0:
+            return np.zeros(0)
+        rows = with_spec_columns(with_v2_columns(rows, registry), registry)
+        x, fp = self._design(rows, pipe_times(rows, registry), registry)
+        r = np.zeros(len(rows))
+        if self.trees is not None:
+            with threadpool_limits(1, user_api="openmp"):
+                r = self.trees.predict(x)
+        mode = self.use_sibling if sibling == "default" else sibling
+        if mode not in SIBLING_MODES:
+            raise ValueError(f"sibling mode {mode!r}: expected one of {list(SIBLING_MODES)}")
+        pred = fp * np.exp(r)
+        if mode is not None:
+            ev = self.sibling_evidence(rows, registry)
+            ok = np.isfinite(ev[:, 0])
+            if mode == "ratio":
+                pred[ok] = fp[ok] * np.exp(ev[ok, 0])
+            else:
+                pred[ok] = roofline_shift(ev[ok, 1], ev[ok, 2], rows["bl_roofline_us"].to_numpy(dtype="float64")[ok])
+        return pred
+
+    def interval(self, rows: pd.DataFrame, registry, level: float = 0.8) -> tuple[np.ndarray, np.ndarray]:
+        """``(low, high)`` latency per row, microseconds: the prediction times the correction's out-of-fold
+        residual quantiles (10%/90%, scaled by the normal quantile ratio for another ``level``), widened in
+        quadrature by the fingerprint's ``log_spread`` (see the module docstring); for a GPU without training
+        rows, when :func:`synperf.model.fingerprint_choice.fit_chosen` recorded them (:attr:`unseen_q`), the
+        quantiles of the training GPUs' residuals when each was predicted from the others, of the same case (a GPU
+        of its class trained or not; sibling evidence or not).
+
+        Raises:
+            ValueError: the model was fitted without out-of-fold residuals.
+        """
+        if not np.isfinite(self.residual_q).all():
+            raise ValueError("fingerprint model: no out-of-fold residuals (fitted on one GPU or with oof=False)")
+        pred = self.predict(rows, registry)
+        _, _, spread = self._fingerprints(rows, pipe_times(rows, registry), registry)
+        z = norm.ppf(0.5 + level / 2) / norm.ppf(0.9)
+        lo, hi = (q * z for q in self.residual_q)
+        zs = norm.ppf(0.5 + level / 2)
+        lo = -np.sqrt(lo ** 2 + (zs * spread) ** 2) if lo < 0 else lo - zs * spread
+        hi = np.sqrt(hi ** 2 + (zs * spread) ** 2) if hi > 0 else hi + zs * spread
+        low, high = np.full(len(rows), lo), np.full(len(rows), hi)
+        if self.unseen_q:
+            gpus = rows["gpu"].astype(str).to_numpy()
+            new = ~np.isin(gpus, list(self.fitted))
+            if new.any():
+                sib = np.isfinite(self.sibling_evidence(rows, registry)[:, 0]) & (self.use_sibling is not None)
+                for g in np.unique(gpus[new]):
+                    found = class_pool(g, list(self.fitted), registry)[1].startswith("class")
+                    for used in (False, True):
+                        on = (gpus == g) & (sib == used)
+                        q = self.unseen_q.get((found, used), self.unseen_q[None])
+                        low[on], high[on] = q[0] * z, q[1] * z
+        return pred * np.exp(low), pred * np.exp(high)
+
+
+#: how a sibling's measurement of the same launch enters (:meth:`FingerprintModel.predict`)
+SIBLING_MODES = (None, "ratio", "shift")

@@ -1,0 +1,210 @@
+"""The fingerprint predictor: per-GPU constants fitted, predicted from the GPU's class, a tree correction on top."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from synperf.model import fingerprint as F
+
+#: constants of the synthetic GPUs: launch floor (us), then one multiplier per pipe of F.PIPES
+TRUE = {"a40": [4.0, 1.5, 1.2, 0.3, 0.8], "l40s": [2.0, 1.1, 1.6, 0.5, 0.4],
+        "a100_sxm4_80gb": [9.0, 3.0, 0.2, 2.0, 0.0], "h100_sxm": [6.0, 0.7, 2.5, 0.0, 1.5]}
+
+
+def gemm_launches(gpus, seed=0, n=60):
+    """Canonical GEMM rows (bfloat16, cuBLAS) of ``n`` seeded shapes on each GPU, without latency."""
+    from synperf.data.schema import conform
+
+    rng = np.random.default_rng(seed)
+    shapes = [(int(2 ** rng.integers(0, 14)), int(2 ** rng.integers(7, 15)), int(2 ** rng.integers(7, 15)))
+              for _ in range(n)]
+    return conform(pd.DataFrame([{"gpu": g, "kernel": "gemm", "implementation": "cublas", "dtype": "bfloat16",
+                                  "m": m, "n": nn, "k": k, "batch": 1, "latency_us": 1.0}
+                                 for g in gpus for m, nn, k in shapes]))
+
+
+def with_formula_latency(rows, registry, constants=TRUE):
+    """``rows`` (v2 columns added) with ``latency_us`` = the physical formula with each GPU's ``constants``."""
+    rows = F.with_v2_columns(rows, registry)
+    terms = F.pipe_times(rows, registry)
+    c = np.array([constants[g] for g in rows["gpu"].astype(str)])
+    return rows.assign(latency_us=c[:, 0] + (terms * c[:, 1:]).sum(axis=1))
+
+
+META = {"numeric": [], "linear": [], "categorical": []}
+
+
+def test_the_fit_recovers_the_constants_of_rows_made_by_the_physical_formula(registry):
+    rows = with_formula_latency(gemm_launches(["a40", "h100_sxm"]), registry)
+    terms = F.pipe_times(rows, registry)
+    assert terms.shape == (len(rows), len(F.PIPES)) and (terms >= 0).all()
+    # the pipes differ across launches (the fit is identified)
+    assert np.linalg.matrix_rank(np.column_stack([np.ones(len(rows)), terms])) == 1 + len(F.PIPES)
+    for g in ("a40", "h100_sxm"):
+        on = (rows["gpu"] == g).to_numpy()
+        fp = F.fit_fingerprint(g, terms[on], rows["latency_us"].to_numpy()[on])
+        np.testing.assert_allclose(fp.constants, TRUE[g], rtol=1e-5, atol=1e-6)
+        assert fp.source == f"fitted on {g} measurements ({on.sum()} rows)"
+    with pytest.raises(ValueError, match="finite latency_us > 0"):
+        F.fit_fingerprint("a40", terms[:3], np.array([1.0, 0.0, 2.0]))
+
+
+def test_an_unseen_gpu_takes_its_constants_from_its_class_and_never_from_another_class(registry):
+    assert F.gpu_class(registry["l40"]) == (8, "GDDR") == F.gpu_class(registry["a40"])
+    assert F.gpu_class(registry["a100_sxm4_80gb"]) == (8, "HBM")
+    rows = with_formula_latency(gemm_launches(list(TRUE)), registry)
+    model = F.FingerprintModel.fit(rows, META, registry, correct=False, oof=False)
+    fp = model.fingerprint("l40", registry)
+    # the pooled fit of a40 and l40s, the two GDDR sm_8x GPUs trained; a100 (sm_8x HBM) and h100 are not in it
+    assert fp.source == "predicted from spec row: class sm_8x GDDR (a40, l40s)"
+    gddr = rows[rows["gpu"].isin(["a40", "l40s"])]
+    pooled = F.pool_constants(["a40", "l40s"], model.fitted, model.train_terms, "pooled")
+    np.testing.assert_allclose(fp.constants, pooled)
+    assert F.FingerprintModel.fit(gddr, META, registry, correct=False, oof=False).fingerprint(
+        "l40", registry).constants == pytest.approx(fp.constants)
+    # the spread: l40s predicted from a40 alone (and a40 from l40s) misses by a measurable amount
+    assert fp.log_spread > 0.01
+    # a GPU of another class informs nothing: make the HBM GPUs ten times slower, l40's constants stay
+    slow = {**TRUE, "a100_sxm4_80gb": [90.0, 30.0, 2.0, 20.0, 0.0], "h100_sxm": [60.0, 7.0, 25.0, 0.0, 15.0]}
+    other = F.FingerprintModel.fit(with_formula_latency(gemm_launches(list(TRUE)), registry, slow), META,
+                                   registry, correct=False, oof=False)
+    np.testing.assert_allclose(other.fingerprint("l40", registry).constants, fp.constants, rtol=1e-9)
+    # without a GPU of its class, every training GPU informs it, and the source says so
+    hbm = F.FingerprintModel.fit(rows[rows["gpu"].isin(["a100_sxm4_80gb", "h100_sxm"])], META, registry,
+                                 correct=False, oof=False)
+    assert hbm.fingerprint("l40", registry).source.startswith(
+        "predicted from spec row: all training GPUs (no sm_8x GDDR GPU trained: a100_sxm4_80gb, h100_sxm)")
+    # the mean rule averages the fitted constants of the class
+    mean = F.FingerprintModel.fit(rows, META, registry, correct=False, oof=False, rule="mean")
+    np.testing.assert_allclose(mean.fingerprint("l40", registry).constants,
+                               (np.array(TRUE["a40"]) + np.array(TRUE["l40s"])) / 2, rtol=1e-5, atol=1e-6)
+
+
+def test_few_shot_refits_the_constants_from_the_prior(registry):
+    rows = with_formula_latency(gemm_launches(["a40", "l40s", "l40"], n=80),
+                                registry, {**TRUE, "l40": [3.0, 1.3, 1.0, 0.4, 0.7]})
+    model = F.FingerprintModel.fit(rows[rows["gpu"] != "l40"], META, registry, correct=False, oof=False)
+    prior = model.fingerprint("l40", registry)
+    l40 = rows[rows["gpu"] == "l40"]
+    terms, y = F.pipe_times(l40, registry), l40["latency_us"].to_numpy()
+    assert F.fewshot_fingerprint(prior, terms[:0], y[:0]) is prior
+    err = [np.mean(np.abs(fp.time_us(terms) / y - 1)) for fp in
+           (prior, F.fewshot_fingerprint(prior, terms[:8], y[:8]), F.fewshot_fingerprint(prior, terms[:40], y[:40]))]
+    assert err[0] > 0.02 and err[2] < err[1] < err[0]
+    fp = F.fewshot_fingerprint(prior, terms[:8], y[:8])
+    assert fp.source.startswith("few-shot fit on 8 rows (prior: predicted from spec row: class sm_8x GDDR")
+    assert fp.log_spread < prior.log_spread
+
+
+def test_synperf_fp_runs_in_predict_protocol_and_is_deterministic(registry):
+    from synperf.evaluation.protocols import feature_table, leave_one_gpu_out, predict_protocol
+
+    same = {g: [3.0, 1.4, 1.1, 0.2, 0.6] for g in ("a40", "l40s", "l40", "a100_sxm4_80gb")}
+    launches = gemm_launches(list(same), n=80)
+    latency = with_formula_latency(launches, registry, same)["latency_us"].to_numpy()
+    table, meta = feature_table(launches.assign(latency_us=latency), registry, "v2")
+    folds = leave_one_gpu_out(table, ["a40", "l40s", "l40"])
+    preds = [predict_protocol(table, folds, ["synperf_fp"], registry, None, meta, log=lambda *_: None)
+             for _ in range(2)]
+    p = preds[0]
+    assert set(p["method"]) == {"synperf_fp"} and np.isfinite(p["predicted_latency_us"]).all()
+    # every GPU shares the constants: an unseen GPU's predicted constants give its latency within 2%
+    unseen = p[p["split"] == "unseen"]
+    assert unseen["ape_pct"].mean() < 2.0
+    np.testing.assert_array_equal(preds[0]["predicted_latency_us"], preds[1]["predicted_latency_us"])
+
+
+def test_the_interval_widens_with_the_constants_spread(registry):
+    rng = np.random.default_rng(1)
+    rows = with_formula_latency(gemm_launches(list(TRUE), n=80), registry)
+    rows = rows.assign(latency_us=rows["latency_us"] * np.exp(rng.normal(0, 0.1, len(rows))))
+    model = F.FingerprintModel.fit(rows, META, registry, seed=0)
+    lo_q, hi_q = model.residual_q
+    assert lo_q < 0 < hi_q
+    seen = rows[rows["gpu"] == "a40"]
+    lo, hi = model.interval(seen, registry)
+    pred = model.predict(seen, registry)
+    assert (lo < pred).all() and (pred < hi).all()
+    new = seen.assign(gpu="l40").drop(columns=list(F.V2_COLUMNS))
+    lo_n, hi_n = model.interval(new, registry)
+    assert np.median(np.log(hi_n / lo_n)) > np.median(np.log(hi / lo))
+
+
+def test_sibling_evidence_comes_from_the_gpus_of_the_class_only_and_never_the_gpu_itself(registry):
+    from synperf.evaluation.baselines import roofline_shift
+
+    train = with_formula_latency(gemm_launches(["a40", "l40s", "a100_sxm4_80gb"], n=40), registry)
+    # a launch factor the physics does not explain, the same on every GPU
+    factor = 1.0 + 0.5 * (train["m"].to_numpy(dtype="float64") % 3 == 0)
+    train = train.assign(latency_us=train["latency_us"] * factor)
+    model = F.FingerprintModel.fit(train, META, registry, correct=False, oof=False)
+    # l40 (sm_8x GDDR) was measured nowhere; its siblings are a40 and l40s; the first 40 launches are theirs, the
+    # next 10 launches nobody measured
+    test = pd.concat([gemm_launches(["l40"], n=40), gemm_launches(["l40"], seed=9, n=10)], ignore_index=True)
+    ev = model.sibling_evidence(test, registry)
+    terms = {g: F.pipe_times(train[train["gpu"] == g], registry) for g in ("a40", "l40s")}
+    y = {g: train.loc[train["gpu"] == g, "latency_us"].to_numpy() for g in ("a40", "l40s")}
+    logr = np.mean([np.log(y[g] / model.fitted[g].time_us(terms[g])) for g in ("a40", "l40s")], axis=0)
+    np.testing.assert_allclose(ev[:40, 0], logr, rtol=1e-9)
+    np.testing.assert_allclose(ev[:40, 1], (y["a40"] + y["l40s"]) / 2)
+    new = np.isin(test["m"].astype(str) + test["n"].astype(str) + test["k"].astype(str),
+                  (train["m"].astype(str) + train["n"].astype(str) + train["k"].astype(str)).to_numpy())
+    assert np.isnan(ev[40:][~new[40:], 0]).all() and (~new[40:]).any()
+    fp = model.fingerprint("l40", registry).time_us(F.pipe_times(test, registry))
+    pred = model.predict(test, registry, sibling="ratio")
+    np.testing.assert_allclose(pred[:40], fp[:40] * np.exp(logr))
+    np.testing.assert_allclose(pred[40:][~new[40:]], fp[40:][~new[40:]])
+    shift = model.predict(test, registry, sibling="shift")
+    from synperf.evaluation.baselines import add_baseline_columns
+
+    roof_te = add_baseline_columns(test, registry, tiles=False)["bl_roofline_us"].to_numpy()
+    np.testing.assert_allclose(shift[:40], roofline_shift(ev[:40, 1], ev[:40, 2], roof_te[:40]))
+    # the HBM GPU's measurements are not evidence for l40; a40's sibling is l40s alone, never a40 itself
+    slow = train.assign(latency_us=np.where(train["gpu"] == "a100_sxm4_80gb", 1e4, train["latency_us"]))
+    np.testing.assert_allclose(F.FingerprintModel.fit(slow, META, registry, correct=False, oof=False)
+                               .sibling_evidence(test, registry), ev)
+    own = model.sibling_evidence(train[train["gpu"] == "a40"], registry)
+    np.testing.assert_allclose(own[:, 1], y["l40s"])
+    with pytest.raises(ValueError, match="sibling mode"):
+        model.predict(test, registry, sibling="nearest")
+
+
+def test_few_shot_on_the_fingerprint_refits_the_constants_and_gets_better_with_more_rows(registry):
+    from synperf.evaluation.fewshot import fingerprint_fewshot
+
+    truth = {**TRUE, "l40": [3.0, 1.3, 1.0, 0.4, 0.7]}
+    rows = with_formula_latency(gemm_launches(["a40", "l40s", "l40"], n=120), registry, truth)
+    rows = rows.assign(theoretical_time_us=rows["latency_us"])
+    model = F.FingerprintModel.fit(rows[rows["gpu"] != "l40"], META, registry, correct=False)
+    res = fingerprint_fewshot(model, rows[rows["gpu"] == "l40"], registry, ks=(0, 8, 32), seeds=(0, 1))
+    # the model is left as it was: l40 keeps its predicted constants
+    assert model.fingerprint("l40", registry).source.startswith("predicted from spec row")
+    mape = res.groupby("k")["mape_pct"].mean()
+    assert mape[0] > 2.0 and mape[32] < mape[8] < mape[0]
+    assert (res.loc[res["k"] == 32, "n_eval_rows"] == 120 - 32).all()
+    assert res["interval_coverage"].between(0, 1).all()
+
+
+def test_fit_chosen_picks_from_the_grid_and_an_unseen_gpu_takes_the_left_out_gpus_residuals(registry):
+    from synperf.model.fingerprint_choice import GRID, choose_options, fit_chosen
+
+    rng = np.random.default_rng(3)
+    rows = with_formula_latency(gemm_launches(list(TRUE), n=60), registry)
+    rows = rows.assign(latency_us=rows["latency_us"] * np.exp(rng.normal(0, 0.05, len(rows))))
+    name, opts, sib, scores, residuals = choose_options(rows, META, registry, seed=0)
+    assert set(scores) == {n for n, _, _ in GRID} and name in scores
+    # the first option within 5% of the lowest score
+    assert scores[name] <= 1.05 * min(scores.values())
+    assert all(scores[n] > 1.05 * min(scores.values()) for n, _, _ in GRID[:[g[0] for g in GRID].index(name)])
+    assert sorted(residuals["gpu"].unique()) == sorted(TRUE)
+    model = fit_chosen(rows, META, registry, seed=0)
+    assert model.choice["option"] == name and model.use_sibling == sib
+    new = gemm_launches(["l40"], seed=5, n=20)  # shapes no GPU measured: no sibling evidence
+    lo, hi = model.interval(new, registry)
+    q = model.unseen_q.get((True, False), model.unseen_q[None])
+    np.testing.assert_allclose(np.log(hi / lo), q[1] - q[0], rtol=1e-9)
+    # one training GPU: no fold, the first (simplest) option
+    one = fit_chosen(rows[rows["gpu"] == "a40"], META, registry, seed=0)
+    assert one.choice["option"] == GRID[0][0] and one.unseen_q == {}
