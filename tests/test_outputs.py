@@ -159,3 +159,28 @@ def test_fewshot_rows_keep_seen_and_unseen_apart_and_match_the_chosen_path(exper
     u = rows[role == "unseen"]
     ours = (100 * (u["predicted_latency_us"] - u["latency_us"]).abs() / u["latency_us"]).groupby(u["gpu"]).mean()
     assert np.allclose(ours.sort_index(), ref.reindex(ours.index).sort_index(), rtol=1e-6)
+
+
+def test_plan_on_the_trained_models_gives_intervals_flags_and_memory(public_data, capsys):
+    """`synperf plan` on the main job's models, the planning question of the README: every priced row carries an
+    80% interval around its total, a seen/unseen flag per kernel family (H100 trained for gemm, L40S never), and
+    a memory column; Llama-3.1-70B in bf16 does not fit one L40S and is listed, not priced."""
+    import pandas as pd
+
+    from synperf import cli
+
+    need_output(REPO / "models" / "gemm")
+    coll = public_data / "pipeweave" / "dataset" / "collective"
+    assert cli.main(["plan", "--model", "llama-3.1-70b", "--gpus", "h100_sxm,h200_sxm,b200,l40s", "--tp", "1,2,4",
+                     "--isl", "2000", "--osl", "200", "--batch", "16", "--collectives", str(coll),
+                     "--models", "evaluation", "--format", "json"]) == 0
+    df = pd.DataFrame(json.loads(capsys.readouterr().out))
+    assert len(df) == 12
+    ok = df[df["status"] == "ok"]
+    assert {("h100_sxm", 4), ("l40s", 4), ("b200", 1)} <= set(zip(ok["gpu"], ok["tp"]))
+    assert not ((df["gpu"] == "l40s") & (df["tp"] == 1) & (df["status"] == "ok")).any()
+    assert (ok["total_low_s"] < ok["total_s"]).all() and (ok["total_s"] < ok["total_high_s"]).all()
+    assert (ok["memory_need_gb"] <= ok["memory_usable_gb"]).all()
+    flags = ok.set_index(["gpu", "tp"])
+    assert flags.loc[("h100_sxm", 4), "flag_gemm"] == "trained"
+    assert flags.loc[("l40s", 4), "flag_gemm"] == "unseen"

@@ -194,18 +194,18 @@ def test_editing_the_report_reruns_the_report_not_the_training(tmp_path):
     assert jobs.get("train", 0) > 0 and "ingest_source" not in jobs and "features" not in jobs, jobs
 
 
-#: package folders of one module per item, which the README's layout describes as a whole
+#: package folders of one module per item, which the layout page (docs/layout.md) describes as a whole
 PER_ITEM_FOLDERS = {"ingest", "kernels", "features", "launchers", "triton_kernels"}
 
 
 def _layout_block() -> str:
-    text = (REPO / "README.md").read_text()
+    text = (REPO / "docs" / "layout.md").read_text()
     section = text.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
     return section.split("```", 2)[1]
 
 
-def test_the_readme_layout_names_every_folder_and_module_of_the_tree():
-    """The README's layout block names every tracked top-level folder, every package folder and every module of
+def test_the_layout_page_names_every_folder_and_module_of_the_tree():
+    """The layout block of docs/layout.md names every tracked top-level folder, every package folder and every module of
     the package (so a new module is described where it lives), except inside the folders of one module per item
     (:data:`PER_ITEM_FOLDERS`: one per input format, kernel family, feature set...), named as a whole."""
     import re
@@ -224,7 +224,7 @@ def test_the_readme_layout_names_every_folder_and_module_of_the_tree():
     for mod in sorted(ROOT.glob("*.py")):
         if mod.stem != "__init__" and mod.name not in block:
             missing.append(str(mod.relative_to(REPO)))
-    assert not missing, f"README.md's Layout section does not name: {missing}"
+    assert not missing, f"docs/layout.md's Layout section does not name: {missing}"
     # and every package folder it names exists
     named = re.findall(r"^  (\w+)/", block, flags=re.M)
     assert named and all((ROOT / n).is_dir() for n in named), named
