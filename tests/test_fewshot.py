@@ -292,3 +292,11 @@ def test_each_experiment_chooses_without_the_experiments_trained_on_its_unseen_g
     with pytest.raises(KeyError, match="b"):
         fewshot_summary([rows], str(out["table.csv"]), str(out["choice.csv"]), str(out["fig.png"]), ks=(0, 32),
                         seeds=(0,), experiments={"a": configs["a"]})
+
+
+def test_the_fingerprint_predictor_is_ours_never_the_best_baseline():
+    """``synperf_fp`` is one of our methods: lower than every baseline, it still is not the goals' best baseline."""
+    rows = _protocol_rows({("gemm", "synperf"): 8.0, ("gemm", "gbt"): 20.0, ("gemm", "synperf_fp"): 5.0})
+    g = goals_table(pd.DataFrame(rows), None, None, families=["gemm"]).set_index("goal")
+    first = g.iloc[0]
+    assert first["best_baseline_method"] == "gbt" and first["best_baseline"] == 20.0

@@ -20,7 +20,8 @@ import pandas as pd
 CORE_FAMILIES = ["gemm", "gemm_fp8", "attention_prefill", "attention_decode", "rmsnorm", "silu_mul", "fused_moe"]
 #: the measured method, in order of preference: the chosen path where a protocol scores it, else the MLP
 OURS = ("synperf", "synperf_mlp")
-NOT_BASELINES = {"synperf", "synperf_mlp"}
+#: our own methods, never counted as a baseline (``synperf_fp``: the fingerprint predictor, reported beside)
+NOT_BASELINES = {"synperf", "synperf_mlp", "synperf_fp"}
 NEAREST = "nearest_gpu_roofline"
 GOAL_COLUMNS = ["goal", "target", "measured", "best_baseline", "best_baseline_method", "met", "detail"]
 
