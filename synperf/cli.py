@@ -171,7 +171,8 @@ def plan_cmd(args: argparse.Namespace) -> int:
                                                             models=args.models)
     df = planmod.plan(model, reqs, gpus, tps, pps, registry=registry, max_batch=max_batch, policy=args.policy,
                       collectives=coll, overhead=overhead, models_dir=args.models_dir, prices=prices,
-                      predict_fn=fn, gpu_memory_utilization=args.gpu_memory_utilization)
+                      predict_fn=fn, gpu_memory_utilization=args.gpu_memory_utilization,
+                      progress=progress_reporter("pricing configurations", "configurations", min_total=6))
     if args.concurrency:   # TTFT/TPOT of a vLLM server at this concurrency (synperf.serving, docs/serving.md)
         from synperf.serving.simulate import plan_serving
 

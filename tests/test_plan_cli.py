@@ -16,6 +16,7 @@ from test_e2e_compose import FakePredictor
 import synperf.cli as cli
 import synperf.e2e.plan as P
 from synperf.e2e.compose import compose_trace
+from synperf.e2e.workload import Request
 
 WORKLOAD = ["--isl", "2000", "--osl", "200", "--batch", "16"]
 
@@ -277,3 +278,20 @@ def test_e2e_prints_the_plan_interval_and_each_familys_flag(monkeypatch, capsys,
     assert row["model_set"] == "unknown"         # the fake predictor does not name its model set
     # the fake GEMM model trained on h200_sxm, the others not
     assert re.search(r"^  gemm\s+trained\s+fake/gemm", out, re.M) and re.search(r"^  rmsnorm\s+unseen\s", out, re.M)
+
+
+def test_plan_reports_progress_once_per_configuration(fake_plan, registry):
+    """``progress(done, total)`` counts every (GPU, TP) configuration, priced or not, and ends at total."""
+    calls = []
+    model = P.resolve_model("llama-3.1-8b", cli.EXAMPLE_MODELS)
+    P.plan(model, [Request(2000, 200)] * 4, ["h100_sxm", "l40s", "b200"], [1], [1], registry=registry,
+           progress=lambda done, total: calls.append((done, total)))
+    assert calls == [(1, 3), (2, 3), (3, 3)]
+
+
+def test_the_shipped_trace_is_the_readme_workload(fake_plan, capsys):
+    """examples/traces/16x2000x200.csv is the README's workload: the same plan as --isl 2000 --osl 200 --batch 16."""
+    trace = Path(cli.EXAMPLE_MODELS).parent / "traces" / "16x2000x200.csv"
+    a = _plan_json(capsys, ["--model", "llama-3.1-8b", "--trace", str(trace), "--batch", "16", "--gpus", "h100_sxm"])
+    b = _plan_json(capsys, ["--model", "llama-3.1-8b", *WORKLOAD, "--gpus", "h100_sxm"])
+    assert a["total_s"].iloc[0] == b["total_s"].iloc[0] > 0

@@ -199,8 +199,8 @@ def plan(model: ModelConfig, requests: list[Request], gpus: list[str], tps: list
          registry: Registry, max_batch: int | None = None, policy: str = "static",
          collectives: CollectiveModel | None = None, overhead: Overhead = Overhead(),
          models_dir: str | os.PathLike | None = None, prices: dict[str, float] | None = None,
-         predict_fn: Callable | None = None, gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION
-         ) -> pd.DataFrame:
+         predict_fn: Callable | None = None, gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
+         progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
     """One row per (GPU, TP, PP) (:data:`PLAN_COLUMNS` plus ``flag_<family>``, module docstring); the memory
     columns on every row that can be sharded, the latency, interval and flag columns on the priced ones.
     ``status`` is ``ok`` for a priced row, else ``does not fit: needs X GB of Y GB usable`` (``memory_need_gb`` above
@@ -208,7 +208,8 @@ def plan(model: ModelConfig, requests: list[Request], gpus: list[str], tps: list
     GPU has no Tensor Core peak for the model's dtype, as :func:`synperf.data.launches.check_launches` refuses) or
     ``cannot shard: <why>``; priced rows first, by ``total_s``. ``tokens_per_s`` = output tokens / total;
     ``usd_per_m_output_tokens`` = price per GPU-hour x GPUs x total /
-    3600 / output tokens x 1e6 (where ``prices`` names the GPU).
+    3600 / output tokens x 1e6 (where ``prices`` names the GPU). ``progress(done, total)`` is called after each
+    (GPU, TP, PP) configuration (:func:`synperf.api.progress_reporter` draws a bar).
 
     Raises:
         InputError: an unknown GPU id, a policy not in :data:`~.workload.POLICIES`, TP or PP < 1,
@@ -230,6 +231,7 @@ def plan(model: ModelConfig, requests: list[Request], gpus: list[str], tps: list
     out_tokens = sum(r.output_tokens for r in requests)
     tokens = kv_tokens(requests, max_batch)
     rows = []
+    n_configs = len(gpus) * len(tps) * len(pps)
     for gpu in gpus:
         cap = float(registry[gpu].datasheet().memory_gb)
         usable = gpu_memory_utilization * cap
@@ -240,6 +242,8 @@ def plan(model: ModelConfig, requests: list[Request], gpus: list[str], tps: list
             runs = False
         for tp in tps:
             for pp in pps:
+                if progress is not None and rows:
+                    progress(len(rows), n_configs)
                 row = {"gpu": gpu, "tp": tp, "pp": pp, "gpus": tp * pp, "memory_gb": cap,
                        "memory_usable_gb": usable, "gpu_memory_utilization": gpu_memory_utilization,
                        "usd_per_hour": prices.get(gpu, math.nan)}
@@ -266,6 +270,8 @@ def plan(model: ModelConfig, requests: list[Request], gpus: list[str], tps: list
                 row["usd_per_m_output_tokens"] = row["usd_per_hour"] * tp * pp * row["total_s"] / 3600 \
                     / out_tokens * 1e6
                 rows.append(row)
+    if progress is not None:
+        progress(len(rows), n_configs)
     df = pd.DataFrame(rows)
     fams = [f"flag_{f}" for f in KERNEL_FAMILIES if f"flag_{f}" in df.columns]
     df = df.reindex(columns=PLAN_COLUMNS + fams)
