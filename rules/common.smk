@@ -26,8 +26,9 @@ def source_files(wildcards):
     """The manifest's kernel-latency files of one source, under the configured data folder: the ingest rule's
     inputs (the end-to-end inputs, E2E_PREFIXES, are the e2e rule's)."""
     prefix = f"{wildcards.source}/"
-    return [f"{config['public_data_dir']}/{p}" for p in MANIFEST
-            if p.startswith(prefix) and not p.startswith(E2E_PREFIXES)]
+    return [
+        f"{config['public_data_dir']}/{p}" for p in MANIFEST if p.startswith(prefix) and not p.startswith(E2E_PREFIXES)
+    ]
 
 
 def e2e_files():

@@ -37,7 +37,7 @@ rule e2e:
     conda:
         "../environment.yml"
     params:
-        data_dir=config["public_data_dir"],
+        data_dir=lambda wc: config["public_data_dir"],
         measured_dir=MEASURED_DIR,
         e2e=config.get("e2e", {}),
     script:
