@@ -118,7 +118,7 @@ def e2e(args: argparse.Namespace) -> int:
         print(f"  {fam:20s} {share * 100:6.1f} %")
     print("models used (model set, trained on this GPU or unseen):")
     for r in res.models.itertuples(index=False):
-        flag = "" if r.family in COLLECTIVES else ("trained" if r.training_gpu else "unseen")
+        flag = "" if r.family in COLLECTIVES else {True: "trained", False: "unseen"}.get(r.training_gpu, "unknown")
         print(f"  {r.family:20s} {model_set_of(r.model):10s} {flag:8s} {r.model}" + (f"  [{r.path}]" if r.path else ""))
     return 0
 

@@ -190,3 +190,11 @@ def test_report_section_states_the_mape_beside_the_paper(tmp_path):
                                str(tmp_path / "o.json"), "e2e/e2e_breakdown.png", str(tmp_path / "m.csv")))
     assert "| A100 | 1 | 10.0 | gemm, rmsnorm | – |" in md
     assert "| H200 | 2 | 17.5 | rmsnorm | gemm |" in md
+    # a model that did not name its training GPUs (empty flag) is in neither column, never "trained"
+    m = pd.read_csv(tmp_path / "m.csv")
+    m["training_gpu"] = m["training_gpu"].astype(object)
+    m.loc[4, "training_gpu"] = None
+    m.to_csv(tmp_path / "m.csv", index=False)
+    md = "\n".join(e2e_section(str(tmp_path / "s.csv"), str(tmp_path / "c.csv"), str(tmp_path / "b.csv"),
+                               str(tmp_path / "o.json"), "e2e/e2e_breakdown.png", str(tmp_path / "m.csv")))
+    assert "| H200 | 2 | 17.5 | – | gemm |" in md

@@ -138,6 +138,47 @@ def test_price_counts_every_launch():
     assert p.high_s * 1e6 == pytest.approx(np.array(expected) * 2.0)
 
 
+def test_seen_flags_come_from_the_models_training_gpus(tmp_path):
+    # a model folder without a recorded path (no attrs["training_gpus"]): its meta.json's train_gpus decide
+    import json
+
+    (tmp_path / "meta.json").write_text(json.dumps({"train_gpus": ["h100_sxm", "a100_sxm4_80gb"]}))
+
+    def from_meta(family, params, gpu, **kw):
+        out = _unit_predict(family, params, gpu)
+        out.attrs["model_dir"] = str(tmp_path)
+        return out
+
+    def recorded(family, params, gpu, **kw):
+        out = _unit_predict(family, params, gpu)
+        out.attrs["training_gpus"] = ["b200"] if family == "rmsnorm" else ["h100_sxm"]
+        return out
+
+    m = parse_config(TINY, "tiny")
+    s = simulate([10], [2], 1)
+    assert set(price_schedule(s, m, "h100_sxm", 1, predict_fn=from_meta).seen.values()) == {True}
+    assert set(price_schedule(s, m, "l40s", 1, predict_fn=from_meta).seen.values()) == {False}
+    seen = price_schedule(s, m, "h100_sxm", 1, predict_fn=recorded).seen
+    assert seen["rmsnorm"] is False and seen["gemm"] is True
+    # a predictor that names no training GPUs: unknown, never counted as unseen
+    assert set(price_schedule(s, m, "h100_sxm", 1, predict_fn=_unit_predict).seen.values()) == {None}
+
+
+def test_unknown_seen_flags_are_in_neither_scope():
+    from synperf.serving.score import mape_table
+
+    row = {"model": "m", "gemm_dtype": "fp8", "gpu": "h200_sxm", "tp": 1, "concurrency": 4, "isl": 128, "osl": 8,
+           "measured_ttft_ms": 10.0, "measured_tpot_ms": 1.0, "ttft_mean_ms": 11.0, "tpot_mean_ms": 1.0,
+           "aic_ttft_ms": np.nan, "aic_tpot_ms": np.nan}
+    s = pd.DataFrame([{**row, "seen_gemm": None, "seen_rmsnorm": None},
+                      {**row, "gpu": "h100_sxm", "seen_gemm": True, "seen_rmsnorm": True},
+                      {**row, "gpu": "l40s", "seen_gemm": False, "seen_rmsnorm": False},
+                      {**row, "gpu": "b200", "seen_gemm": False, "seen_rmsnorm": None}])
+    t = mape_table(s).set_index("scope")
+    assert t.loc["fp8 rows, GPU seen by every family", "rows"] == 1
+    assert t.loc["fp8 rows, GPU unseen by every family", "rows"] == 1
+
+
 def test_price_refuses_unmodelled_dtype_and_missing_collectives():
     m = parse_config(TINY, "tiny")
     s = simulate([10], [2], 1)

@@ -216,6 +216,27 @@ def launches(workload: Workload, progress: Callable[[int, int], None] | None = N
     return pd.DataFrame(rows)
 
 
+def training_gpus_of(out: pd.DataFrame) -> frozenset[str] | None:
+    """The training GPUs of the model that answered ``out``: ``attrs["training_gpus"]`` (the recorded path's,
+    :func:`synperf.api.predict`), else ``train_gpus`` of ``meta.json`` in ``attrs["model_dir"]`` (a model folder
+    without a recorded path); None where neither says (unknown: neither seen nor unseen)."""
+    if "training_gpus" in out.attrs:
+        return frozenset(str(g) for g in out.attrs["training_gpus"])
+    meta = Path(str(out.attrs.get("model_dir") or "")) / "meta.json"
+    try:
+        gpus = json.loads(meta.read_text()).get("train_gpus")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return None if gpus is None else frozenset(str(g) for g in gpus)
+
+
+def trained_on(out: pd.DataFrame, gpu: str) -> bool | None:
+    """Whether ``gpu`` is one of the training GPUs of the model that answered ``out`` (:func:`training_gpus_of`);
+    None where the training GPUs are unknown."""
+    gpus = training_gpus_of(out)
+    return None if gpus is None else str(gpu) in gpus
+
+
 def model_dir_used(out: pd.DataFrame) -> str:
     """The model folder the predictor reports in ``out.attrs["model_dir"]`` (:func:`synperf.api.predict` sets
     it), else ``"(not reported)"``."""
@@ -347,7 +368,7 @@ def compose(workload: Workload, gpu: str, *, predict_fn: Callable = predict,
         models.append({"family": family, "model": model_dir_used(out),
                        "path": attention_path(gpu, registry) if family.startswith("attention") else "",
                        "prediction_path": ", ".join(f"{p} {n}" for p, n in paths.value_counts().items()),
-                       "training_gpu": gpu in out.attrs.get("training_gpus", ())})
+                       "training_gpu": trained_on(out, gpu)})
     for op in [c for c in COLLECTIVES if c in set(df["family"])]:
         if collectives is None:
             raise InputError(f"the workload has {op} (tp={workload.model.tp}, pp={workload.model.pp}) but no "
@@ -437,7 +458,7 @@ def compose_trace(model: ModelConfig, requests: list[Request], gpu: str, *, tp: 
         fam.append({"family": key[0], "model": model_dir_used(out),
                     "path": attention_path(gpu, registry) if key[0].startswith("attention") else "",
                     "prediction_path": ", ".join(f"{p} {c}" for p, c in paths.value_counts().items()),
-                    "training_gpu": gpu in out.attrs.get("training_gpus", ())})
+                    "training_gpu": trained_on(out, gpu)})
     fam.sort(key=lambda r: KERNEL_FAMILIES.index(r["family"]))
     coll = pd.concat(models, ignore_index=True)
     coll = coll[coll["family"].isin(COLLECTIVES)].drop_duplicates()

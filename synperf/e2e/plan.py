@@ -36,7 +36,6 @@ models, :func:`synperf.api.predict`'s ``models``).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -47,7 +46,7 @@ import pandas as pd
 
 from ._deps import InputError, Registry, launch_table, predict
 from .collectives import CollectiveModel
-from .compose import KERNEL_FAMILIES, Overhead, attention_path, compose
+from .compose import KERNEL_FAMILIES, Overhead, attention_path, compose, training_gpus_of
 from .model_config import ModelConfig, load_model_config
 from .workload import DTYPE_BYTES, POLICIES, Request, generate
 
@@ -153,14 +152,7 @@ class _Recorder:
         """The training GPUs of ``family``'s model: ``attrs["training_gpus"]`` of the prediction (the recorded
         path's, :func:`synperf.api.predict`), else ``train_gpus`` of ``meta.json`` in ``attrs["model_dir"]`` (a
         model folder without a recorded path), else none."""
-        out = self.outs[family]
-        if "training_gpus" in out.attrs:
-            return {str(g) for g in out.attrs["training_gpus"]}
-        meta = Path(str(out.attrs.get("model_dir", ""))) / "meta.json"
-        try:
-            return {str(g) for g in json.loads(meta.read_text()).get("train_gpus", [])}
-        except (OSError, ValueError, AttributeError):
-            return set()
+        return set(training_gpus_of(self.outs[family]) or ())
 
     def model_sets(self) -> str:
         """The model sets that answered (``attrs["model_set"]`` of each family's prediction), ``+``-joined;

@@ -77,7 +77,7 @@ def e2e_section(summary_csv: str, configs_csv: str, breakdown_csv: str, overhead
                 kern = models[models["prediction_path"].astype(str) != "measured table"].merge(
                     configs[["config", "gpu"]], on="config")
                 for col, flag in (("seen path (trained on this GPU)", True), ("unseen GPU for", False)):
-                    fams = kern[kern["training_gpu"].astype(bool) == flag].groupby("gpu")["family"].agg(
+                    fams = kern[kern["training_gpu"].astype(str).eq(str(flag))].groupby("gpu")["family"].agg(
                         lambda f: ", ".join(sorted(set(f))))
                     by_gpu[col] = fams.reindex(by_gpu.index).fillna("–")
         md += ["### MAPE per GPU (%)", "", "A GPU that a family's experiment trained on is priced by that "

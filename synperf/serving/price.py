@@ -44,6 +44,7 @@ from ._deps import (
     Registry,
     default_registry,
     predict,
+    trained_on,
 )
 from .scheduler import Schedule
 
@@ -60,7 +61,8 @@ ACT_DTYPE = "bfloat16"
 class PricedSchedule:
     """Per-iteration latencies (seconds) of a schedule: ``latency_s`` (point), ``low_s``/``high_s`` (None without
     kernel intervals), the per-family seconds summed over the trace (``family_s``), the model folders used and
-    whether the GPU was one of each family's training GPUs (``seen``)."""
+    whether the GPU was one of each family's training GPUs (``seen``: None where the model does not say,
+    :func:`synperf.e2e.compose.trained_on`)."""
 
     latency_s: np.ndarray
     low_s: np.ndarray | None
@@ -189,8 +191,7 @@ def price_schedule(sched: Schedule, model: ModelConfig, gpu: str, tp: int, *, ge
             family_s.update(all_reduce=float((comm * active).sum()), overhead=float(np.sum(ov * active)))
     models = {f"{k[0]}" + (f" ({k[1]})" if k[1] else ""): str(o.attrs.get("model_dir", "(not reported)"))
               for k, o in bulk.out.items()}
-    seen = {f"{k[0]}" + (f" ({k[1]})" if k[1] else ""): gpu in o.attrs.get("training_gpus", ())
-            for k, o in bulk.out.items()}
+    seen = {f"{k[0]}" + (f" ({k[1]})" if k[1] else ""): trained_on(o, gpu) for k, o in bulk.out.items()}
     low, high = (results[1], results[2]) if len(results) == 3 else (None, None)
     return PricedSchedule(results[0], low, high, family_s, models, seen)
 

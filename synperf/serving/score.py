@@ -145,13 +145,15 @@ def mape_table(s: pd.DataFrame) -> pd.DataFrame:
         t = s.groupby(keys).apply(agg, include_groups=False).reset_index()
         t.insert(0, "scope", scope)
         parts.append(t)
-    seen = s[[c for c in s.columns if c.startswith("seen_")]].astype(bool)
+    # True / False per family; unknown (None, NaN: the model did not say) is neither seen nor unseen
+    flags = s[[c for c in s.columns if c.startswith("seen_")]]
+    seen, unseen = flags.isin([True]), flags.isin([False])
     scopes = [("all fp8 rows", s["gemm_dtype"] == "fp8"), ("all rows", s["gemm_dtype"].notna())]
     if "preemptions" in s.columns:   # a diagnostic split: rows whose simulated KV cache never saturates
         scopes.append(("fp8 rows without simulated preemption", (s["gemm_dtype"] == "fp8") & (s["preemptions"] == 0)))
     if seen.shape[1]:
         scopes += [("fp8 rows, GPU seen by every family", (s["gemm_dtype"] == "fp8") & seen.all(axis=1)),
-                   ("fp8 rows, GPU unseen by every family", (s["gemm_dtype"] == "fp8") & ~seen.any(axis=1))]
+                   ("fp8 rows, GPU unseen by every family", (s["gemm_dtype"] == "fp8") & unseen.all(axis=1))]
     for name, sel in scopes:
         if sel.any():
             t = agg(s[sel]).to_frame().T
