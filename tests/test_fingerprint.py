@@ -185,6 +185,9 @@ def test_few_shot_on_the_fingerprint_refits_the_constants_and_gets_better_with_m
     assert mape[0] > 2.0 and mape[32] < mape[8] < mape[0]
     assert (res.loc[res["k"] == 32, "n_eval_rows"] == 120 - 32).all()
     assert res["interval_coverage"].between(0, 1).all()
+    # the rows of a training GPU are refused: its fitted constants, from every one of its rows, are no prior
+    with pytest.raises(ValueError, match="a40"):
+        fingerprint_fewshot(model, rows[rows["gpu"] != "l40s"], registry, ks=(8,), seeds=(0,))
 
 
 def test_fit_chosen_picks_from_the_grid_and_an_unseen_gpu_takes_the_left_out_gpus_residuals(registry):

@@ -375,9 +375,16 @@ def fingerprint_fewshot(model, rows: pd.DataFrame, registry, ks=KS, seeds=SEEDS,
         One row per (GPU, k, seed, prior weight): ``gpu``, ``k``, ``seed``, ``prior_weight``,
         ``n_calibration_rows``, ``n_eval_rows``, ``mape_pct`` (on the rows not measured by the sweep) and
         ``interval_coverage`` (share of those rows inside the interval, 0..1).
+
+    Raises:
+        ValueError: ``rows`` hold a GPU the model trained on (its fitted constants would be the prior).
     """
     from synperf.model.fingerprint import FEWSHOT_PRIOR_WEIGHT, fewshot_fingerprint, pipe_times, with_v2_columns
 
+    trained = sorted(set(rows["gpu"].astype(str)) & set(model.fitted))
+    if trained:
+        raise ValueError(f"few-shot on the fingerprint: {trained} trained the model; few-shot rows must be of GPUs "
+                         "without training rows")
     out = []
     saved = dict(model.overrides)
     rows = with_v2_columns(rows, registry)
