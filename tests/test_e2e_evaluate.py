@@ -94,6 +94,16 @@ def test_real_runs_refuse_a_file_that_is_not_json_lines(tmp_path):
 def test_run_e2e_evaluation(public_data, tmp_path, e2e_config):
     with pytest.raises(InputError, match=r"^config key e2e\.real_gpu_map: missing"):
         run_e2e_evaluation(public_data, None, None, tmp_path, {}, predict_fn=FakePredictor())
+    deploy = FakePredictor()
+    answer = deploy.__call__
+
+    def as_deploy(kernel, params, gpu, **kw):
+        out = answer(kernel, params, gpu, **kw)
+        out.attrs["model_set"] = "deploy"
+        return out
+
+    with pytest.raises(InputError, match=r"^e2e evaluation: the deploy models"):
+        run_e2e_evaluation(public_data, None, None, tmp_path / "deploy", e2e_config, predict_fn=as_deploy)
     res = run_e2e_evaluation(public_data, None, None, tmp_path, e2e_config, predict_fn=FakePredictor())
     names = {p.name for p in res["files"]}
     assert names == {"e2e_configs.csv", "e2e_summary.csv", "e2e_breakdown.csv", "e2e_models.csv", "overhead.json",

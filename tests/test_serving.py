@@ -260,6 +260,17 @@ def test_score_silicon_writes_tables_and_mape_beside_the_baseline(tmp_path):
     assert m.loc["all rows", "aic_rows"] == 1
     assert tabs["serving_rows"].set_index("reason")["rows"].to_dict() == {"priced": 2, "other framework": 2}
 
+    # the deploy models (trained on every measured GPU) never price a scored row
+    def deploy(family, params, gpu, **kw):
+        out = fake(family, params, gpu)
+        out.attrs["model_set"] = "deploy" if family == "rmsnorm" else "evaluation"
+        return out
+
+    with pytest.raises(InputError, match=r"serving evaluation: the deploy models .*rmsnorm on h200_sxm"):
+        score_silicon(f, examples, tmp_path / "out2", registry=default_registry(), collectives=None,
+                      predict_fn=deploy)
+    assert not (tmp_path / "out2").exists()
+
 
 def test_serving_section_renders_the_tables(tmp_path):
     from synperf.reporting.serving_section import serving_lines

@@ -293,6 +293,19 @@ class SharedPredictor:
             self._answers[key] = (table, out.reset_index(drop=True))
         self._requests.clear()
 
+    def refuse_deploy(self, where: str) -> None:
+        """For an evaluation stage: raise when a prediction of :meth:`predict` came from the deploy models
+        (``attrs["model_set"] == "deploy"`` of :func:`synperf.api.predict`), which trained on every measured GPU.
+
+        Raises:
+            InputError: naming ``where``, the families and GPUs the deploy models answered.
+        """
+        bad = sorted(f"{key[0]} on {key[1]}" for key, (_, out) in self._answers.items()
+                     if out.attrs.get("model_set") == "deploy")
+        if bad:
+            raise InputError(f"{where}: the deploy models (trained on every measured GPU) answered {bad}; an "
+                             "evaluation uses the evaluation models (models='evaluation')")
+
     def __call__(self, family: str, params: pd.DataFrame, gpu: str, **_) -> pd.DataFrame:
         key = self._key(family, params, gpu)
         if key not in self._answers:

@@ -174,7 +174,7 @@ def run_e2e_evaluation(public_data_dir: str | os.PathLike, registry_path: str | 
 
     Raises:
         InputError: a missing GPU map (naming its ``e2e`` key), missing data files, unknown GPU, no trained model
-            (from predict).
+            (from predict), a prediction of the deploy models (:meth:`SharedPredictor.refuse_deploy`).
     """
     predict_fn = predict_fn or functools.partial(predict, models="evaluation")
     pub = Path(public_data_dir)
@@ -197,6 +197,7 @@ def run_e2e_evaluation(public_data_dir: str | os.PathLike, registry_path: str | 
     for wl, r in zip(workloads, runs.itertuples(index=False)):
         compose(wl, r.gpu_id, predict_fn=shared.record, registry=registry, collectives=coll)
     shared.predict(models_dir=models_dir, registry=registry)
+    shared.refuse_deploy("e2e evaluation")
     base: list[E2EResult] = [compose(wl, r.gpu_id, predict_fn=shared, models_dir=models_dir, registry=registry,
                                      collectives=coll) for wl, r in zip(workloads, runs.itertuples(index=False))]
     batch = runs["batch_size"].to_numpy(dtype="float64")

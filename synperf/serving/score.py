@@ -65,7 +65,8 @@ def score_rows(rows: pd.DataFrame, examples_dir: str | os.PathLike, *, registry:
     those predictions.
 
     Raises:
-        InputError: a missing example config, or a pricing error (the row is named).
+        InputError: a missing example config, a pricing error (the row is named), or a prediction of the deploy
+            models (:meth:`synperf.e2e.compose.SharedPredictor.refuse_deploy`).
     """
     priced = rows[rows["reason"] == ""].reset_index(drop=True)
     if priced.empty:
@@ -84,6 +85,7 @@ def score_rows(rows: pd.DataFrame, examples_dir: str | os.PathLike, *, registry:
     for fn in (shared.record, None):
         if fn is None:
             shared.predict(models_dir=models_dir, registry=registry)
+            shared.refuse_deploy("serving evaluation")
             fn = shared
         out = []
         for i, r in priced.iterrows():
