@@ -276,7 +276,7 @@ class Registry:
     def _unknown(self, gpu: str, names) -> None:
         """Refuse ``gpu``, suggesting the closest of ``names``."""
         raise InputError(f"unknown GPU id {gpu!r}{close_match(gpu, names)}: not in {self.path}; known ids: "
-                         f"{sorted(self.gpus)}. Add it to config/gpus.yaml (see README, 'Adding a GPU').")
+                         f"{sorted(self.gpus)}. Add it to config/gpus.yaml (see docs/data.md, 'Adding a GPU').")
 
     def resolve(self, gpu: str) -> str:
         """The registry id of ``gpu``: a registry id, or a device name listed under a GPU's ``device_names``
@@ -305,7 +305,7 @@ class Registry:
                 raise InputError(f"{where}: {device_name!r} is a MIG slice: {MIG_ADVICE.format(path=self.path)}")
             raise InputError(
                 f"{where}: unknown GPU {device_name!r}; add it to the `device_names` of a GPU in "
-                f"{self.path} (or add a new GPU there, see README 'Adding a GPU')"
+                f"{self.path} (or add a new GPU there, see docs/data.md, 'Adding a GPU')"
             )
         return gid
 
@@ -314,7 +314,7 @@ class Registry:
 #: GPU's entry would give it the wrong specs)
 MIG_ADVICE = ("it has only part of the full GPU's SMs, L2 and DRAM bandwidth, so it must not be added to the full "
               "GPU's `device_names`; add a new GPU entry to {path} for the slice with its own SM count, L2 size and "
-              "bandwidth share (README 'Adding a GPU'), or profile on the whole GPU")
+              "bandwidth share (docs/data.md, 'Adding a GPU'), or profile on the whole GPU")
 
 
 def is_mig_slice(device_name: str) -> bool:
@@ -491,7 +491,7 @@ def read_measured_file(path: str | os.PathLike, known_ids: Iterable[str] | None 
         raise InputError(
             f"{path}: unknown GPU id {gid!r} (the file name must be a registry id of "
             f"{registry_path or 'the GPU registry'}); rename it to <id>.json or add the GPU to the registry "
-            "(README, 'Adding a GPU')")
+            "(docs/data.md, 'Adding a GPU')")
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:

@@ -38,7 +38,7 @@ def find_files(data_dir: Path, pattern: str, source: str) -> list[Path]:
     if not files:
         raise InputError(
             f"{data_dir}: no {source} files match {pattern!r}; is `public_data_dir` pointing at the "
-            "public-data folder (see README)?"
+            "public-data folder (see docs/data.md)?"
         )
     return files
 

@@ -279,7 +279,7 @@ def unknown_gpu_message(name: str, uuid: str, registry_path: Any) -> str:
         return f"GPU {name!r} (UUID {uuid}) is a MIG slice: " + MIG_ADVICE.format(path=registry_path)
     return (f"unknown GPU {name!r} (UUID {uuid}): no GPU in {registry_path} lists it under `device_names`. "
             f"Add an entry for it to {registry_path} with device_names: [{name!r}] and its sourced specs "
-            "(README section 'Adding a GPU'), or add the name to the entry of the same model, then rerun.")
+            "(docs/data.md, 'Adding a GPU'), or add the name to the entry of the same model, then rerun.")
 
 
 @dataclass
