@@ -191,23 +191,64 @@ def test_few_shot_on_the_fingerprint_refits_the_constants_and_gets_better_with_m
 
 
 def test_fit_chosen_picks_from_the_grid_and_an_unseen_gpu_takes_the_left_out_gpus_residuals(registry):
-    from synperf.model.fingerprint_choice import GRID, choose_options, fit_chosen
+    from synperf.model.fingerprint_choice import GRID, PRIOR_WEIGHTS, choose_options, choose_prior_weight, fit_chosen
 
     rng = np.random.default_rng(3)
     rows = with_formula_latency(gemm_launches(list(TRUE), n=60), registry)
     rows = rows.assign(latency_us=rows["latency_us"] * np.exp(rng.normal(0, 0.05, len(rows))))
-    name, opts, sib, scores, residuals = choose_options(rows, META, registry, seed=0)
-    assert set(scores) == {n for n, _, _ in GRID} and name in scores
+    rows = rows.assign(theoretical_time_us=F.pipe_times(rows, registry).sum(axis=1))
+    name, opts, sib, rule, scores, residuals, folds = choose_options(rows, META, registry, seed=0)
+    names = [g[0] for g in GRID]
+    assert set(scores) == set(names) and name in scores and len(names) == len(set(names)) == 24
+    assert rule in F.RULES and sib in F.SIBLING_MODES
     # the first option within 5% of the lowest score
     assert scores[name] <= 1.05 * min(scores.values())
-    assert all(scores[n] > 1.05 * min(scores.values()) for n, _, _ in GRID[:[g[0] for g in GRID].index(name)])
+    assert all(scores[n] > 1.05 * min(scores.values()) for n in names[:names.index(name)])
     assert sorted(residuals["gpu"].unique()) == sorted(TRUE)
+    # one fold per training GPU, each model fitted without it
+    assert sorted(h for h, _, _ in folds) == sorted(TRUE) and all(h not in m.fitted for h, _, m in folds)
+    weight, weight_scores = choose_prior_weight(folds, registry, sib, rule, seed=0)
+    assert set(weight_scores) == set(PRIOR_WEIGHTS)
+    assert weight == next(w for w in PRIOR_WEIGHTS if weight_scores[w] <= 1.05 * min(weight_scores.values()))
     model = fit_chosen(rows, META, registry, seed=0)
-    assert model.choice["option"] == name and model.use_sibling == sib
+    assert model.choice["option"] == name and model.use_sibling == sib and model.rule == rule
+    assert model.prior_weight == weight
     new = gemm_launches(["l40"], seed=5, n=20)  # shapes no GPU measured: no sibling evidence
     lo, hi = model.interval(new, registry)
     q = model.unseen_q.get((True, False), model.unseen_q[None])
     np.testing.assert_allclose(np.log(hi / lo), q[1] - q[0], rtol=1e-9)
-    # one training GPU: no fold, the first (simplest) option
+    # one training GPU: no fold, the first (simplest) option and prior weight
     one = fit_chosen(rows[rows["gpu"] == "a40"], META, registry, seed=0)
-    assert one.choice["option"] == GRID[0][0] and one.unseen_q == {}
+    assert one.choice["option"] == GRID[0][0] and one.unseen_q == {} and one.prior_weight == PRIOR_WEIGHTS[0]
+
+
+def test_a_gpus_own_measurements_correct_its_rows_and_reach_other_gpus_only_by_the_class_mode(registry):
+    # a40 alone runs launches with n of at most 1024 1.6x slower than its physics; no other GPU does
+    launches = gemm_launches(["a40", "l40s", "a100_sxm4_80gb", "h100_sxm"], n=400)
+    rows = with_formula_latency(launches, registry)
+    quirk = (rows["gpu"] == "a40").to_numpy() & (rows["n"].to_numpy(dtype="int64") <= 1024)
+    rows = rows.assign(latency_us=rows["latency_us"] * np.where(quirk, 1.6, 1.0))
+    train, heldout = rows.iloc[::2], rows.iloc[1::2]
+    # without the shared correction, the own-GPU correction is the only one
+    with_local = F.FingerprintModel.fit(train, META, registry, seed=0, oof=False, correct=False)
+    without = F.FingerprintModel.fit(train, META, registry, seed=0, oof=False, correct=False, local=False)
+    assert sorted(with_local.local) == sorted(set(train["gpu"])) and without.local == {}
+    a40 = heldout[heldout["gpu"] == "a40"]
+    y = a40["latency_us"].to_numpy()
+    err = {name: np.mean(np.abs(m.predict(a40, registry, sibling=None) / y - 1)) for name, m in
+           (("local", with_local), ("shared", without))}
+    assert err["local"] < 0.5 * err["shared"]
+    # l40 (sm_8x GDDR, never measured): no own correction; the class mode adds the mean of a40's and l40s's
+    l40 = a40.assign(gpu="l40").drop(columns=list(F.V2_COLUMNS))
+    np.testing.assert_allclose(with_local.predict(l40, registry, sibling=None),
+                               without.predict(l40, registry, sibling=None), rtol=1e-12)
+    terms = F.pipe_times(F.with_v2_columns(l40, registry), registry)
+    x, fp = with_local._design(F.with_v2_columns(l40, registry), terms, registry)
+    local = (with_local.local["a40"].predict(x) + with_local.local["l40s"].predict(x)) / 2
+    np.testing.assert_allclose(with_local.predict(l40, registry, sibling="class"),
+                               fp * np.exp(local), rtol=1e-9)
+    # h200 (sm_9x HBM, never measured) takes h100's own correction alone: neither a100 (sm_8x) nor the GDDR GPUs'
+    h200 = F.with_v2_columns(l40.assign(gpu="h200_sxm"), registry)
+    xh, fph = with_local._design(h200, F.pipe_times(h200, registry), registry)
+    np.testing.assert_allclose(with_local.predict(h200, registry, sibling="class"),
+                               fph * np.exp(with_local.local["h100_sxm"].predict(xh)), rtol=1e-9)

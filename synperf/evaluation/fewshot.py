@@ -369,7 +369,7 @@ def fingerprint_fewshot(model, rows: pd.DataFrame, registry, ks=KS, seeds=SEEDS,
         level: the interval level whose coverage is reported (``interval_coverage``; NaN where the model has no
             out-of-fold residuals).
         prior_weights: weights of the prior's pseudo-rows to try (None: the module default,
-            :data:`synperf.model.fingerprint.FEWSHOT_PRIOR_WEIGHT`), one result row each.
+            model's chosen :attr:`synperf.model.fingerprint.FingerprintModel.prior_weight`), one result row each.
 
     Returns:
         One row per (GPU, k, seed, prior weight): ``gpu``, ``k``, ``seed``, ``prior_weight``,
@@ -379,7 +379,7 @@ def fingerprint_fewshot(model, rows: pd.DataFrame, registry, ks=KS, seeds=SEEDS,
     Raises:
         ValueError: ``rows`` hold a GPU the model trained on (its fitted constants would be the prior).
     """
-    from synperf.model.fingerprint import FEWSHOT_PRIOR_WEIGHT, fewshot_fingerprint, pipe_times, with_v2_columns
+    from synperf.model.fingerprint import fewshot_fingerprint, pipe_times, with_v2_columns
 
     trained = sorted(set(rows["gpu"].astype(str)) & set(model.fitted))
     if trained:
@@ -397,7 +397,7 @@ def fingerprint_fewshot(model, rows: pd.DataFrame, registry, ks=KS, seeds=SEEDS,
             if 0 < k and len(g) <= k:
                 continue
             for seed, w in ((s, w) for s in seeds for w in prior_weights):
-                w = FEWSHOT_PRIOR_WEIGHT if w is None else w
+                w = model.prior_weight if w is None else w
                 cal = short_sweep(g, k, seed)
                 rest = np.ones(len(g), dtype=bool)
                 rest[cal] = False

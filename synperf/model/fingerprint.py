@@ -35,19 +35,25 @@ Correction
     training GPUs' rows with their own fitted fingerprints; budget :data:`synperf.model.paths.RESIDUAL_TREES` (chosen
     on seen GPUs for the residual model, taken as it is) or a larger one, seeded, one OpenMP thread.
 
+Own-GPU evidence (:attr:`FingerprintModel.local`)
+    A training GPU's own measurements also fit a second, per-GPU correction: the same trees on that GPU's rows'
+    residual ``log(latency / (fingerprint time * exp(shared correction)))``; it is added for that GPU's rows (held-out
+    problems of a seen GPU) and never for another GPU's, except by the ``class`` sibling mode below.
+
 Sibling evidence (:meth:`FingerprintModel.sibling_evidence`)
-    Where training GPUs of the row's class (its siblings, never its own GPU) measured the same launch, one documented
-    correction replaces the trees' one: ``ratio``, the siblings' mean ``log(latency / own fingerprint time)``; or
-    ``shift``, their latency with its spec-sheet roofline time replaced by the row's
-    (:func:`synperf.evaluation.baselines.roofline_shift`).
+    Training GPUs of the row's class (its siblings, never its own GPU) enter by one documented mode: where they
+    measured the same launch, ``ratio`` (their mean ``log(latency / own fingerprint time)`` replaces the correction)
+    or ``shift`` (their latency with its spec-sheet roofline time replaced by the row's,
+    :func:`synperf.evaluation.baselines.roofline_shift`); at any launch, ``class`` (the mean of their own-GPU
+    corrections is added).
 
 One way to choose (:mod:`synperf.model.fingerprint_choice`)
-    Whether to correct, with which tree budget, and which sibling mode form one grid (:data:`GRID`, simplest first),
-    scored by leaving each training GPU out (its constants predicted from the others, as for an unseen GPU); the
-    first option within :data:`MARGIN` (5%) of the lowest mean MAPE wins. Nothing else is chosen here: the pipes,
-    the class rule, the correction's features and the few-shot prior weight are fixed beforehand, and the rule
-    ``pooled`` was chosen by ``tools/fingerprint_choices.py`` (leave one seen GPU out inside the configured
-    training rows).
+    Whether to correct, with which tree budget, how a GPU without measurements gets its constants from its pool
+    (:data:`RULES`), and which sibling mode form one grid (:data:`GRID`, simplest first), scored by leaving each
+    training GPU out (its constants predicted from the others, as for an unseen GPU); the first option within
+    :data:`MARGIN` (5%) of the lowest mean MAPE wins. The few-shot prior weight is chosen the same way, on the
+    short sweeps of the left-out training GPUs. Nothing else is chosen: the pipes, the class rule and the
+    correction's features are fixed beforehand.
 
 Interval (:meth:`FingerprintModel.interval`)
     80% by default: the correction's out-of-fold log residuals (leave one training GPU out: the correction refitted
@@ -69,7 +75,10 @@ from synperf.model.paths import RESIDUAL_TREES, with_spec_columns
 
 #: spec-sheet pipe times of the fingerprint, microseconds (see :func:`pipe_times`)
 PIPES = ("compute_us", "dram_us", "l2_us", "smem_us")
-#: how a GPU without measurements gets its constants from its pool (:func:`pool_constants`)
+#: how a GPU without measurements gets its constants from its pool (:func:`pool_constants`), the default first:
+#: ``pooled`` is the estimator of a measured GPU's own constants applied to the pool's rows; ``mean`` averages
+#: constants whose pipes may be collinear on one GPU (an L2 and a DRAM multiplier that trade off). With two training
+#: GPUs, leaving one out leaves a pool of one, where both rules give the same constants, so the default decides.
 RULES = ("pooled", "mean")
 #: relative weight of each prior pseudo-row in a few-shot fit (one measured row weighs 1)
 FEWSHOT_PRIOR_WEIGHT = 1.0
@@ -328,6 +337,11 @@ class FingerprintModel:
             trains).
         train_terms: training GPU -> ``(pipe_times, latency_us)`` of its rows (for the spread of predicted
             constants).
+        overrides: GPU -> a given or few-shot :class:`Fingerprint` that replaces the fitted or predicted one.
+        rule: :data:`RULES` member giving a GPU without measurements its constants; use_sibling: the
+            :data:`SIBLING_MODES` member :meth:`predict` uses by default; prior_weight: the few-shot prior weight
+            (:func:`fewshot_fingerprint`); all three chosen by :func:`synperf.model.fingerprint_choice.fit_chosen`.
+        local: training GPU -> its own-GPU correction (trees on its rows' residual after the shared correction).
     """
 
     fitted: dict
@@ -338,6 +352,9 @@ class FingerprintModel:
     train_terms: dict = field(default_factory=dict, repr=False)
     overrides: dict = field(default_factory=dict)
     rule: str = "pooled"
+    prior_weight: float = FEWSHOT_PRIOR_WEIGHT
+    local: dict = field(default_factory=dict, repr=False)
+    predicted: dict = field(default_factory=dict, repr=False)
     trees_args: dict = field(default_factory=dict)
     choice: dict = field(default_factory=dict)
     unseen_q: dict = field(default_factory=dict)
@@ -346,13 +363,15 @@ class FingerprintModel:
 
     @classmethod
     def fit(cls, rows: pd.DataFrame, meta: dict, registry, *, max_train_rows: int = 0, seed: int = 0,
-            oof: bool = True, rule: str = "pooled", correct: bool = True, trees: dict | None = None
-            ) -> "FingerprintModel":
+            oof: bool = True, rule: str = "pooled", correct: bool = True, trees: dict | None = None,
+            local: bool = True) -> "FingerprintModel":
         """Fit on feature-table ``rows`` (``gpu``, ``latency_us`` > 0, feature set v2 columns; ``meta`` its
         sidecar). Fingerprints on every row of each GPU; the correction on a seeded subsample of at most
         ``max_train_rows`` rows (0: all). ``oof``: also the out-of-fold residuals for :meth:`interval`.
         ``rule``: :data:`RULES` (:func:`pool_constants`). ``correct``: False leaves the correction out (the
         prediction is the fingerprint time). ``trees``: arguments over :data:`synperf.model.paths.RESIDUAL_TREES`.
+        ``local``: also fit each GPU's own-GPU correction (:attr:`local`) on a seeded subsample of at most
+        ``max_train_rows`` of its rows.
 
         Raises:
             ValueError: no rows, or a latency that is not finite and > 0.
@@ -384,6 +403,8 @@ class FingerprintModel:
         r = np.log(y[sub] / fp)
         if correct:
             model.trees = model._fit_trees(x, r, seed)
+        if local:
+            model._fit_local(rows, terms, registry, max_train_rows, seed)
         if oof:
             model.residual_q = model._oof_quantiles(x, r, gpus[sub], seed) if correct else gpu_quantiles(r, gpus[sub])
         return model
@@ -399,6 +420,46 @@ class FingerprintModel:
         with threadpool_limits(1, user_api="openmp"):
             return trees.fit(x, r)
 
+    def _shared(self, x: np.ndarray) -> np.ndarray:
+        from threadpoolctl import threadpool_limits
+
+        if self.trees is None:
+            return np.zeros(len(x))
+        with threadpool_limits(1, user_api="openmp"):
+            return self.trees.predict(x)
+
+    def _fit_local(self, rows: pd.DataFrame, terms: np.ndarray, registry, max_train_rows: int, seed: int) -> None:
+        gpus = rows["gpu"].astype(str).to_numpy()
+        y = rows["latency_us"].to_numpy(dtype="float64")
+        for g in sorted(self.fitted):
+            on = np.flatnonzero(gpus == g)
+            if max_train_rows and len(on) > max_train_rows:
+                on = np.sort(np.random.default_rng(seed).choice(on, max_train_rows, replace=False))
+            x, fp = self._design(rows.iloc[on], terms[on], registry)
+            self.local[g] = self._fit_trees(x, np.log(y[on] / fp) - self._shared(x), seed)
+
+    def _local(self, rows: pd.DataFrame, x: np.ndarray, registry, mode: str | None) -> np.ndarray:
+        """The own-GPU correction per row: its GPU's own where it trained; the mean of its class-mates' where
+        ``mode == "class"``; else 0."""
+        from threadpoolctl import threadpool_limits
+
+        out = np.zeros(len(rows))
+        if not self.local:
+            return out
+        gpus = rows["gpu"].astype(str).to_numpy()
+        for g in np.unique(gpus):
+            on = gpus == g
+            if g in self.local:
+                mates = [g]
+            elif mode == "class":
+                mates = [s for s in sorted(self.local) if registry[s].same_class(registry[g])]
+            else:
+                continue
+            if mates:
+                with threadpool_limits(1, user_api="openmp"):
+                    out[on] = np.mean([self.local[m].predict(x[on]) for m in mates], axis=0)
+        return out
+
     def _oof_quantiles(self, x: np.ndarray, r: np.ndarray, gpus: np.ndarray, seed: int) -> tuple:
         from threadpoolctl import threadpool_limits
 
@@ -412,31 +473,33 @@ class FingerprintModel:
                 res[on] = r[on] - trees.predict(x[on])
         return gpu_quantiles(res, gpus)
 
-    def fingerprint(self, gpu: str, registry) -> Fingerprint:
+    def fingerprint(self, gpu: str, registry, rule: str | None = None) -> Fingerprint:
         """The GPU's fingerprint: a few-shot or given one (:attr:`overrides`), else fitted, else predicted
-        (:func:`predict_fingerprint`; cached in :attr:`overrides`)."""
-        gpu = str(gpu)
+        (:func:`predict_fingerprint` with ``rule``, default :attr:`rule`; cached)."""
+        gpu, rule = str(gpu), rule or self.rule
         if gpu in self.overrides:
             return self.overrides[gpu]
         if gpu in self.fitted:
             return self.fitted[gpu]
-        fp = predict_fingerprint(gpu, self.fitted, registry, self.train_terms, self.rule)
-        self.overrides[gpu] = fp
-        return fp
+        if (gpu, rule) not in self.predicted:
+            self.predicted[(gpu, rule)] = predict_fingerprint(gpu, self.fitted, registry, self.train_terms, rule)
+        return self.predicted[(gpu, rule)]
 
-    def _fingerprints(self, rows: pd.DataFrame, terms: np.ndarray, registry) -> tuple[np.ndarray, ...]:
+    def _fingerprints(self, rows: pd.DataFrame, terms: np.ndarray, registry, rule: str | None = None
+                      ) -> tuple[np.ndarray, ...]:
         gpus = rows["gpu"].astype(str).to_numpy()
         fp_time, floor, spread = np.empty(len(rows)), np.empty(len(rows)), np.empty(len(rows))
         for g in np.unique(gpus):
             on = gpus == g
-            fp = self.fingerprint(g, registry)
+            fp = self.fingerprint(g, registry, rule)
             fp_time[on] = fp.time_us(terms[on])
             floor[on] = fp.floor_us
             spread[on] = fp.log_spread
         return np.maximum(fp_time, 1e-6), floor, spread
 
-    def _design(self, rows: pd.DataFrame, terms: np.ndarray, registry) -> tuple[np.ndarray, np.ndarray]:
-        fp_time, floor, _ = self._fingerprints(rows, terms, registry)
+    def _design(self, rows: pd.DataFrame, terms: np.ndarray, registry, rule: str | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
+        fp_time, floor, _ = self._fingerprints(rows, terms, registry, rule)
         return correction_design(rows, terms, fp_time, floor, self.columns, self.levels, registry), fp_time
 
     def sibling_evidence(self, rows: pd.DataFrame, registry) -> np.ndarray:
@@ -462,29 +525,26 @@ class FingerprintModel:
             out[on] = mean.reindex(test_keys[on]).to_numpy(dtype="float64")
         return out
 
-    def predict(self, rows: pd.DataFrame, registry, sibling: str | None = "default") -> np.ndarray:
+    def predict(self, rows: pd.DataFrame, registry, sibling: str | None = "default", rule: str | None = None
+                ) -> np.ndarray:
         """Predicted latency per row, microseconds, shape ``(len(rows),)``. ``sibling`` (default
-        :attr:`use_sibling`), for the rows whose launch a sibling measured (:meth:`sibling_evidence`):
-        ``"ratio"``: the siblings' ratio to their own fingerprint time replaces the correction; ``"shift"``: the
-        siblings' latency with their spec-sheet roofline time replaced by the row's
-        (:func:`synperf.evaluation.baselines.roofline_shift`); None: no sibling evidence."""
-        from threadpoolctl import threadpool_limits
-
+        :attr:`use_sibling`, :data:`SIBLING_MODES`): for the rows whose launch a sibling measured
+        (:meth:`sibling_evidence`), ``"ratio"``: the siblings' ratio to their own fingerprint time replaces the
+        correction; ``"shift"``: the siblings' latency with their spec-sheet roofline time replaced by the row's
+        (:func:`synperf.evaluation.baselines.roofline_shift`); for every row of a GPU without measurements,
+        ``"class"``: its class-mates' mean own-GPU correction is added; None: no sibling evidence. ``rule``
+        (default :attr:`rule`): how a GPU without measurements gets its constants."""
         from synperf.evaluation.baselines import roofline_shift
 
         if len(rows) == 0:
             return np.zeros(0)
-        rows = with_spec_columns(with_v2_columns(rows, registry), registry)
-        x, fp = self._design(rows, pipe_times(rows, registry), registry)
-        r = np.zeros(len(rows))
-        if self.trees is not None:
-            with threadpool_limits(1, user_api="openmp"):
-                r = self.trees.predict(x)
         mode = self.use_sibling if sibling == "default" else sibling
         if mode not in SIBLING_MODES:
             raise ValueError(f"sibling mode {mode!r}: expected one of {list(SIBLING_MODES)}")
-        pred = fp * np.exp(r)
-        if mode is not None:
+        rows = with_spec_columns(with_v2_columns(rows, registry), registry)
+        x, fp = self._design(rows, pipe_times(rows, registry), registry, rule)
+        pred = fp * np.exp(self._shared(x) + self._local(rows, x, registry, mode))
+        if mode in ("ratio", "shift"):
             ev = self.sibling_evidence(rows, registry)
             ok = np.isfinite(ev[:, 0])
             if mode == "ratio":
@@ -518,7 +578,8 @@ class FingerprintModel:
             gpus = rows["gpu"].astype(str).to_numpy()
             new = ~np.isin(gpus, list(self.fitted))
             if new.any():
-                sib = np.isfinite(self.sibling_evidence(rows, registry)[:, 0]) & (self.use_sibling is not None)
+                same_launch = self.use_sibling in ("ratio", "shift")
+                sib = np.isfinite(self.sibling_evidence(rows, registry)[:, 0]) & same_launch
                 for g in np.unique(gpus[new]):
                     found = class_pool(g, list(self.fitted), registry)[1].startswith("class")
                     for used in (False, True):
@@ -528,5 +589,5 @@ class FingerprintModel:
         return pred * np.exp(low), pred * np.exp(high)
 
 
-#: how a sibling's measurement of the same launch enters (:meth:`FingerprintModel.predict`)
-SIBLING_MODES = (None, "ratio", "shift")
+#: how a sibling's measurements enter (:meth:`FingerprintModel.predict`), simplest first
+SIBLING_MODES = (None, "ratio", "shift", "class")
