@@ -276,6 +276,8 @@ def test_score_silicon_writes_tables_and_mape_beside_the_baseline(tmp_path):
     assert m.loc["all rows", "ttft_mape_pct"] == pytest.approx(expected)
     assert m.loc["all rows", "aic_ttft_mape_pct"] == pytest.approx(50.0)
     assert m.loc["all rows", "aic_rows"] == 1
+    inside = ((s["ttft_low_ms"] <= 100) & (100 <= s["ttft_high_ms"])).mean() * 100
+    assert m.loc["all rows", "ttft_coverage_pct"] == pytest.approx(inside)
     assert tabs["serving_rows"].set_index("reason")["rows"].to_dict() == {"priced": 2, "other framework": 2}
 
     # the deploy models (trained on every measured GPU) never price a scored row
