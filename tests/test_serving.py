@@ -276,8 +276,8 @@ def test_score_silicon_writes_tables_and_mape_beside_the_baseline(tmp_path):
     assert m.loc["all rows", "ttft_mape_pct"] == pytest.approx(expected)
     assert m.loc["all rows", "aic_ttft_mape_pct"] == pytest.approx(50.0)
     assert m.loc["all rows", "aic_rows"] == 1
-    inside = ((s["ttft_low_ms"] <= 100) & (100 <= s["ttft_high_ms"])).mean() * 100
-    assert m.loc["all rows", "ttft_coverage_pct"] == pytest.approx(inside)
+    # this predictor gives no intervals: coverage is not computed, not 0
+    assert s["ttft_low_ms"].isna().all() and np.isnan(m.loc["all rows", "ttft_coverage_pct"])
     assert tabs["serving_rows"].set_index("reason")["rows"].to_dict() == {"priced": 2, "other framework": 2}
 
     # the deploy models (trained on every measured GPU) never price a scored row
@@ -346,3 +346,16 @@ def test_score_silicon_counts_rows_the_config_cannot_price(tmp_path):
     assert tabs["serving_scores"].empty
     assert tabs["serving_rows"]["reason"].tolist() == ["no trained model in this config (gemm_fp8_aiconfigurator)"]
     assert (tmp_path / "out" / "serving_scatter.png").exists()
+
+
+def test_mape_table_interval_coverage():
+    from synperf.serving.score import mape_table
+
+    s = pd.DataFrame({"model": "m", "gemm_dtype": "fp8", "gpu": "h100_sxm", "tp": 1, "concurrency": [1, 2, 4, 8],
+                      "measured_ttft_ms": [10.0, 10.0, 10.0, 10.0], "ttft_mean_ms": 10.0,
+                      "ttft_low_ms": [9.0, 11.0, 8.0, np.nan], "ttft_high_ms": [12.0, 12.0, 10.0, np.nan],
+                      "measured_tpot_ms": 5.0, "tpot_mean_ms": 5.0, "tpot_low_ms": 4.0, "tpot_high_ms": 4.5,
+                      "aic_ttft_ms": np.nan, "aic_tpot_ms": np.nan})
+    m = mape_table(s).set_index("scope")
+    assert m.loc["all rows", "ttft_coverage_pct"] == pytest.approx(200 / 3)   # 2 of the 3 rows with bounds
+    assert m.loc["all rows", "tpot_coverage_pct"] == 0.0
