@@ -136,6 +136,24 @@ def test_price_counts_every_launch():
     assert p.latency_s * 1e6 == pytest.approx(expected)
     assert p.low_s * 1e6 == pytest.approx(np.array(expected) * 0.5)
     assert p.high_s * 1e6 == pytest.approx(np.array(expected) * 2.0)
+    # per kernel model, each iteration's change with that model's launches at their bound: the bf16 linears and
+    # the LM head share the gemm model (4 L + 1 launches), each launch moves by -0.5 / +1 us
+    assert sorted(p.family_low_s) == ["attention_decode", "attention_prefill", "gemm", "rmsnorm", "silu_mul"]
+    assert p.family_low_s["gemm"] * 1e6 == pytest.approx([-0.5 * (4 * L + 1)] * 4)
+    assert p.family_high_s["rmsnorm"] * 1e6 == pytest.approx([2 * L + 1] * 4)
+    assert p.family_high_s["attention_prefill"] * 1e6 == pytest.approx([2 * L, L, 0, 0])
+    assert sum(p.family_high_s.values()) == pytest.approx(p.high_s - p.latency_s)
+
+
+def test_serving_intervals_add_family_shifts_in_quadrature():
+    from synperf.serving._deps import quadrature_bounds
+
+    lat = np.array([1.0, 2.0])
+    deltas = {"a": (np.array([-0.3, -0.1]), np.array([0.3, 0.0])), "b": (np.array([0.0, -0.3]), np.array([0.0, 0.4]))}
+    # sum: a shifts -0.4 / +0.3, b -0.3 / +0.4 -> 3 - 0.5, 3 + 0.5 (a 3-4-5 triangle), not 3 -/+ 0.7 at once
+    assert quadrature_bounds(np.sum, lat, deltas) == pytest.approx((2.5, 3.5))
+    # max: a moves it -0.1 / 0, b -0.3 / +0.4 -> 2 - sqrt(0.1), 2 + 0.4
+    assert quadrature_bounds(np.max, lat, deltas) == pytest.approx((2.0 - np.sqrt(0.1), 2.4))
 
 
 def test_seen_flags_come_from_the_models_training_gpus(tmp_path):
@@ -258,6 +276,8 @@ def test_score_silicon_writes_tables_and_mape_beside_the_baseline(tmp_path):
     assert m.loc["all rows", "ttft_mape_pct"] == pytest.approx(expected)
     assert m.loc["all rows", "aic_ttft_mape_pct"] == pytest.approx(50.0)
     assert m.loc["all rows", "aic_rows"] == 1
+    # this predictor gives no intervals: coverage is not computed, not 0
+    assert s["ttft_low_ms"].isna().all() and np.isnan(m.loc["all rows", "ttft_coverage_pct"])
     assert tabs["serving_rows"].set_index("reason")["rows"].to_dict() == {"priced": 2, "other framework": 2}
 
     # the deploy models (trained on every measured GPU) never price a scored row
@@ -301,8 +321,11 @@ def test_plan_serving_adds_ttft_tpot_to_priced_single_stage_rows():
     out = plan_serving(df, m, 100, 10, 4, registry=default_registry(), predict_fn=_unit_predict)
     assert out["ttft_ms"].notna().tolist() == [True, False, False]
     # steady start, 40 requests of 100 + 10 tokens at concurrency 4: one request's prefill never shares an
-    # iteration, so its TTFT is one iteration of 1 us launches; the interval scales every launch by 0.5 / 2
-    assert out.loc[0, "ttft_high_ms"] == pytest.approx(4 * out.loc[0, "ttft_low_ms"])
+    # iteration; every kernel model moves its launches by -0.5 / +1 us, so each family's shift up is twice its shift
+    # down and so is their quadrature sum; narrower than every launch at its bound at once (x0.5 / x2)
+    t, lo, hi = out.loc[0, ["ttft_ms", "ttft_low_ms", "ttft_high_ms"]]
+    assert hi - t == pytest.approx(2 * (t - lo))
+    assert 0.5 * t < lo < t < hi < 2 * t
     assert out.loc[0, "tpot_low_ms"] < out.loc[0, "tpot_ms"] < out.loc[0, "tpot_high_ms"]
 
 
@@ -323,3 +346,16 @@ def test_score_silicon_counts_rows_the_config_cannot_price(tmp_path):
     assert tabs["serving_scores"].empty
     assert tabs["serving_rows"]["reason"].tolist() == ["no trained model in this config (gemm_fp8_aiconfigurator)"]
     assert (tmp_path / "out" / "serving_scatter.png").exists()
+
+
+def test_mape_table_interval_coverage():
+    from synperf.serving.score import mape_table
+
+    s = pd.DataFrame({"model": "m", "gemm_dtype": "fp8", "gpu": "h100_sxm", "tp": 1, "concurrency": [1, 2, 4, 8],
+                      "measured_ttft_ms": [10.0, 10.0, 10.0, 10.0], "ttft_mean_ms": 10.0,
+                      "ttft_low_ms": [9.0, 11.0, 8.0, np.nan], "ttft_high_ms": [12.0, 12.0, 10.0, np.nan],
+                      "measured_tpot_ms": 5.0, "tpot_mean_ms": 5.0, "tpot_low_ms": 4.0, "tpot_high_ms": 4.5,
+                      "aic_ttft_ms": np.nan, "aic_tpot_ms": np.nan})
+    m = mape_table(s).set_index("scope")
+    assert m.loc["all rows", "ttft_coverage_pct"] == pytest.approx(200 / 3)   # 2 of the 3 rows with bounds
+    assert m.loc["all rows", "tpot_coverage_pct"] == 0.0

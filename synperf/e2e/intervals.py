@@ -79,11 +79,24 @@ def phase_intervals(iterations: pd.DataFrame, deltas: pd.DataFrame | None) -> di
                else float("nan"),
                "total": lambda x: float(x.sum())}
     fams = sorted({c.rsplit("_", 2)[0] for c in deltas.columns if c.endswith(("_low_s", "_high_s"))})
+    fam_deltas = {f: (d[f"{f}_low_s"].to_numpy(), d[f"{f}_high_s"].to_numpy()) for f in fams}
     out = {}
     for name, m in metrics.items():
-        point = m(lat)
-        lo = [min(m(lat + d[f"{f}_low_s"].to_numpy()) - point, 0.0) for f in fams]
-        hi = [max(m(lat + d[f"{f}_high_s"].to_numpy()) - point, 0.0) for f in fams]
-        out[f"{name}_low_s"] = point - float(np.sqrt(np.sum(np.square(lo))))
-        out[f"{name}_high_s"] = point + float(np.sqrt(np.sum(np.square(hi))))
+        out[f"{name}_low_s"], out[f"{name}_high_s"] = quadrature_bounds(m, lat, fam_deltas)
     return out
+
+
+def quadrature_bounds(metric, latency_s: np.ndarray, fam_deltas: dict) -> tuple[float, float]:
+    """``(low, high)`` of ``metric(latency_s)`` by the module's rule: each family's shift ``d_f`` is the metric with
+    the family's per-iteration deltas added minus the point value; the shifts add in quadrature.
+
+    Args:
+        metric: a function of a per-iteration latency array (seconds) returning a float.
+        latency_s: the point latency per iteration (seconds).
+        fam_deltas: per family, ``(low_delta_s, high_delta_s)`` arrays aligned with ``latency_s`` (the change of
+            each iteration with every launch of the family at its lower / upper bound).
+    """
+    point = metric(latency_s)
+    lo = [min(metric(latency_s + dl) - point, 0.0) for dl, _ in fam_deltas.values()]
+    hi = [max(metric(latency_s + dh) - point, 0.0) for _, dh in fam_deltas.values()]
+    return point - float(np.sqrt(np.sum(np.square(lo)))), point + float(np.sqrt(np.sum(np.square(hi))))

@@ -7,7 +7,9 @@ import pandas as pd
 
 from .tables import md_table
 
-_COLS = {"rows": "rows", "ttft_mape_pct": "TTFT MAPE %", "tpot_mape_pct": "TPOT MAPE %", "aic_rows": "aic rows",
+_COLS = {"rows": "rows", "ttft_mape_pct": "TTFT MAPE %", "tpot_mape_pct": "TPOT MAPE %",
+         "ttft_coverage_pct": "TTFT in 80% interval %", "tpot_coverage_pct": "TPOT in 80% interval %",
+         "aic_rows": "aic rows",
          "synperf_ttft_mape_on_aic_rows_pct": "TTFT % (aic rows)", "synperf_tpot_mape_on_aic_rows_pct":
          "TPOT % (aic rows)", "aic_ttft_mape_pct": "aic TTFT %", "aic_tpot_mape_pct": "aic TPOT %"}
 

@@ -3,9 +3,10 @@
 from synperf.e2e._deps import InputError, Registry, default_registry, launch_table, predict, write_csv  # noqa: F401
 from synperf.e2e.collectives import CollectiveModel  # noqa: F401
 from synperf.e2e.compose import Overhead, SharedPredictor, attention_path, trained_on  # noqa: F401
+from synperf.e2e.intervals import quadrature_bounds  # noqa: F401
 from synperf.e2e.model_config import ModelConfig, load_model_config  # noqa: F401
 from synperf.e2e.plan import ACTIVATION_GB, layer_params  # noqa: F401
 
 __all__ = ["InputError", "Registry", "default_registry", "launch_table", "predict", "write_csv", "CollectiveModel",
            "Overhead", "SharedPredictor", "attention_path", "trained_on", "ModelConfig", "load_model_config",
-           "ACTIVATION_GB", "layer_params"]
+           "ACTIVATION_GB", "layer_params", "quadrature_bounds"]

@@ -21,10 +21,11 @@ chunks in one varlen launch; pricing them apart adds a launch's fixed cost per c
 
 Each family is predicted once over its distinct launches (distinct ``T``, ``B``, (``D``, ``K``) and chunks; ``K``
 rounded to the KV block size, :data:`KV_ROUND`), so a trace of thousands of iterations costs one ``predict`` call
-per family. When the predictor returns ``predicted_latency_low_us``/``predicted_latency_high_us``, the iteration
-latencies are also summed at every launch's low (high) bound: all kernels off in the same direction at once, a
-conservative band, not a calibrated interval (as in :mod:`synperf.e2e.plan`). Collectives and overhead count at
-their point value in both bounds.
+per family. When the predictor returns ``predicted_latency_low_us``/``predicted_latency_high_us``, the change of
+every iteration's latency with every launch of one kernel model at its low (high) bound is recorded per model
+(``family_low_s``/``family_high_s``), for the rule of :mod:`synperf.e2e.intervals` (fully correlated within a
+model, independent across models, shifts in quadrature); ``low_s``/``high_s`` keep every launch at its bound at
+once (all models correlated, the conservative extreme). Collectives and overhead count at their point value.
 """
 
 from __future__ import annotations
@@ -60,7 +61,9 @@ ACT_DTYPE = "bfloat16"
 @dataclass
 class PricedSchedule:
     """Per-iteration latencies (seconds) of a schedule: ``latency_s`` (point), ``low_s``/``high_s`` (None without
-    kernel intervals), the per-family seconds summed over the trace (``family_s``), the model folders used and
+    kernel intervals), the per-family seconds summed over the trace (``family_s``), per kernel model (family and
+    experiment) the per-iteration change with its launches at their low/high bound (``family_low_s``/
+    ``family_high_s``, seconds; empty without kernel intervals), the model folders used and
     whether the GPU was one of each family's training GPUs (``seen``: None where the model does not say,
     :func:`synperf.e2e.compose.trained_on`)."""
 
@@ -70,6 +73,8 @@ class PricedSchedule:
     family_s: dict = field(default_factory=dict)
     models: dict = field(default_factory=dict)
     seen: dict = field(default_factory=dict)
+    family_low_s: dict = field(default_factory=dict)
+    family_high_s: dict = field(default_factory=dict)
 
 
 class _Bulk:
@@ -170,7 +175,9 @@ def price_schedule(sched: Schedule, model: ModelConfig, gpu: str, tp: int, *, ge
     if tp > 1:
         comm = 2 * L * collectives.latency_us("all_reduce", uT * h * 2, tp, gpu)[iT] / 1e6
     ov = overhead(B)
-    results, family_s = [], {}
+    part_model = {"gemm": g_handle[0], "lm_head": lm_handle[0], "rmsnorm": n_handle[0], "silu_mul": s_handle[0],
+                  "attention_decode": ("attention_decode", None), "attention_prefill": ("attention_prefill", None)}
+    results, family_s, side_parts = [], {}, {}
     for side in sides:
         g = bulk.get(g_handle, side).reshape(len(linears), len(uT)).sum(axis=0)
         lm = bulk.get(lm_handle, side)
@@ -186,6 +193,7 @@ def price_schedule(sched: Schedule, model: ModelConfig, gpu: str, tp: int, *, ge
             lat = ckey.merge(uch.assign(_l=bulk.get(p_handle, side)), on=["seq_len", "kv_len"], how="left")["_l"]
             parts["attention_prefill"] = np.bincount(ch[:, 0], weights=L * lat.to_numpy() / 1e6, minlength=n_it)
         results.append((sum(parts.values()) + comm + ov) * active)
+        side_parts[side] = parts
         if side == "predicted_latency_us":
             family_s = {k: float((v * active).sum()) for k, v in parts.items()}
             family_s.update(all_reduce=float((comm * active).sum()), overhead=float(np.sum(ov * active)))
@@ -193,5 +201,12 @@ def price_schedule(sched: Schedule, model: ModelConfig, gpu: str, tp: int, *, ge
               for k, o in bulk.out.items()}
     seen = {f"{k[0]}" + (f" ({k[1]})" if k[1] else ""): trained_on(o, gpu) for k, o in bulk.out.items()}
     low, high = (results[1], results[2]) if len(results) == 3 else (None, None)
-    return PricedSchedule(results[0], low, high, family_s, models, seen)
+    fam_low, fam_high = {}, {}
+    if low is not None:
+        point = side_parts["predicted_latency_us"]
+        for name, key in part_model.items():
+            label = f"{key[0]}" + (f" ({key[1]})" if key[1] else "")
+            for side, acc in (("predicted_latency_low_us", fam_low), ("predicted_latency_high_us", fam_high)):
+                acc[label] = acc.get(label, 0.0) + (side_parts[side][name] - point[name]) * active
+    return PricedSchedule(results[0], low, high, family_s, models, seen, fam_low, fam_high)
 

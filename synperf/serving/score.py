@@ -5,7 +5,7 @@ writes, in ``out_dir``:
 
 * ``serving_scores.csv``: per row ``model``, ``gpu``, ``tp``, ``gemm_dtype``, ``concurrency``, ``isl``, ``osl``,
   measured and predicted TTFT/TPOT (ms; the predicted mean over the simulated requests, its median and p90, and
-  the conservative interval of :mod:`.price`), ``seen_<family>`` (the row's GPU is one of that family's training
+  the 80% interval of :func:`.simulate.serve`), ``seen_<family>`` (the row's GPU is one of that family's training
   GPUs: False means that family's kernels were predicted for a GPU its model never saw), and, when the cached
   aiconfigurator table is given, ``aic_ttft_ms``/``aic_tpot_ms``;
 * ``serving_mape.csv``: MAPE of TTFT and TPOT per (model, gemm_dtype, gpu, tp), per (model, gemm_dtype), per
@@ -125,16 +125,25 @@ def add_baseline(scores: pd.DataFrame, baseline_csv: str | os.PathLike | None) -
 
 
 def mape_table(s: pd.DataFrame) -> pd.DataFrame:
-    """MAPE of TTFT and TPOT (%) per (model, gemm_dtype, gpu, tp), per (model, gemm_dtype) and over all rows."""
+    """MAPE of TTFT and TPOT (%) per (model, gemm_dtype, gpu, tp), per (model, gemm_dtype) and over all rows, and
+    the share of rows (%) whose measured TTFT/TPOT lies inside the predicted 80% interval
+    (``ttft_coverage_pct``/``tpot_coverage_pct``, over the rows with finite bounds; NaN when none has)."""
     s = s.assign(e_ttft=_ape(s["ttft_mean_ms"], s["measured_ttft_ms"]),
                  e_tpot=_ape(s["tpot_mean_ms"], s["measured_tpot_ms"]),
                  a_ttft=_ape(s["aic_ttft_ms"], s["measured_ttft_ms"]),
                  a_tpot=_ape(s["aic_tpot_ms"], s["measured_tpot_ms"]))
 
+    def cover(g, m):
+        lo, hi, y = (g.get(f"{m}_low_ms", pd.Series(np.nan, index=g.index)),
+                     g.get(f"{m}_high_ms", pd.Series(np.nan, index=g.index)), g[f"measured_{m}_ms"])
+        ok = np.isfinite(lo.astype(float)) & np.isfinite(hi.astype(float)) & y.notna()
+        return 100.0 * float(((lo[ok] <= y[ok]) & (y[ok] <= hi[ok])).mean()) if ok.any() else np.nan
+
     def agg(g):
         have = g["a_ttft"].notna()
         both = g[have]
         return pd.Series({"rows": len(g), "ttft_mape_pct": g["e_ttft"].mean(), "tpot_mape_pct": g["e_tpot"].mean(),
+                          "ttft_coverage_pct": cover(g, "ttft"), "tpot_coverage_pct": cover(g, "tpot"),
                           "aic_rows": int(have.sum()),
                           "synperf_ttft_mape_on_aic_rows_pct": both["e_ttft"].mean() if len(both) else np.nan,
                           "synperf_tpot_mape_on_aic_rows_pct": both["e_tpot"].mean() if len(both) else np.nan,
