@@ -81,7 +81,8 @@ class ModelConfig:
         if self.num_kv_heads % tp and tp % self.num_kv_heads:
             raise InputError(f"{self.name}: num_key_value_heads={self.num_kv_heads} neither divides nor is a "
                              f"multiple of tp={tp}")
-        for field, val in (("intermediate_size", self.intermediate_size),
+        # an MoE model's intermediate_size is no layer's width (every layer is sparse): not checked
+        for field, val in (("intermediate_size", 0 if self.is_moe else self.intermediate_size),
                            ("moe_intermediate_size", self.moe_intermediate_size),
                            ("shared_expert_intermediate_size", self.shared_expert_intermediate_size)):
             if val % tp:

@@ -39,9 +39,11 @@ SYSTEMS = {"h100_sxm": "h100_sxm", "h200_sxm": "h200_sxm", "b200_sxm": "b200", "
 GEMM_DTYPES = {"fp8": "fp8", "": "bfloat16"}
 REASONS = ("other framework", "disaggregated serving", "MLA attention not modelled", "fp4 weights", "int4 weights",
            "other quantization", "MoE experts not in the checkpoint's fp8 dtype", "pipeline parallel",
-           "expert parallel or attention data parallel (MoE TP != TP)", "unsupported model (no shipped config)", "GPU not in registry")
+           "expert parallel or attention data parallel (MoE TP != TP)", "unsupported model (no shipped config)",
+           "GPU not in registry")
 COLUMNS = ("backend", "model_path", "system", "precision", "gemm_quant_mode", "moe_quant_mode", "mode", "isl", "osl",
-           "batch_size", "tp_size", "pp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size", "silicon_ttft_ms", "silicon_tpot_ms")
+           "batch_size", "tp_size", "pp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size", "silicon_ttft_ms",
+           "silicon_tpot_ms")
 
 
 def read_silicon(path: str | os.PathLike) -> pd.DataFrame:
