@@ -41,9 +41,10 @@ REASONS = ("other framework", "disaggregated serving", "MLA attention not modell
            "other quantization", "MoE experts not in the checkpoint's fp8 dtype", "pipeline parallel",
            "expert parallel or attention data parallel (MoE TP != TP)", "unsupported model (no shipped config)",
            "GPU not in registry")
-COLUMNS = ("backend", "model_path", "system", "precision", "gemm_quant_mode", "moe_quant_mode", "mode", "isl", "osl",
-           "batch_size", "tp_size", "pp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size", "silicon_ttft_ms",
-           "silicon_tpot_ms")
+COLUMNS = ("backend", "model_path", "system", "precision", "gemm_quant_mode", "mode", "isl", "osl", "batch_size",
+           "tp_size", "pp_size", "silicon_ttft_ms", "silicon_tpot_ms")
+#: columns required only when a row names one of :data:`MOE_MODELS`
+MOE_COLUMNS = ("moe_quant_mode", "attention_dp_size", "moe_tp_size", "moe_ep_size")
 
 
 def read_silicon(path: str | os.PathLike) -> pd.DataFrame:
@@ -51,7 +52,7 @@ def read_silicon(path: str | os.PathLike) -> pd.DataFrame:
     ``gpu`` (registry id), ``gemm_dtype``, ``tp``, ``concurrency``.
 
     Raises:
-        InputError: unreadable file or a missing column (named).
+        InputError: unreadable file or a missing column (named; :data:`MOE_COLUMNS` only with MoE rows).
     """
     p = Path(path)
     try:
@@ -62,6 +63,11 @@ def read_silicon(path: str | os.PathLike) -> pd.DataFrame:
     if missing:
         raise InputError(f"{p}: missing columns {missing}")
     df = df.copy()
+    absent = [c for c in MOE_COLUMNS if c not in df.columns]
+    if absent and df["model_path"].isin(MOE_MODELS).any():
+        raise InputError(f"{p}: missing columns {absent} (needed by the MoE rows)")
+    for c in absent:
+        df[c] = pd.NA
     q = df["gemm_quant_mode"].fillna("").astype(str)
     prec = df["precision"].fillna("").astype(str)
     reason = pd.Series("", index=df.index)
