@@ -31,10 +31,11 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from synperf.serving.score import KEYS  # noqa: E402
-from synperf.serving.silicon import read_silicon  # noqa: E402
+from synperf.serving.silicon import MOE_MODELS, read_silicon  # noqa: E402
 
 COMMAND = ("aiconfigurator cli estimate --estimate-mode agg --backend vllm --model-path DIR --system SYSTEM --isl ISL "
-           "--osl OSL --batch-size CONCURRENCY --tp-size TP --gemm-quant-mode fp8|bfloat16")
+           "--osl OSL --batch-size CONCURRENCY --tp-size TP --gemm-quant-mode fp8|bfloat16 "
+           "[--moe-tp-size TP --moe-ep-size 1: MoE rows]")
 
 
 def estimate(aic: str, model_dir: Path, row) -> tuple[float, float, str]:
@@ -42,6 +43,8 @@ def estimate(aic: str, model_dir: Path, row) -> tuple[float, float, str]:
            "--system", str(row["system"]), "--isl", str(int(row["isl"])), "--osl", str(int(row["osl"])),
            "--batch-size", str(int(row["concurrency"])), "--tp-size", str(int(row["tp"])),
            "--gemm-quant-mode", str(row["gemm_dtype"])]
+    if row["model_path"] in MOE_MODELS:  # tensor-parallel experts, as the priced MoE rows (moe_tp_size = tp)
+        cmd += ["--moe-tp-size", str(int(row["tp"])), "--moe-ep-size", "1"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     text = p.stdout + p.stderr
     ttft = re.search(r"TTFT:\s+([\d.]+) ms", text)

@@ -345,7 +345,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.set_defaults(func=gpus)
     p = sub.add_parser("plan", help="rank GPUs and TP/PP splits for one model and workload by predicted latency")
     p.add_argument("--model", required=True, help="Hugging Face config.json, or an example name "
-                   "(examples/models/: llama-3.1-8b, llama-3.1-70b, qwen2.5-14b, qwen3-32b)")
+                   "(examples/models/: llama-3.1-8b, llama-3.1-70b, qwen2.5-14b, qwen3-32b, "
+                   "minimax-m2.5, qwen3-235b-a22b-fp8)")
     p.add_argument("--trace", default=None, help="CSV with num_prefill_tokens, output_tokens per request")
     p.add_argument("--isl", type=int, default=None, help="prompt tokens per request (without --trace)")
     p.add_argument("--osl", type=int, default=None, help="output tokens per request (without --trace)")

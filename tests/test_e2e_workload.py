@@ -138,7 +138,8 @@ def test_every_shipped_and_public_model_config_is_a_modelled_family(public_data)
     assert len(paths) >= 12
     for p in paths:
         m = load_model_config(p)
-        assert m.architecture in ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"), p
+        assert m.architecture in ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM",
+                                  "MiniMaxM2ForCausalLM"), p
 
 
 def test_sharding_and_moe():

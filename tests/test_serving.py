@@ -232,7 +232,7 @@ def test_read_silicon_counts_every_row(tmp_path):
     f = tmp_path / "s.csv"
     df.to_csv(f, index=False)
     r = read_silicon(f)
-    assert r["reason"].tolist() == ["", "fp4 weights", "other framework", "MoE model", "", "disaggregated serving",
+    assert r["reason"].tolist() == ["", "fp4 weights", "other framework", "fp4 weights", "", "disaggregated serving",
                                     "unsupported model (no shipped config)"]
     assert r.loc[4, "gemm_dtype"] == "bfloat16" and r.loc[0, "gpu"] == "h100_sxm"
     c = counts_by_reason(r)

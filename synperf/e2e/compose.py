@@ -205,7 +205,8 @@ def launches(workload: Workload, progress: Callable[[int, int], None] | None = N
             elif op.kind == "siluandmul":
                 r.update(family="silu_mul", num_tokens=p["seq"], hidden_size=p["dim"] // 2, dtype=dtype)
             elif op.kind == "fused_moe":
-                r.update(family="fused_moe", dtype=dtype, moe_ep_size=1, moe_stage="full", **p)
+                r.update(family="fused_moe", dtype=workload.model.model.moe_dtype or dtype, moe_ep_size=1,
+                         moe_stage="full", **p)
             elif op.kind in COLLECTIVES:
                 r.update(family=op.kind, size_bytes=p["volume_bytes"], workers=p["workers"])
             else:

@@ -35,7 +35,13 @@ class ModelConfig:
             the always-on shared expert's width (Qwen2-MoE; 0 when absent).
         dtype: weights/activations dtype (``torch_dtype``, default ``bfloat16``).
         max_position_embeddings: the context limit (vLLM's default ``max_model_len``), tokens; None if absent.
-        qk_norm: per-head RMSNorm of queries and keys in every layer (Qwen3: ``model_type`` qwen3/qwen3_moe).
+        qk_norm: RMSNorm of queries and keys in every layer (Qwen3: ``model_type`` qwen3/qwen3_moe; MiniMax-M2:
+            ``use_qk_norm``); ``qk_norm_type`` ``per_head`` (rows = tokens x heads, width head_dim) or ``per_layer``
+            (MiniMax-M2 ``qk_norm_type``: rows = tokens, width heads x head_dim).
+        moe_dtype: the routed experts' weight dtype as the ``fused_moe`` family names it: ``fp8_block`` for a
+            ``quantization_config`` with ``quant_method: fp8`` and ``weight_block_size`` (vLLM's block-scaled FP8 MoE),
+            ``fp8`` without a block size (per-tensor), empty = ``dtype``. The other linear layers of such a checkpoint
+            are priced at ``dtype`` by the e2e composer (block-FP8 linear layers are not a modelled family).
     """
 
     name: str
@@ -54,6 +60,8 @@ class ModelConfig:
     dtype: str = "bfloat16"
     max_position_embeddings: int | None = None
     qk_norm: bool = False
+    moe_dtype: str = ""
+    qk_norm_type: str = "per_head"
 
     @property
     def is_moe(self) -> bool:
@@ -73,7 +81,8 @@ class ModelConfig:
         if self.num_kv_heads % tp and tp % self.num_kv_heads:
             raise InputError(f"{self.name}: num_key_value_heads={self.num_kv_heads} neither divides nor is a "
                              f"multiple of tp={tp}")
-        for field, val in (("intermediate_size", self.intermediate_size),
+        # an MoE model's intermediate_size is no layer's width (every layer is sparse): not checked
+        for field, val in (("intermediate_size", 0 if self.is_moe else self.intermediate_size),
                            ("moe_intermediate_size", self.moe_intermediate_size),
                            ("shared_expert_intermediate_size", self.shared_expert_intermediate_size)):
             if val % tp:
@@ -132,9 +141,9 @@ def _int(cfg: dict, key: str, where: str, default=None) -> int:
 
 #: the decoder families the composer models, by ``model_type`` and by ``architectures[0]``: pre-norm decoders with
 #: RMSNorm, rotary GQA attention and SiLU-gated MLPs (dense, or Mixtral/Qwen-MoE routed experts in every layer)
-MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe")
+MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "minimax_m2")
 ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
-                 "MixtralForCausalLM", "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM")
+                 "MixtralForCausalLM", "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "MiniMaxM2ForCausalLM")
 #: the MLP activations of a SiLU-gated MLP (SiLU&Mul), the only MLP the composer prices
 GATED_SILU = ("silu", "swish")
 #: config fields of MoE layouts the composer does not price (DeepSeek's routed plus shared experts and leading dense
@@ -142,10 +151,28 @@ GATED_SILU = ("silu", "swish")
 UNMODELLED_MOE_FIELDS = ("n_routed_experts", "n_shared_experts", "first_k_dense_replace", "moe_layer_freq")
 
 
+def _is_moe(cfg: dict) -> bool:
+    return bool(cfg.get("num_local_experts") or cfg.get("num_experts"))
+
+
+def _moe_fp8(cfg: dict) -> str:
+    """The routed experts' ``fused_moe`` dtype of an FP8 ``quantization_config`` (``quant_method: fp8``, dynamic
+    activation scales): ``fp8_block`` with ``weight_block_size`` [128, 128] (the block the family was measured with),
+    ``fp8`` without one; empty for any other quantization (refused by :func:`_check_modelled`)."""
+    q = cfg.get("quantization_config")
+    if not isinstance(q, dict) or q.get("quant_method") != "fp8" or q.get("activation_scheme", "dynamic") != "dynamic":
+        return ""
+    block = q.get("weight_block_size")
+    if block is None:
+        return "fp8"
+    return "fp8_block" if list(block) == [128, 128] else ""
+
+
 def _check_modelled(cfg: dict, where: str) -> None:
     """Refuse, naming the field, a config whose math the composer would get wrong: an unrecognised ``model_type``
     or ``architectures[0]`` (a config with neither is read as a generic decoder of the recognised kind), a
-    non-SiLU-gated MLP (``hidden_act``), quantized weights (``quantization_config``), or an MoE layout other than
+    non-SiLU-gated MLP (``hidden_act``), quantized weights (``quantization_config``) other than an MoE model's FP8
+    (:func:`_moe_fp8`), a shared expert of an MoE layout the composer does not price, or an MoE layout other than
     routed experts in every layer."""
     mt = cfg.get("model_type")
     if mt is not None and str(mt) not in MODEL_TYPES:
@@ -157,7 +184,7 @@ def _check_modelled(cfg: dict, where: str) -> None:
     if act is not None and str(act) not in GATED_SILU:
         raise InputError(f"{where}: hidden_act={act!r}: only SiLU-gated MLPs (SiLU&Mul) are modelled")
     quant = cfg.get("quantization_config")
-    if quant:
+    if quant and not (_moe_fp8(cfg) and _is_moe(cfg)):
         method = quant.get("quant_method") if isinstance(quant, dict) else quant
         raise InputError(f"{where}: quantization_config (quant_method={method!r}): quantized models are not modelled; "
                          f"the composer prices torch_dtype weights and activations")
@@ -165,6 +192,11 @@ def _check_modelled(cfg: dict, where: str) -> None:
         if cfg.get(field) not in (None, 0):
             raise InputError(f"{where}: {field}={cfg[field]!r}: this MoE layout (shared experts or dense layers "
                              "between sparse ones) is not modelled")
+    if int(cfg.get("shared_intermediate_size") or 0):
+        raise InputError(f"{where}: shared_intermediate_size={cfg['shared_intermediate_size']!r}: MiniMax-style shared "
+                         "experts are not modelled")
+    if cfg.get("use_qk_norm") and cfg.get("qk_norm_type", "per_layer") not in ("per_layer", "per_head"):
+        raise InputError(f"{where}: qk_norm_type={cfg['qk_norm_type']!r}: expected per_layer or per_head")
     if int(cfg.get("decoder_sparse_step") or 1) != 1 or cfg.get("mlp_only_layers"):
         raise InputError(f"{where}: decoder_sparse_step={cfg.get('decoder_sparse_step')!r}, mlp_only_layers="
                          f"{cfg.get('mlp_only_layers')!r}: dense layers between sparse ones are not modelled")
@@ -183,14 +215,16 @@ def parse_config(cfg: dict, name: str = "model", where: str | None = None) -> Mo
     where = where or name
     if not isinstance(cfg, dict):
         raise InputError(f"{where}: a config must be a JSON object")
+    for sub in (cfg, cfg.get("text_config") or {}):  # MLA first: a multimodal MLA model (Kimi-K2.5) names its reason
+        for mla in ("kv_lora_rank", "q_lora_rank"):
+            if isinstance(sub, dict) and sub.get(mla) is not None:
+                raise InputError(f"{where}: {mla}={sub[mla]!r}: MLA attention not modelled "
+                                 "(multi-head latent attention)")
     if cfg.get("text_config") and "num_hidden_layers" not in cfg:
         raise InputError(f"{where}: multimodal config (text_config) is not modelled; pass the text model's config")
     _check_modelled(cfg, where)
     if cfg.get("is_encoder_decoder"):
         raise InputError(f"{where}: is_encoder_decoder=true: encoder-decoder models are not modelled")
-    for mla in ("kv_lora_rank", "q_lora_rank"):
-        if cfg.get(mla) is not None:
-            raise InputError(f"{where}: {mla}={cfg[mla]!r}: multi-head latent attention (MLA) is not modelled")
     if cfg.get("use_sliding_window"):
         raise InputError(f"{where}: use_sliding_window=true (sliding_window={cfg.get('sliding_window')!r}): "
                          "sliding-window attention is not modelled")
@@ -218,7 +252,10 @@ def parse_config(cfg: dict, name: str = "model", where: str | None = None) -> Mo
         shared_expert_intermediate_size=int(cfg.get("shared_expert_intermediate_size") or 0) if num_experts else 0,
         dtype=str(cfg.get("torch_dtype") or "bfloat16"),
         max_position_embeddings=int(maxpos) if maxpos is not None else None,
-        qk_norm=str(cfg.get("model_type", "")).startswith("qwen3") or str(arch).startswith("Qwen3"))
+        qk_norm=(str(cfg.get("model_type", "")).startswith("qwen3") or str(arch).startswith("Qwen3")
+                 or bool(cfg.get("use_qk_norm"))),
+        qk_norm_type=str(cfg.get("qk_norm_type", "per_layer")) if cfg.get("use_qk_norm") else "per_head",
+        moe_dtype=_moe_fp8(cfg) if num_experts else "")
 
 
 def load_model_config(path: str | os.PathLike) -> ModelConfig:

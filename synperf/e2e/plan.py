@@ -95,7 +95,10 @@ def layer_params(m: ModelConfig) -> int:
 
 def memory_need(m: ModelConfig, tp: int, pp: int, kv_tokens: int) -> dict:
     """Per-GPU memory of ``m`` at ``tp`` x ``pp`` holding ``kv_tokens`` tokens of KV cache, in GB (1e9 bytes):
-    ``weights_gb``, ``kv_cache_gb``, ``activation_gb`` and their sum ``memory_need_gb`` (module docstring).
+    ``weights_gb``, ``kv_cache_gb``, ``activation_gb`` and their sum ``memory_need_gb`` (module docstring). All
+    experts count (no expert parallelism); an FP8 MoE checkpoint's routed experts at 1 byte per weight (the block
+    scales, 1/16384 of them, are left out), its other weights at ``dtype`` bytes (an overestimate: those checkpoints
+    store the attention projections in FP8 too).
 
     Raises:
         InputError: the model cannot be sharded so (:meth:`ModelConfig.shard`).
@@ -104,6 +107,9 @@ def memory_need(m: ModelConfig, tp: int, pp: int, kv_tokens: int) -> dict:
     nbytes = DTYPE_BYTES.get(m.dtype, 2)
     layers = max(sm.layers_per_stage)
     weights = (layers * layer_params(m) / tp + 2 * m.vocab_size * m.hidden_size / tp) * nbytes
+    if m.is_moe and m.moe_dtype:  # FP8 experts (every expert on every GPU): 1 byte per routed-expert weight
+        experts = layers * m.num_experts * 3 * m.hidden_size * m.moe_intermediate_size / tp
+        weights -= experts * (nbytes - 1)
     kv = kv_tokens * 2 * layers * sm.num_kv_heads * m.head_dim * nbytes
     return {"weights_gb": weights / GB, "kv_cache_gb": kv / GB, "activation_gb": ACTIVATION_GB,
             "memory_need_gb": weights / GB + kv / GB + ACTIVATION_GB}

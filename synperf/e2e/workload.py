@@ -237,7 +237,10 @@ def forward_ops(sm: ShardedModel, phase: str, q_lengths: tuple[int, ...], prefil
     ops.append(Op("attention", "attention", {"attention_type": attn_type, "nh": sm.num_heads,
                                              "nkv": sm.num_kv_heads, "hd": m.head_dim}, L))
     ops.append(Op("rmsnorm", "rmsnorm", {"seq": T, "dim": h}, 2 * L + 1))
-    if m.qk_norm:  # Qwen3: RMSNorm over each query head and each key head (rows = tokens x heads, width head_dim)
+    if m.qk_norm and m.qk_norm_type == "per_layer":  # MiniMax-M2: one RMSNorm over all local query (key) heads
+        ops.append(Op("qk_norm", "q_norm", {"seq": T, "dim": sm.num_heads * m.head_dim}, L))
+        ops.append(Op("qk_norm", "k_norm", {"seq": T, "dim": sm.num_kv_heads * m.head_dim}, L))
+    elif m.qk_norm:  # Qwen3: RMSNorm over each query head and each key head (rows = tokens x heads, width head_dim)
         ops.append(Op("qk_norm", "q_norm", {"seq": T * sm.num_heads, "dim": m.head_dim}, L))
         ops.append(Op("qk_norm", "k_norm", {"seq": T * sm.num_kv_heads, "dim": m.head_dim}, L))
     if m.is_moe:

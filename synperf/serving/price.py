@@ -13,6 +13,12 @@ prefill chunks ``(q, kv)`` on one GPU of a ``tp``-way tensor-parallel model with
               + 2 L * all_reduce(T * hidden * 2 bytes, tp)           (tp > 1; pipeweave NCCL tables)
               + overhead.a_s + overhead.b_s * B
 
+An MoE model (:attr:`ModelConfig.is_moe`) replaces ``gate_up``/``down``/``silu_mul`` by ``L * (router(T) +
+fused_moe(T))``: the router a bf16 GEMM (N = experts, K = hidden, replicated) and one ``fused_moe`` launch at
+``T`` tokens with the full ``inter_size`` and ``moe_tp_size = tp`` (each expert's intermediate width split over the
+TP ranks, no expert parallelism), dtype :attr:`ModelConfig.moe_dtype` (``fp8_block`` for block-FP8 checkpoints);
+MiniMax-M2's per-layer q/k norms are RMSNorms of width heads x head_dim.
+
 The shapes are those of :func:`synperf.e2e.workload.forward_ops` (same QKV/MLP widths and sharding), except the two
 places where a mixed iteration differs from the e2e composer's all-prefill or all-decode one: attention is priced
 as one decode launch over the iteration's decodes plus one prefill launch per chunk (whose ``kv_len`` includes the
@@ -124,13 +130,11 @@ def price_schedule(sched: Schedule, model: ModelConfig, gpu: str, tp: int, *, ge
     :func:`synperf.api.predict`.
 
     Raises:
-        InputError: a ``gemm_dtype`` not in :data:`GEMM_ROUTES`, an MoE model (not priced here), ``tp`` > 1 without
+        InputError: a ``gemm_dtype`` not in :data:`GEMM_ROUTES`, ``tp`` > 1 without
             ``collectives``, the sharding errors of :meth:`ModelConfig.shard`, or a predictor error.
     """
     if gemm_dtype not in GEMM_ROUTES:
         raise InputError(f"gemm_dtype {gemm_dtype!r} is not modelled; expected one of {list(GEMM_ROUTES)}")
-    if model.is_moe:
-        raise InputError(f"{model.name}: MoE models are not priced by the serving simulator yet")
     if tp > 1 and collectives is None:
         raise InputError("tp > 1 needs the collective tables (pipeweave dataset/collective)")
     registry = registry or default_registry()
@@ -144,18 +148,33 @@ def price_schedule(sched: Schedule, model: ModelConfig, gpu: str, tp: int, *, ge
     uT, iT = np.unique(T, return_inverse=True)
     uB, iB = np.unique(B, return_inverse=True)
     fam, exp = GEMM_ROUTES[gemm_dtype]
-    linears = {"qkv_proj": (sm.qkv_out, h), "o_proj": (h, sm.attn_out),
-               "gate_up_proj": (2 * sm.intermediate_size, h), "down_proj": (h, sm.intermediate_size)}
+    linears = {"qkv_proj": (sm.qkv_out, h), "o_proj": (h, sm.attn_out)}
+    if not model.is_moe:
+        linears.update(gate_up_proj=(2 * sm.intermediate_size, h), down_proj=(h, sm.intermediate_size))
+    elif sm.shared_expert_intermediate_size:
+        si = sm.shared_expert_intermediate_size
+        linears.update(shared_gate_up_proj=(2 * si, h), shared_down_proj=(h, si))
     gemm_rows = pd.concat([pd.DataFrame({"m": uT, "n": n, "k": k}) for n, k in linears.values()], ignore_index=True)
     g_handle = bulk.add(fam, gemm_rows.assign(dtype=gemm_dtype), exp)
     lm_handle = bulk.add("gemm", pd.DataFrame({"m": uB, "n": model.vocab_size // tp, "k": h, "dtype": ACT_DTYPE}))
     norm_rows = [pd.DataFrame({"num_tokens": uT, "hidden_size": h})]
-    if model.qk_norm:
+    if model.qk_norm and model.qk_norm_type == "per_layer":
+        norm_rows += [pd.DataFrame({"num_tokens": uT, "hidden_size": sm.num_heads * hd}),
+                      pd.DataFrame({"num_tokens": uT, "hidden_size": sm.num_kv_heads * hd})]
+    elif model.qk_norm:
         norm_rows += [pd.DataFrame({"num_tokens": uT * sm.num_heads, "hidden_size": hd}),
                       pd.DataFrame({"num_tokens": uT * sm.num_kv_heads, "hidden_size": hd})]
     n_handle = bulk.add("rmsnorm", pd.concat(norm_rows, ignore_index=True).assign(dtype=ACT_DTYPE))
-    s_handle = bulk.add("silu_mul", pd.DataFrame({"num_tokens": uT, "hidden_size": sm.intermediate_size,
-                                                  "dtype": ACT_DTYPE}))
+    silu_width = sm.shared_expert_intermediate_size if model.is_moe else sm.intermediate_size
+    s_handle = bulk.add("silu_mul", pd.DataFrame({"num_tokens": uT, "hidden_size": silu_width,
+                                                  "dtype": ACT_DTYPE})) if silu_width else None
+    r_handle = m_handle = None
+    if model.is_moe:  # router GEMM (replicated, activation dtype) and one fused-MoE launch per layer
+        r_handle = bulk.add("gemm", pd.DataFrame({"m": uT, "n": model.num_experts, "k": h, "dtype": ACT_DTYPE}))
+        m_handle = bulk.add("fused_moe", pd.DataFrame({
+            "num_tokens": uT, "hidden_size": h, "inter_size": model.moe_intermediate_size,
+            "topk": model.num_experts_per_tok, "num_experts": model.num_experts, "moe_tp_size": tp, "moe_ep_size": 1,
+            "moe_stage": "full", "dtype": model.moe_dtype or gemm_dtype}))
     att = {"num_heads": sm.num_heads, "num_kv_heads": sm.num_kv_heads, "head_dim": hd, "dtype": ACT_DTYPE}
     dec = D > 0
     kv_mean = np.where(dec, np.maximum(1, np.round(K / np.maximum(D, 1) / KV_ROUND) * KV_ROUND), 0).astype("int64")
@@ -183,9 +202,13 @@ def price_schedule(sched: Schedule, model: ModelConfig, gpu: str, tp: int, *, ge
         lm = bulk.get(lm_handle, side)
         nr = bulk.get(n_handle, side).reshape(-1, len(uT))
         norms = (2 * L + 1) * nr[0] + (L * nr[1:].sum(axis=0) if len(nr) > 1 else 0.0)
-        silu = L * bulk.get(s_handle, side)
+        silu = L * bulk.get(s_handle, side) if s_handle is not None else np.zeros(len(uT))
+        if r_handle is not None:
+            g = g + bulk.get(r_handle, side)
         parts = {"gemm": L * g[iT] / 1e6, "lm_head": lm[iB] / 1e6, "rmsnorm": norms[iT] / 1e6,
                  "silu_mul": silu[iT] / 1e6, "attention_decode": np.zeros(n_it), "attention_prefill": np.zeros(n_it)}
+        if m_handle is not None:
+            parts["fused_moe"] = L * bulk.get(m_handle, side)[iT] / 1e6
         if d_handle is not None:
             lat = dkey.merge(udec.assign(_l=bulk.get(d_handle, side)), on=["batch_size", "kv_len"], how="left")["_l"]
             parts["attention_decode"][dec] = L * lat.to_numpy() / 1e6

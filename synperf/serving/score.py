@@ -41,7 +41,7 @@ from ._deps import (
     write_csv,
 )
 from .price import GEMM_ROUTES
-from .silicon import counts_by_reason, read_silicon
+from .silicon import MOE_MODELS, counts_by_reason, read_silicon
 from .simulate import serve
 
 #: the scoring's predictor: the evaluation models only (trained on the configured seen GPUs), never the deploy
@@ -208,13 +208,17 @@ NEEDED = ("gemm", "attention_prefill", "attention_decode", "rmsnorm", "silu_mul"
 
 def mark_untrained(rows: pd.DataFrame, experiments: dict) -> pd.DataFrame:
     """``rows`` with the priced rows whose kernels no experiment of ``experiments`` (a config's ``experiments``
-    block) prices given the reason ``no trained model in this config (<experiments>)``."""
+    block) prices given the reason ``no trained model in this config (<experiments>)`` (MoE rows also need
+    ``fused_moe``)."""
     out = rows.copy()
     for dtype, (_, exp) in GEMM_ROUTES.items():
         missing = [e for e in NEEDED + ((exp,) if exp else ()) if e not in experiments]
         sel = (out["reason"] == "") & (out["gemm_dtype"] == dtype)
         if missing and sel.any():
             out.loc[sel, "reason"] = f"no trained model in this config ({', '.join(missing)})"
+    moe = (out["reason"] == "") & out["model_path"].isin(MOE_MODELS)
+    if "fused_moe" not in experiments and moe.any():
+        out.loc[moe, "reason"] = "no trained model in this config (fused_moe)"
     return out
 
 

@@ -6,7 +6,9 @@ point: ``backend``, ``model_path`` (Hugging Face id), ``system``, ``precision``,
 (agg/disagg), ``isl``/``osl`` (tokens), ``batch_size`` (the client's concurrency), ``tp_size``/``pp_size``,
 ``silicon_ttft_ms``/``silicon_tpot_ms``.
 
-A row is priced when it is a vLLM aggregated run of a dense model with a shipped config (:data:`MODELS`), pipeline
+A row is priced when it is a vLLM aggregated run of a model with a shipped config (:data:`MODELS`; the MoE ones,
+:data:`MOE_MODELS`, with FP8 experts, ``moe_tp_size == tp_size``, ``moe_ep_size`` 1 and ``attention_dp_size`` 1:
+each expert's intermediate width split over the TP ranks, vLLM's default without expert parallelism), pipeline
 parallelism 1, and linear layers in a modelled dtype: ``gemm_quant_mode`` fp8 (vLLM's per-tensor FP8 linear) or
 empty (no quantization: the checkpoint's bf16; these rows also have an empty ``precision``). Every other row gets
 the first reason of :data:`REASONS` that applies. The public data README lists no known-bad rows of this file, so
@@ -25,17 +27,24 @@ from ._deps import InputError
 
 #: Hugging Face id -> shipped example config (examples/models/<name>.json) of the dense models the rows name
 MODELS = {"meta-llama/Llama-3.1-70B": "llama-3.1-70b", "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b",
-          "Qwen/Qwen3-32B": "qwen3-32b"}
-#: Hugging Face ids of the MoE models in the file (priced once the MoE layers are wired into the serving path)
-MOE_MODELS = ("MiniMaxAI/MiniMax-M2.5", "Qwen/Qwen3-235B-A22B-FP8", "moonshotai/Kimi-K2.5", "openai/gpt-oss-120b")
+          "Qwen/Qwen3-32B": "qwen3-32b",
+          "MiniMaxAI/MiniMax-M2.5": "minimax-m2.5", "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b-fp8"}
+#: Hugging Face ids of the MoE models among :data:`MODELS` (priced with tensor-parallel experts only)
+MOE_MODELS = ("MiniMaxAI/MiniMax-M2.5", "Qwen/Qwen3-235B-A22B-FP8")
+#: Hugging Face ids of MoE models with multi-head latent attention (refused: MLA attention not modelled)
+MLA_MODELS = ("moonshotai/Kimi-K2.5",)
 #: the file's ``system`` -> registry id
 SYSTEMS = {"h100_sxm": "h100_sxm", "h200_sxm": "h200_sxm", "b200_sxm": "b200", "gb200": "gb200"}
 #: ``gemm_quant_mode`` -> the linear layers' dtype the predictors price (empty = unquantized bf16 checkpoint)
 GEMM_DTYPES = {"fp8": "fp8", "": "bfloat16"}
-REASONS = ("other framework", "disaggregated serving", "MoE model", "fp4 weights", "int4 weights",
-           "other quantization", "pipeline parallel", "unsupported model (no shipped config)", "GPU not in registry")
+REASONS = ("other framework", "disaggregated serving", "MLA attention not modelled", "fp4 weights", "int4 weights",
+           "other quantization", "MoE experts not in the checkpoint's fp8 dtype", "pipeline parallel",
+           "expert parallel or attention data parallel (MoE TP != TP)", "unsupported model (no shipped config)",
+           "GPU not in registry")
 COLUMNS = ("backend", "model_path", "system", "precision", "gemm_quant_mode", "mode", "isl", "osl", "batch_size",
            "tp_size", "pp_size", "silicon_ttft_ms", "silicon_tpot_ms")
+#: columns required only when a row names one of :data:`MOE_MODELS`
+MOE_COLUMNS = ("moe_quant_mode", "attention_dp_size", "moe_tp_size", "moe_ep_size")
 
 
 def read_silicon(path: str | os.PathLike) -> pd.DataFrame:
@@ -43,7 +52,7 @@ def read_silicon(path: str | os.PathLike) -> pd.DataFrame:
     ``gpu`` (registry id), ``gemm_dtype``, ``tp``, ``concurrency``.
 
     Raises:
-        InputError: unreadable file or a missing column (named).
+        InputError: unreadable file or a missing column (named; :data:`MOE_COLUMNS` only with MoE rows).
     """
     p = Path(path)
     try:
@@ -54,6 +63,11 @@ def read_silicon(path: str | os.PathLike) -> pd.DataFrame:
     if missing:
         raise InputError(f"{p}: missing columns {missing}")
     df = df.copy()
+    absent = [c for c in MOE_COLUMNS if c not in df.columns]
+    if absent and df["model_path"].isin(MOE_MODELS).any():
+        raise InputError(f"{p}: missing columns {absent} (needed by the MoE rows)")
+    for c in absent:
+        df[c] = pd.NA
     q = df["gemm_quant_mode"].fillna("").astype(str)
     prec = df["precision"].fillna("").astype(str)
     reason = pd.Series("", index=df.index)
@@ -63,11 +77,17 @@ def read_silicon(path: str | os.PathLike) -> pd.DataFrame:
 
     mark(df["backend"] != "vllm", "other framework")
     mark(df["mode"] != "agg", "disaggregated serving")
-    mark(df["model_path"].isin(MOE_MODELS), "MoE model")
+    mark(df["model_path"].isin(MLA_MODELS), "MLA attention not modelled")
     mark((prec == "fp4") | q.str.contains("fp4"), "fp4 weights")
     mark((prec == "int4") | q.str.contains("int4"), "int4 weights")
     mark(~q.isin(list(GEMM_DTYPES)), "other quantization")
+    moe = df["model_path"].isin(MOE_MODELS)
+    mark(moe & (df["moe_quant_mode"].fillna("").astype(str) != "fp8"), "MoE experts not in the checkpoint's fp8 dtype")
     mark(df["pp_size"].fillna(1) != 1, "pipeline parallel")
+    tp = df["tp_size"].fillna(1)
+    mark(moe & ((df["moe_tp_size"].fillna(tp) != tp) | (df["moe_ep_size"].fillna(1) != 1)
+                | (df["attention_dp_size"].fillna(1) != 1)),
+         "expert parallel or attention data parallel (MoE TP != TP)")
     mark(~df["model_path"].isin(list(MODELS)), "unsupported model (no shipped config)")
     mark(~df["system"].isin(list(SYSTEMS)), "GPU not in registry")
     df["reason"] = reason
