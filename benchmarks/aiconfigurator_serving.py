@@ -12,7 +12,8 @@ Per priced row (:func:`synperf.serving.silicon.read_silicon`) it runs ``aiconfig
 as ``config.json``: the CLI reads a local Hugging Face config; this machine has no network). The table keeps
 aiconfigurator's version and the command in ``#`` header lines; a row it refuses gets its one-line error in
 ``aic_error``. aiconfigurator prices from its own measured kernel tables of these very GPUs (its default
-``--database-mode SILICON``).
+``--database-mode SILICON``). Rows already in ``--out`` (same keys and system) are kept, not estimated again, and
+the table is rewritten (atomically) every 10 rows, so an interrupted run resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -65,10 +66,30 @@ def main(argv=None) -> None:
     version = subprocess.run([a.aic, "version"], capture_output=True, text=True).stdout.strip().splitlines()
     rows = read_silicon(a.silicon)
     rows = rows[rows["reason"] == ""].reset_index(drop=True)
+    keys = list(KEYS) + ["system"]
+    out_path = Path(a.out)
+    done = pd.read_csv(out_path, comment="#") if out_path.exists() else pd.DataFrame(columns=keys)
+    done = done.merge(rows[keys].drop_duplicates(), on=keys)  # rows no longer priced are dropped
+    have = set(map(tuple, done[keys].astype(str).to_numpy()))
+    todo = rows[[tuple(map(str, k)) not in have for k in rows[keys].to_numpy()]]
+    print(f"{len(done)} rows cached, {len(todo)} to estimate", flush=True)
     tmp = Path(tempfile.mkdtemp())
-    out, t0 = [], time.time()
+    out, t0 = done.to_dict("records"), time.time()
+
+    def write() -> None:
+        df = pd.DataFrame(out)
+        header = [f"# {' '.join(version[-1:]) or '(version unknown)'}; one estimate per priced silicon row",
+                  f"# command per row: {COMMAND}",
+                  f"# {len(df)} rows, {int(df['aic_ttft_ms'].notna().sum())} estimated"]
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        part = out_path.with_suffix(".part")
+        with open(part, "w") as f:
+            f.write("\n".join(header) + "\n")
+            df.to_csv(f, index=False)
+        part.replace(out_path)
+
     try:
-        for i, r in rows.iterrows():
+        for n, (_, r) in enumerate(todo.iterrows(), 1):
             d = tmp / r["model"]
             if not d.exists():
                 d.mkdir()
@@ -76,19 +97,15 @@ def main(argv=None) -> None:
             ttft, tpot, err = estimate(a.aic, d, r)
             out.append({**{k: r[k] for k in KEYS}, "system": r["system"], "aic_ttft_ms": ttft, "aic_tpot_ms": tpot,
                         "aic_error": err})
-            print(f"{i + 1}/{len(rows)} {r['model']} {r['system']} tp{r['tp']} c{r['concurrency']} "
+            print(f"{n}/{len(todo)} {r['model']} {r['system']} tp{r['tp']} c{r['concurrency']} "
                   f"{r['isl']}/{r['osl']}: {ttft:.1f} / {tpot:.2f} ms {err}", flush=True)
+            if n % 10 == 0:
+                write()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    df = pd.DataFrame(out)
-    header = [f"# {' '.join(version[-1:]) or '(version unknown)'}; one estimate per priced silicon row",
-              f"# command per row: {COMMAND}",
-              f"# {len(df)} rows, {int(df['aic_ttft_ms'].notna().sum())} estimated, {time.time() - t0:.0f} s"]
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    with open(a.out, "w") as f:
-        f.write("\n".join(header) + "\n")
-        df.to_csv(f, index=False)
-    print(f"wrote {a.out}: {len(df)} rows in {time.time() - t0:.0f} s")
+        if out:
+            write()
+    print(f"wrote {a.out}: {len(out)} rows, {len(todo)} estimated in {time.time() - t0:.0f} s")
 
 
 if __name__ == "__main__":
