@@ -145,6 +145,20 @@ def test_price_counts_every_launch():
     assert sum(p.family_high_s.values()) == pytest.approx(p.high_s - p.latency_s)
 
 
+def test_price_gives_per_model_deltas_for_an_moe_model():
+    from tests.test_e2e_moe import SMALL
+
+    m = parse_config(SMALL, "small-moe")
+    s = simulate([100, 100], [3, 3], 2, SchedulerConfig(max_num_batched_tokens=150), start="burst")
+    p = price_schedule(s, m, "h100_sxm", 1, predict_fn=_unit_predict)
+    L = SMALL["num_hidden_layers"]
+    # one fused-MoE launch per layer (+1 us at its upper bound); no SiLU&Mul launch (no shared expert)
+    assert "silu_mul" not in p.family_high_s
+    assert p.family_high_s["fused_moe"] * 1e6 == pytest.approx([L] * len(p.latency_s))
+    assert sum(p.family_high_s.values()) == pytest.approx(p.high_s - p.latency_s)
+    assert sum(p.family_low_s.values()) == pytest.approx(p.low_s - p.latency_s)
+
+
 def test_serving_intervals_add_family_shifts_in_quadrature():
     from synperf.serving._deps import quadrature_bounds
 

@@ -194,8 +194,11 @@ def price_schedule(sched: Schedule, model: ModelConfig, gpu: str, tp: int, *, ge
     if tp > 1:
         comm = 2 * L * collectives.latency_us("all_reduce", uT * h * 2, tp, gpu)[iT] / 1e6
     ov = overhead(B)
-    part_model = {"gemm": g_handle[0], "lm_head": lm_handle[0], "rmsnorm": n_handle[0], "silu_mul": s_handle[0],
+    part_model = {"gemm": g_handle[0], "lm_head": lm_handle[0], "rmsnorm": n_handle[0],
                   "attention_decode": ("attention_decode", None), "attention_prefill": ("attention_prefill", None)}
+    for name, handle in (("silu_mul", s_handle), ("fused_moe", m_handle)):
+        if handle is not None:
+            part_model[name] = handle[0]
     results, family_s, side_parts = [], {}, {}
     for side in sides:
         g = bulk.get(g_handle, side).reshape(len(linears), len(uT)).sum(axis=0)
