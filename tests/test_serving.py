@@ -121,6 +121,34 @@ def test_request_times_and_summary():
     assert summarize(ttft, "ttft")["ttft_median_ms"] == pytest.approx(150.0)
 
 
+def test_weighted_summary_counts_each_value_by_its_weight():
+    v = np.array([100.0, 200.0, 400.0])
+    # weight 2 on 100: the mean is (2 * 100 + 200 + 400) / 4; the median lies between the two 100s and the 200
+    out = summarize(v, "ttft", np.array([2.0, 1.0, 1.0]))
+    assert out["ttft_mean_ms"] == pytest.approx(200.0)
+    assert out["ttft_median_ms"] == pytest.approx(150.0)
+    assert summarize(v, "ttft", np.ones(3))["ttft_p90_ms"] == pytest.approx(np.percentile(v, 90))
+    with pytest.raises(InputError, match="weights"):
+        summarize(v, "ttft", np.ones(2))
+
+
+def test_benchmark_rounds_weigh_one_burst_wave_against_the_steady_state():
+    from synperf.e2e._deps import default_registry
+    from synperf.serving.simulate import serve
+
+    m = parse_config(TINY, "tiny")
+    kw = dict(registry=default_registry(), predict_fn=_unit_predict, num_requests=40)
+    steady = serve(m, "h100_sxm", 1, 100, 10, 4, benchmark_rounds=None, **kw)
+    one = serve(m, "h100_sxm", 1, 100, 10, 4, benchmark_rounds=1, **kw)      # the burst wave alone
+    twenty = serve(m, "h100_sxm", 1, 100, 10, 4, **kw)
+    # 20 rounds: 1 burst wave + 19 steady ones, by weight
+    assert twenty["ttft_mean_ms"] == pytest.approx((one["ttft_mean_ms"] + 19 * steady["ttft_mean_ms"]) / 20)
+    assert twenty["tpot_mean_ms"] == pytest.approx((one["tpot_mean_ms"] + 19 * steady["tpot_mean_ms"]) / 20)
+    assert twenty["ttft_low_ms"] == pytest.approx((one["ttft_low_ms"] + 19 * steady["ttft_low_ms"]) / 20)
+    with pytest.raises(InputError, match="benchmark_rounds"):
+        serve(m, "h100_sxm", 1, 100, 10, 4, benchmark_rounds=0, **kw)
+
+
 def _unit_predict(family, params, gpu, **kw):
     return pd.DataFrame({"predicted_latency_us": np.ones(len(params)), "predicted_latency_low_us": 0.5,
                          "predicted_latency_high_us": 2.0})

@@ -61,11 +61,28 @@ def request_times(sched: Schedule, latency_s: np.ndarray) -> tuple[np.ndarray, n
     return ttft, tpot
 
 
-def summarize(values: np.ndarray, name: str) -> dict:
-    """``<name>_mean_ms``, ``<name>_median_ms``, ``<name>_p90_ms`` of the finite values."""
+def summarize(values: np.ndarray, name: str, weights: np.ndarray | None = None) -> dict:
+    """``<name>_mean_ms``, ``<name>_median_ms``, ``<name>_p90_ms`` of the finite values, each value counted with its
+    ``weights`` (default 1) as that many copies of it: quantiles are numpy's linear ones of the sample with every
+    value repeated by its weight (fractional weights stretch the same rule)."""
     v = np.asarray(values, dtype="float64")
-    v = v[np.isfinite(v)]
+    w = np.ones(len(v)) if weights is None else np.asarray(weights, dtype="float64")
+    if w.shape != v.shape:
+        raise InputError(f"summarize: {len(w)} weights for {len(v)} values")
+    ok = np.isfinite(v) & (w > 0)
+    v, w = v[ok], w[ok]
     if not len(v):
         return {f"{name}_{s}_ms": np.nan for s in ("mean", "median", "p90")}
-    return {f"{name}_mean_ms": float(v.mean()), f"{name}_median_ms": float(np.median(v)),
-            f"{name}_p90_ms": float(np.percentile(v, 90))}
+    order = np.argsort(v, kind="stable")
+    vs, cum = v[order], np.cumsum(w[order])
+
+    def at(x):
+        return vs[min(int(np.searchsorted(cum, x, side="right")), len(vs) - 1)]
+
+    def quantile(q):
+        h = max(cum[-1] - 1.0, 0.0) * q
+        lo = np.floor(h)
+        return float(at(lo) + (h - lo) * (at(lo + 1) - at(lo)))
+
+    return {f"{name}_mean_ms": float(np.average(v, weights=w)), f"{name}_median_ms": quantile(0.5),
+            f"{name}_p90_ms": quantile(0.9)}

@@ -25,10 +25,9 @@ read at commit ``00024d314514900f361ad072af6931e403b7f589``; defaults from ``Eng
    evenly over one request lifetime (``start="steady"``: request ``j`` of the first wave arrives before iteration
    ``round(j * mean_output / concurrency)``) or at seeded uniform random iterations over that lifetime
    (``start="random"``), which starts the loop in its steady state, where requests finish and
-   are replaced one by one rather than in synchronised waves. Measured serving TTFTs below the time of one batched
-   prefill of the whole first wave (e.g. 4 x 1,024 tokens of Llama-3.1-70B) show that the measured runs are not
-   synchronised waves; ``steady`` is the default, and :attr:`Schedule.measured` marks the requests after the first
-   wave (the warm-up), the ones the TTFT/TPOT summaries use. With ``client_delay``, a replacement first runs in
+   are replaced one by one rather than in synchronised waves. ``steady`` is the default, and
+   :attr:`Schedule.measured` marks the requests after the first wave (the warm-up), the ones the steady state's
+   TTFT/TPOT summaries use (:func:`synperf.serving.simulate.serve` adds a benchmark's burst wave apart). With ``client_delay``, a replacement first runs in
    the second iteration after its predecessor's finish (its arrival time stays the end of that iteration): the
    client's round trip is longer than the engine's turn between two steps, so the step already under way when it
    arrives does not hold it (when nothing runs, the engine waits for it at no cost).

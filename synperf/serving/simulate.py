@@ -7,19 +7,35 @@ from typing import Callable
 
 import numpy as np
 
-from ._deps import CollectiveModel, ModelConfig, Overhead, Registry, default_registry, predict, quadrature_bounds
+from ._deps import (
+    CollectiveModel,
+    InputError,
+    ModelConfig,
+    Overhead,
+    Registry,
+    default_registry,
+    predict,
+    quadrature_bounds,
+)
 from .metrics import kv_cache_tokens, request_times, summarize
 from .price import price_schedule
 from .scheduler import SchedulerConfig, simulate
 
-#: requests served per configuration, per unit of concurrency, when the caller does not say (the silicon rows do
-#: not record how many requests their benchmark sent)
+#: requests of the simulated steady state, per unit of concurrency, when the caller does not say (its first wave is
+#: the warm-up, left out of the summaries)
 REQUESTS_PER_CONCURRENCY = 10
+#: rounds of a benchmark's profiling phase: aiconfigurator's benchmark template sends ``concurrency * 20`` requests
+#: after ``concurrency * 2`` warm-up requests (``--num-requests``, ``--warmup-request-count`` of aiperf in
+#: ``src/aiconfigurator/generator/config/backend_templates/benchmark/bench_run.sh.j2``, github.com/ai-dynamo/
+#: aiconfigurator at commit 095f58a51c4c), and aiperf waits for every warm-up response before profiling starts
+#: (aiperf docs, "Warmup Phase Configuration", Grace Period), so the profiling phase begins with a burst of
+#: ``concurrency`` requests on an idle engine
+BENCHMARK_ROUNDS = 20
 
 
 def serve(model: ModelConfig, gpu: str, tp: int, isl, osl, concurrency: int, *, num_requests: int | None = None,
           gemm_dtype: str = "bfloat16", config: SchedulerConfig | None = None, start: str = "steady",
-          client_delay: bool = True, predict_fn: Callable = predict,
+          client_delay: bool = True, benchmark_rounds: int | None = BENCHMARK_ROUNDS, predict_fn: Callable = predict,
           models_dir: str | os.PathLike | None = None, registry: Registry | None = None,
           collectives: CollectiveModel | None = None, overhead: Overhead = Overhead()) -> dict:
     """TTFT and TPOT (mean, median, p90; ms) of ``num_requests`` requests (default
@@ -28,6 +44,13 @@ def serve(model: ModelConfig, gpu: str, tp: int, isl, osl, concurrency: int, *, 
     first wave arrives (:func:`.scheduler.simulate`), whose requests are left out of the summaries (warm-up) when the
     trace has more; ``client_delay`` (default on) makes a replacement miss the step already under way when it
     arrives (:func:`.scheduler.simulate`).
+
+    ``benchmark_rounds`` (default :data:`BENCHMARK_ROUNDS`; None = the steady state alone) summarises what a benchmark
+    client measures: a profiling phase of ``benchmark_rounds * concurrency`` requests that starts with a burst of
+    ``concurrency`` requests on an idle engine. Its first wave is simulated on its own (``start="burst"``, one wave);
+    the later rounds are the steady state's measured requests, weighted to ``benchmark_rounds - 1`` waves. The
+    two are simulated apart because a deterministic loop with equal output lengths keeps a burst's waves in lock
+    step for ever, which the measured TTFTs at low concurrency (about one prefill) rule out.
 
     ``config`` defaults to vLLM's defaults for a >= 70 GiB GPU with the KV cache of :func:`.metrics.kv_cache_tokens`.
     The result also has ``*_low_ms``/``*_high_ms`` for the means when the kernel predictors give intervals (NaN
@@ -43,28 +66,62 @@ def serve(model: ModelConfig, gpu: str, tp: int, isl, osl, concurrency: int, *, 
     o = np.broadcast_to(np.asarray(osl, dtype="int64"), (n,))
     if config is None:
         config = SchedulerConfig(kv_cache_tokens=kv_cache_tokens(model, tp, gpu, registry, gemm_dtype))
-    sched = simulate(p, o, concurrency, config, start=start, client_delay=client_delay)
-    priced = price_schedule(sched, model, gpu, tp, gemm_dtype=gemm_dtype, predict_fn=predict_fn,
-                            models_dir=models_dir, registry=registry, collectives=collectives, overhead=overhead)
-    ttft, tpot = request_times(sched, priced.latency_s)
-    keep = sched.measured
-    row = {**summarize(ttft[keep], "ttft"), **summarize(tpot[keep], "tpot")}
+    parts = [_served(simulate(p, o, concurrency, config, start=start, client_delay=client_delay),
+                     model, gpu, tp, gemm_dtype, predict_fn, models_dir, registry, collectives, overhead)]
+    if benchmark_rounds is not None:
+        if int(benchmark_rounds) < 1:
+            raise InputError(f"serve: benchmark_rounds must be >= 1, got {benchmark_rounds}")
+        first = simulate(p[:concurrency], o[:concurrency], concurrency, config, start="burst")
+        parts.insert(0, _served(first, model, gpu, tp, gemm_dtype, predict_fn, models_dir, registry, collectives,
+                                overhead))
+    weights = _wave_weights(parts, benchmark_rounds)
+    sched, priced = parts[-1]["sched"], parts[-1]["priced"]
+    row = {**summarize(np.concatenate([q["ttft"] for q in parts]), "ttft", weights),
+           **summarize(np.concatenate([q["tpot"] for q in parts]), "tpot", weights)}
     if priced.low_s is not None:
-        deltas = {f: (priced.family_low_s[f], priced.family_high_s[f]) for f in priced.family_low_s}
-        for i, name in enumerate(("ttft", "tpot")):
-            def metric(lat, i=i):
-                return float(np.nanmean(request_times(sched, lat)[i][keep]))
-            row[f"{name}_low_ms"], row[f"{name}_high_ms"] = quadrature_bounds(metric, priced.latency_s, deltas)
+        for name in ("ttft", "tpot"):
+            w = [float(x.sum()) for x in np.split(weights, np.cumsum([len(q[name]) for q in parts])[:-1])]
+            for side in ("low", "high"):
+                row[f"{name}_{side}_ms"] = float(np.dot([q[f"{name}_{side}"] for q in parts], w) / sum(w))
         row["interval"] = ("80%: fully correlated within a kernel model, independent across models "
                            "(synperf.e2e.intervals)")
     else:
         row.update(ttft_low_ms=np.nan, ttft_high_ms=np.nan, tpot_low_ms=np.nan, tpot_high_ms=np.nan,
                    interval="no kernel intervals recorded by the models")
+    keep = sched.measured
     row.update(iterations=sched.iterations, requests=n, measured_requests=int(keep.sum()),
-               preemptions=int(sched.preemptions.sum()), kv_cache_tokens=config.kv_cache_tokens)
+               preemptions=int(sum(q["sched"].preemptions.sum() for q in parts)),
+               kv_cache_tokens=config.kv_cache_tokens)
     row.update({f"s_{k}": v for k, v in priced.family_s.items()})
     row.update({f"seen_{k}": v for k, v in priced.seen.items()})
     return row
+
+
+def _served(sched, model, gpu, tp, gemm_dtype, predict_fn, models_dir, registry, collectives, overhead) -> dict:
+    """One schedule priced: its measured requests' TTFT and TPOT (ms) and, with kernel intervals, the bounds of
+    their means (:func:`synperf.e2e.intervals.quadrature_bounds`)."""
+    priced = price_schedule(sched, model, gpu, tp, gemm_dtype=gemm_dtype, predict_fn=predict_fn,
+                            models_dir=models_dir, registry=registry, collectives=collectives, overhead=overhead)
+    keep = sched.measured
+    ttft, tpot = request_times(sched, priced.latency_s)
+    out = {"sched": sched, "priced": priced, "ttft": ttft[keep], "tpot": tpot[keep]}
+    if priced.low_s is not None:
+        deltas = {f: (priced.family_low_s[f], priced.family_high_s[f]) for f in priced.family_low_s}
+        for i, name in enumerate(("ttft", "tpot")):
+            def metric(lat, i=i):
+                return float(np.nanmean(request_times(sched, lat)[i][keep]))
+            out[f"{name}_low"], out[f"{name}_high"] = quadrature_bounds(metric, priced.latency_s, deltas)
+    return out
+
+
+def _wave_weights(parts: list[dict], rounds: int | None) -> np.ndarray:
+    """Per measured request of ``parts`` (first wave, then steady state; or the steady state alone), the weight that
+    makes the steady state's requests count as ``rounds - 1`` waves beside one first wave."""
+    if len(parts) == 1:
+        return np.ones(len(parts[0]["ttft"]))
+    first, steady = len(parts[0]["ttft"]), len(parts[1]["ttft"])
+    w_steady = (rounds - 1) * first / steady if steady else 0.0
+    return np.concatenate([np.ones(first), np.full(steady, w_steady)])
 
 
 def plan_serving(df, model: ModelConfig, isl: int, osl: int, concurrency: int, *, registry: Registry,
