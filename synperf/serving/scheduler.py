@@ -30,7 +30,8 @@ read at commit ``00024d314514900f361ad072af6931e403b7f589``; defaults from ``Eng
    TTFT/TPOT summaries use (:func:`synperf.serving.simulate.serve` adds a benchmark's burst wave apart). With
    ``client_delay``, a replacement first runs in the second iteration after its predecessor's finish (its arrival
    time stays the end of that iteration): the client's round trip is longer than the engine's turn between two
-   steps, so the step already under way when it arrives does not hold it (when nothing runs, the engine waits for it at no cost).
+   steps, so the step already under way when it arrives does not hold it (when nothing runs, the engine waits for
+   it at no cost).
 
 Not modelled: prefix caching (on by default in V1; the benchmark prompts are random, so a fresh request has no
 hits; a preempted request re-computes instead of re-using its freed blocks), speculative decoding, async
