@@ -156,9 +156,12 @@ def mape_table(s: pd.DataFrame) -> pd.DataFrame:
         t = s.groupby(keys).apply(agg, include_groups=False).reset_index()
         t.insert(0, "scope", scope)
         parts.append(t)
-    # True / False per family; unknown (None, NaN: the model did not say) is neither seen nor unseen
+    # True / False per family; unknown (None: the model did not say) is neither seen nor unseen; a family the row's
+    # model does not launch (a float NaN: no flag in that row, e.g. fused_moe for a dense model) does not count
     flags = s[[c for c in s.columns if c.startswith("seen_")]]
-    seen, unseen = flags.isin([True]), flags.isin([False])
+    absent = flags.apply(lambda col: col.map(lambda v: isinstance(v, float) and np.isnan(v)))
+    seen, unseen = flags.isin([True]) | absent, flags.isin([False]) | absent
+    seen, unseen = seen & ~absent.all(axis=1).to_numpy()[:, None], unseen & ~absent.all(axis=1).to_numpy()[:, None]
     scopes = [("all fp8 rows", s["gemm_dtype"] == "fp8"), ("all rows", s["gemm_dtype"].notna())]
     if "preemptions" in s.columns:   # a diagnostic split: rows whose simulated KV cache never saturates
         scopes.append(("fp8 rows without simulated preemption", (s["gemm_dtype"] == "fp8") & (s["preemptions"] == 0)))
