@@ -11,7 +11,8 @@ writes, in ``out_dir``:
 * ``serving_mape.csv``: MAPE of TTFT and TPOT per (model, gemm_dtype, gpu, tp), per (model, gemm_dtype), per
   concurrency, over all
   priced rows, all fp8 rows, and the fp8 rows whose GPU every kernel family's model trained on (seen) or none did
-  (unseen: leave-one-GPU-out for every family), and, as a diagnostic, the fp8 rows whose simulated KV cache never
+  (unseen: leave-one-GPU-out for every family), the same two for dense models only (the goals' scopes), and, as a
+  diagnostic, the fp8 rows whose simulated KV cache never
   saturates (no preemption) (``scope``), for synperf and, on the rows it estimated,
   aiconfigurator (``aic_*``, with ``aic_rows``);
 * ``serving_rows.csv``: rows per reason (every row of the file counted once, :func:`.silicon.counts_by_reason`);
@@ -49,6 +50,9 @@ from .simulate import serve
 EVALUATION_PREDICT = functools.partial(predict, models="evaluation")
 
 KEYS = ["model", "gemm_dtype", "gpu", "tp", "concurrency", "isl", "osl"]
+#: the scopes of the serving goals: dense-model fp8 rows whose GPU every launched family's model trained on / none did
+DENSE_SEEN = "dense fp8 rows, GPU seen by every family"
+DENSE_UNSEEN = "dense fp8 rows, GPU unseen by every family"
 
 
 def _ape(pred, meas) -> pd.Series:
@@ -166,8 +170,12 @@ def mape_table(s: pd.DataFrame) -> pd.DataFrame:
     if "preemptions" in s.columns:   # a diagnostic split: rows whose simulated KV cache never saturates
         scopes.append(("fp8 rows without simulated preemption", (s["gemm_dtype"] == "fp8") & (s["preemptions"] == 0)))
     if seen.shape[1]:
-        scopes += [("fp8 rows, GPU seen by every family", (s["gemm_dtype"] == "fp8") & seen.all(axis=1)),
-                   ("fp8 rows, GPU unseen by every family", (s["gemm_dtype"] == "fp8") & unseen.all(axis=1))]
+        fp8 = s["gemm_dtype"] == "fp8"
+        dense = s["s_fused_moe"].isna() if "s_fused_moe" in s.columns else pd.Series(True, index=s.index)
+        scopes += [("fp8 rows, GPU seen by every family", fp8 & seen.all(axis=1)),
+                   ("fp8 rows, GPU unseen by every family", fp8 & unseen.all(axis=1)),
+                   (DENSE_SEEN, fp8 & dense & seen.all(axis=1)),
+                   (DENSE_UNSEEN, fp8 & dense & unseen.all(axis=1))]
     for name, sel in scopes:
         if sel.any():
             t = agg(s[sel]).to_frame().T
