@@ -86,6 +86,51 @@ def _min_heap_sms(costs: list[float], num_sms: int) -> list[int]:
     return sm_of
 
 
+def _slot_sms(c: np.ndarray, num_sms: int, slots_per_sm: int, policy: str) -> np.ndarray:
+    """SM of each task (int64 array), the same as :func:`_round_robin_sms` (``hardware``) or :func:`_min_heap_sms`
+    (``persistent``) of ``c.tolist()``, in rounds of NumPy operations instead of a pop and a push per task.
+
+    Both schedulers keep one key ``(time the slot frees, order)`` per slot (``order``: the slot's first-wave position
+    for ``hardware``, its SM for ``persistent``) and give each task, in turn, the slot of the smallest key. With
+    ``t`` the smallest time and ``m`` the smallest cost of the next ``len(slots)`` tasks (``m > 0``), every slot whose
+    time is below ``t + m`` pops before any time pushed in the meantime (each such time is at least ``t + m``, as the
+    sum ``time + cost`` rounds monotonically), so one round hands the next tasks to those slots in key order at
+    once. Costs that are not finite and positive, or a round that makes no progress (``t + m == t`` in floating
+    point), fall back to the per-task heap.
+    """
+    n = len(c)
+    if not (np.isfinite(c).all() and (c > 0).all()):
+        return _heap_sms(c, num_sms, slots_per_sm, policy)
+    if policy == "persistent":
+        first, time, sm = 0, np.zeros(num_sms), np.arange(num_sms)
+    else:
+        first = min(n, num_sms * slots_per_sm)
+        time, sm = c[:first].copy(), np.arange(first) % num_sms
+    sm_of = np.empty(n, dtype="int64")
+    sm_of[:first] = sm[:first]
+    p, width = first, len(time)
+    while p < n:
+        t = time.min()
+        cut = t + c[p:p + width].min()
+        if not cut > t:
+            return _heap_sms(c, num_sms, slots_per_sm, policy)
+        ready = np.flatnonzero(time < cut)
+        if len(ready) > 1 and (time[ready] != t).any():
+            ready = ready[np.argsort(time[ready], kind="stable")]  # key order: time, then slot order (ascending)
+        ready = ready[:n - p]
+        k = len(ready)
+        sm_of[p:p + k] = sm[ready]
+        time[ready] += c[p:p + k]
+        p += k
+    return sm_of
+
+
+def _heap_sms(c: np.ndarray, num_sms: int, slots_per_sm: int, policy: str) -> np.ndarray:
+    costs = c.tolist()
+    return np.asarray(_min_heap_sms(costs, num_sms) if policy == "persistent"
+                      else _round_robin_sms(costs, num_sms, slots_per_sm), dtype="int64")
+
+
 def _per_sm(sm_of: list[int], num_sms: int) -> list[list[int]]:
     per_sm: list[list[int]] = [[] for _ in range(num_sms)]
     for i, sm in enumerate(sm_of):
@@ -147,9 +192,7 @@ def _busiest(sm_of: np.ndarray, c: np.ndarray, num_sms: int) -> int:
 def _busiest_counts(counts: tuple[int, ...], costs: tuple[float, ...], num_sms: int, slots: int, policy: str,
                     order: str) -> tuple[float, ...]:
     cls, c = _expand(counts, costs, order)
-    c_list = c.tolist()
-    sm_of = np.asarray(_min_heap_sms(c_list, num_sms) if policy == "persistent"
-                       else _round_robin_sms(c_list, num_sms, slots), dtype="int64")
+    sm_of = _slot_sms(c, num_sms, slots, policy)
     busiest = _busiest(sm_of, c, num_sms)
     return tuple(np.bincount(cls[sm_of == busiest], minlength=len(counts)).astype(float))
 
