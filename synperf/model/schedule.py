@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from functools import lru_cache
+from collections import OrderedDict
 
 import numpy as np
 
@@ -188,13 +188,149 @@ def _busiest(sm_of: np.ndarray, c: np.ndarray, num_sms: int) -> int:
     return int(cand[int(np.argmax(exact))])
 
 
-@lru_cache(maxsize=65536)
+#: simulated sets kept by :func:`_busiest_counts_many` (least recently used dropped first)
+CACHE_SETS = 65536
+_CACHE: OrderedDict = OrderedDict()
+#: fewer sets than this are simulated one at a time: a joint sweep costs a few NumPy calls per distinct time
+BATCH_MIN_SETS = 32
+_ORDERS = ("grouped", "interleaved", "descending")
+
+
 def _busiest_counts(counts: tuple[int, ...], costs: tuple[float, ...], num_sms: int, slots: int, policy: str,
                     order: str) -> tuple[float, ...]:
+    """Tasks of each class on the most-loaded SM of one set, by simulating it (per-set rounds, :func:`_slot_sms`)."""
     cls, c = _expand(counts, costs, order)
     sm_of = _slot_sms(c, num_sms, slots, policy)
     busiest = _busiest(sm_of, c, num_sms)
     return tuple(np.bincount(cls[sm_of == busiest], minlength=len(counts)).astype(float))
+
+
+def _busiest_counts_many(keys: list[tuple]) -> list[tuple[float, ...]]:
+    """:func:`_busiest_counts` of each key ``(counts, costs, num_sms, slots, policy, order)``, each distinct key
+    simulated once per process (:data:`CACHE_SETS` kept). The sets whose costs are integers (summing below 2**52)
+    are simulated together (:func:`_batch_busiest`) when there are :data:`BATCH_MIN_SETS` of them; the others one
+    at a time."""
+    out: dict = {}
+    for key in keys:
+        if key in _CACHE:
+            _CACHE.move_to_end(key)
+            out[key] = _CACHE[key]
+    todo = [k for k in dict.fromkeys(keys) if k not in out]
+    whole = [k for k in todo if _integer_costs(k[0], k[1])]
+    if len(whole) >= BATCH_MIN_SETS:
+        out.update(zip(whole, _batch_busiest(whole)))
+    for key in todo:
+        if key not in out:
+            out[key] = _busiest_counts(*key)
+    for key in todo:
+        _CACHE[key] = out[key]
+    while len(_CACHE) > CACHE_SETS:
+        _CACHE.popitem(last=False)
+    return [out[k] for k in keys]
+
+
+def _integer_costs(counts: tuple[int, ...], costs: tuple[float, ...]) -> bool:
+    c = np.asarray(costs, dtype="float64")
+    return bool(np.all(np.isfinite(c) & (c > 0) & (c == np.floor(c)))
+                and float(np.dot(np.asarray(counts, dtype="float64"), c)) < 2.0 ** 52)
+
+
+def _batch_busiest(keys: list[tuple]) -> list[tuple[float, ...]]:
+    """:func:`_busiest_counts` of sets with integer costs > 0 (summing below 2**52), simulated all at once.
+
+    Each set keeps one key ``(time the slot frees, order)`` per slot, as :func:`_round_robin_sms` and
+    :func:`_min_heap_sms` do. The sets are independent, so their pops can be taken in one sweep over the times at
+    which a slot frees, in increasing order, all sets at once: at time ``t`` the slots of a set that free at ``t``
+    pop in slot order and take its next tasks, and the times they push, ``t + cost``, are later than ``t`` (costs
+    are integers >= 1 and the sums exact). The busiest SM's load is then an exact sum in any order.
+    """
+    m = len(keys)
+    cls, cost, n, k = _expand_many(keys)
+    off = np.cumsum(n) - n
+    sms = np.array([key[2] for key in keys], dtype="int64")
+    persistent = np.array([key[4] == "persistent" for key in keys])
+    width = np.where(persistent, sms, np.minimum(n, sms * np.array([key[3] for key in keys], dtype="int64")))
+    ptr = np.where(persistent, 0, width)  # next task of each set: a hardware launch's first wave is placed
+    ev_set = np.repeat(np.arange(m), width)
+    ev_slot = np.arange(len(ev_set)) - np.repeat(np.cumsum(width) - width, width)
+    sm_of = np.empty(len(cost), dtype="int64")
+    hw = ~persistent[ev_set]
+    first = off[ev_set[hw]] + ev_slot[hw]
+    sm_of[first] = ev_slot[hw] % sms[ev_set[hw]]
+    ev_time = np.zeros(len(ev_set))
+    ev_time[hw] = cost[first]
+    live = ptr[ev_set] < n[ev_set]
+    stride = int(width.max()) if m else 1
+    buckets: dict = {}
+    times: list = []
+    _push(buckets, times, ev_time[live], ev_set[live] * stride + ev_slot[live])
+    while times:
+        t = heapq.heappop(times)
+        ev = buckets.pop(t)
+        ev = np.sort(ev[0] if len(ev) == 1 else np.concatenate(ev), kind="stable")  # sorted runs: merged
+        s, slot = np.divmod(ev, stride)
+        new_set = np.empty(len(ev), dtype=bool)
+        new_set[0] = True
+        np.not_equal(s[1:], s[:-1], out=new_set[1:])
+        start = np.flatnonzero(new_set)
+        seg = np.diff(np.append(start, len(ev)))
+        task = ptr[s] + (np.arange(len(ev)) - np.repeat(start, seg))
+        head = s[start]
+        ptr[head] = np.minimum(ptr[head] + seg, n[head])
+        ok = task < n[s]
+        ev, s, slot, at = ev[ok], s[ok], slot[ok], off[s[ok]] + task[ok]
+        sm_of[at] = slot % sms[s]
+        more = ptr[s] < n[s]
+        _push(buckets, times, t + cost[at[more]], ev[more])
+    # the busiest SM of each set (ties: the lowest id) and its tasks per class
+    task_set = np.repeat(np.arange(m), n)
+    smax = int(sms.max()) if m else 1
+    loads = np.bincount(task_set * smax + sm_of, weights=cost, minlength=m * smax).reshape(m, smax)
+    busiest = np.argmax(loads, axis=1)
+    on = sm_of == busiest[task_set]
+    per_class = np.bincount((cls + np.repeat(np.cumsum(k) - k, n))[on], minlength=int(k.sum())).tolist()
+    ends = np.cumsum(k).tolist()
+    return [tuple(float(v) for v in per_class[e - len(key[0]):e]) for e, key in zip(ends, keys)]
+
+
+def _expand_many(keys: list[tuple]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_expand` of every set of ``keys`` (``(counts, costs, num_sms, slots, policy, order)``, integer costs),
+    one set after the other: (class of each task, its cost, tasks per set, classes per set)."""
+    k = np.array([len(key[0]) for key in keys], dtype="int64")
+    counts = np.array([c for key in keys for c in key[0]], dtype="int64")
+    costs = np.array([c for key in keys for c in key[1]], dtype="float64")
+    n = np.bincount(np.repeat(np.arange(len(keys)), k), weights=counts, minlength=len(keys)).astype("int64")
+    flat = np.repeat(np.arange(len(counts)), counts)  # class (numbered over all sets) of each task, grouped order
+    cls = flat - np.repeat(np.cumsum(k) - k, n)  # its class within its set
+    task_set = np.repeat(np.arange(len(keys)), n)
+    rank = np.arange(len(flat)) - np.repeat(np.cumsum(counts) - counts, counts)  # task's place in its class
+    order = np.array([_ORDERS.index(key[5]) for key in keys], dtype="int64")[task_set]
+    # the sort key of each set's order (see _expand); grouped keeps the tasks as they are
+    primary = np.where(order == 1, rank * k[task_set] + cls, np.where(order == 2, -costs[flat], 0.0))
+    # one stable sort on set, then the order's key (integers here: classes and integer costs), exact in float64
+    lo = primary.min() if len(primary) else 0.0
+    span = (primary.max() - lo + 1.0) if len(primary) else 1.0
+    perm = np.argsort(task_set * span + (primary - lo), kind="stable")
+    return cls[perm], costs[flat[perm]], n, k
+
+
+def _push(buckets: dict, times: list, t: np.ndarray, ev: np.ndarray) -> None:
+    """Add the slot keys ``ev`` to the buckets of their free times ``t`` (a new time goes on the heap ``times``)."""
+    if len(t) == 0:
+        return
+    order = np.argsort(t, kind="stable")
+    t, ev = t[order], ev[order]
+    new_time = np.empty(len(t), dtype=bool)
+    new_time[0] = True
+    np.not_equal(t[1:], t[:-1], out=new_time[1:])
+    cut = np.flatnonzero(new_time).tolist()
+    for tv, a, b in zip(t[cut].tolist(), cut, cut[1:] + [len(t)]):
+        part = ev[a:b]
+        if tv in buckets:
+            buckets[tv].append(part)
+        else:
+            buckets[tv] = [part]
+            heapq.heappush(times, tv)
 
 
 def busiest_sm(counts, costs, num_sms: int, slots_per_sm: int = 1, policy: str = "hardware",
@@ -237,6 +373,47 @@ def busiest_sm_sets(counts, costs, classes, num_sms, slots_per_sm=1, policy="har
     Raises:
         ValueError: an unknown policy.
     """
+    counts, costs, classes, sms, of, total, nonzero, sim, keys = _sets(counts, costs, classes, num_sms,
+                                                                       slots_per_sm, policy, order)
+    m = len(classes)
+    out = np.zeros(len(counts))
+    one = (nonzero == 1)[of] & (counts > 0)
+    out[one] = np.ceil(counts[one] / sms[of[one]])
+    bound = (nonzero > 1) & (total > SIMULATE_MAX_TASKS)
+    if bound.any():  # every class spread evenly plus one task of the costliest class (its first, on a tie)
+        on = bound[of]
+        out[on] = counts[on].astype(float) / sms[of[on]]
+        key = np.where(counts > 0, costs, -1.0)
+        top = np.full(m, -np.inf)
+        np.maximum.at(top, of[on], key[on])
+        at = np.flatnonzero(on & (key == top[of]))
+        out[at[np.unique(of[at], return_index=True)[1]]] += 1.0
+    starts = np.cumsum(classes) - classes
+    for i, res in zip(sim, _busiest_counts_many(keys)):
+        out[starts[i]:starts[i] + classes[i]] = res
+    return out
+
+
+def simulation_keys(counts, costs, classes, num_sms, slots_per_sm=1, policy="hardware",
+                    order="interleaved") -> list[tuple]:
+    """The sets :func:`busiest_sm_sets` of the same arguments simulates, as keys for :func:`simulate_sets`.
+
+    Raises:
+        ValueError: an unknown policy.
+    """
+    return _sets(counts, costs, classes, num_sms, slots_per_sm, policy, order)[-1]
+
+
+def simulate_sets(keys: list[tuple]) -> None:
+    """Simulate the sets ``keys`` (of :func:`simulation_keys`) all at once and keep their results, so that later
+    :func:`busiest_sm_sets` calls find them kept: a caller that takes its sets in blocks collects every block's
+    keys and simulates them together first (many sets at once take fewer NumPy calls per set than a few)."""
+    _busiest_counts_many(keys)
+
+
+def _sets(counts, costs, classes, num_sms, slots_per_sm, policy, order):
+    """The arguments of :func:`busiest_sm_sets` as arrays (one machine, policy and order per set), the set of each
+    class, tasks and classes with tasks per set, and the sets to simulate with their :func:`_busiest_counts` keys."""
     counts = np.asarray(counts).astype("int64")
     costs = np.asarray(costs, dtype="float64")
     classes = np.asarray(classes, dtype="int64")
@@ -250,20 +427,8 @@ def busiest_sm_sets(counts, costs, classes, num_sms, slots_per_sm=1, policy="har
     starts = np.cumsum(classes) - classes
     total = np.bincount(of, weights=counts, minlength=m)
     nonzero = np.bincount(of, weights=counts > 0, minlength=m)
-    out = np.zeros(len(counts))
-    one = (nonzero == 1)[of] & (counts > 0)
-    out[one] = np.ceil(counts[one] / sms[of[one]])
-    bound = (nonzero > 1) & (total > SIMULATE_MAX_TASKS)
-    if bound.any():  # every class spread evenly plus one task of the costliest class (its first, on a tie)
-        on = bound[of]
-        out[on] = counts[on].astype(float) / sms[of[on]]
-        key = np.where(counts > 0, costs, -1.0)
-        top = np.full(m, -np.inf)
-        np.maximum.at(top, of[on], key[on])
-        at = np.flatnonzero(on & (key == top[of]))
-        out[at[np.unique(of[at], return_index=True)[1]]] += 1.0
-    for i in np.flatnonzero((nonzero > 1) & (total <= SIMULATE_MAX_TASKS)):
-        cls = slice(starts[i], starts[i] + classes[i])
-        out[cls] = _busiest_counts(tuple(counts[cls].tolist()), tuple(costs[cls].tolist()), int(sms[i]),
-                                   int(slots[i]), str(policy[i]), str(order[i]))
-    return out
+    sim = np.flatnonzero((nonzero > 1) & (total <= SIMULATE_MAX_TASKS))
+    keys = [(tuple(counts[starts[i]:starts[i] + classes[i]].tolist()),
+             tuple(costs[starts[i]:starts[i] + classes[i]].tolist()), int(sms[i]), int(slots[i]), str(policy[i]),
+             str(order[i])) for i in sim]
+    return counts, costs, classes, sms, of, total, nonzero, sim, keys

@@ -362,18 +362,26 @@ def _prefill_sums(units, rows_total, tq, tkv, qpt, S, w, prefix, sms: int, slots
     (:func:`_prefill_geometry`), window, cached prefix, resident CTAs per SM and scheduler (FA3's persistent one or
     the hardware one), on ``sms`` SMs; the launches are taken in blocks of about :data:`Q_TILE_BLOCK` q-tiles."""
     from synperf.model.kernels.tasks import set_sums
-    from synperf.model.schedule import busiest_sm_sets
+    from synperf.model.schedule import busiest_sm_sets, simulate_sets, simulation_keys
 
     args = [np.asarray(v) for v in (units, rows_total, tq, tkv, qpt, S, w, prefix, slots, persistent)]
     out = np.empty((8, len(args[0])))
     blocks = np.cumsum(np.ceil(args[1] / args[2])) // Q_TILE_BLOCK
-    for part in np.split(np.arange(len(args[0])), np.flatnonzero(np.diff(blocks)) + 1):
+    parts = np.split(np.arange(len(args[0])), np.flatnonzero(np.diff(blocks)) + 1)
+
+    def schedule(part):
         units, rows_total, tq, tkv, qpt, S, w, prefix, slots, persistent = (v[part] for v in args)
         kvt, valid, n_q = _q_tile_classes(rows_total, tq, tkv, qpt, S, w, prefix)
+        return (np.repeat(units, n_q), kvt, n_q, sms, slots, np.where(persistent, "persistent", "hardware"),
+                np.where(persistent, "descending", "interleaved")), valid
+
+    if len(parts) > 1:  # every block's schedules simulated together first, then read back block by block
+        simulate_sets([k for part in parts for k in simulation_keys(*schedule(part)[0])])
+    for part in parts:
+        sets, valid = schedule(part)
+        kvt, n_q, tq = sets[1], sets[2], args[2][part]
         mma = np.minimum(np.repeat(tq, n_q), np.ceil(valid / 16.0) * 16.0)
-        per_sm = busiest_sm_sets(np.repeat(units, n_q), kvt, n_q, sms, slots,
-                                 np.where(persistent, "persistent", "hardware"),
-                                 np.where(persistent, "descending", "interleaved"))
+        per_sm = busiest_sm_sets(*sets)
         out[0, part] = n_q
         out[1:, part] = set_sums(np.stack([kvt, valid * kvt, mma * kvt, per_sm, per_sm * kvt, per_sm * valid * kvt,
                                            per_sm * mma * kvt]), n_q)
