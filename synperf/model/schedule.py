@@ -193,6 +193,8 @@ CACHE_SETS = 65536
 _CACHE: OrderedDict = OrderedDict()
 #: fewer sets than this are simulated one at a time: a joint sweep costs a few NumPy calls per distinct time
 BATCH_MIN_SETS = 32
+#: the joint sweep hands the sets left over to per-set heaps when no more than this many have tasks left
+TAIL_SETS = 4
 _ORDERS = ("grouped", "interleaved", "descending")
 
 
@@ -265,6 +267,9 @@ def _batch_busiest(keys: list[tuple]) -> list[tuple[float, ...]]:
     times: list = []
     _push(buckets, times, ev_time[live], ev_set[live] * stride + ev_slot[live])
     while times:
+        if np.count_nonzero(ptr < n) <= TAIL_SETS:  # a few sets left: per-task heaps cost less than a sweep
+            _finish_with_heaps(buckets, times, stride, ptr, n, off, cost, sms, sm_of)
+            break
         t = heapq.heappop(times)
         ev = buckets.pop(t)
         ev = np.sort(ev[0] if len(ev) == 1 else np.concatenate(ev), kind="stable")  # sorted runs: merged
@@ -288,9 +293,10 @@ def _batch_busiest(keys: list[tuple]) -> list[tuple[float, ...]]:
     loads = np.bincount(task_set * smax + sm_of, weights=cost, minlength=m * smax).reshape(m, smax)
     busiest = np.argmax(loads, axis=1)
     on = sm_of == busiest[task_set]
-    per_class = np.bincount((cls + np.repeat(np.cumsum(k) - k, n))[on], minlength=int(k.sum())).tolist()
+    per_class = np.bincount((cls + np.repeat(np.cumsum(k) - k, n))[on], minlength=int(k.sum()))
+    per_class = per_class.astype(float).tolist()
     ends = np.cumsum(k).tolist()
-    return [tuple(float(v) for v in per_class[e - len(key[0]):e]) for e, key in zip(ends, keys)]
+    return [tuple(per_class[e - len(key[0]):e]) for e, key in zip(ends, keys)]
 
 
 def _expand_many(keys: list[tuple]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -314,10 +320,30 @@ def _expand_many(keys: list[tuple]) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     return cls[perm], costs[flat[perm]], n, k
 
 
-def _push(buckets: dict, times: list, t: np.ndarray, ev: np.ndarray) -> None:
-    """Add the slot keys ``ev`` to the buckets of their free times ``t`` (a new time goes on the heap ``times``)."""
+def _finish_with_heaps(buckets: dict, times: list, stride: int, ptr, n, off, cost, sms, sm_of) -> None:
+    """Place the remaining tasks of :func:`_batch_busiest`'s sets from its pending slot keys (``buckets`` by free
+    time): one heap of ``(time, slot)`` per set, a pop and a push per task, as :func:`_round_robin_sms`."""
+    heaps: dict = {}
+    for t in times:
+        for part in buckets[t]:
+            for key in part.tolist():
+                heaps.setdefault(key // stride, []).append((t, key % stride))
+    for s, heap in heaps.items():
+        heapq.heapify(heap)
+        lo, hi, m = int(off[s] + ptr[s]), int(off[s] + n[s]), int(sms[s])
+        slots = []
+        for c in cost[lo:hi].tolist():
+            t, slot = heap[0]
+            slots.append(slot)
+            heapq.heapreplace(heap, (t + c, slot))
+        sm_of[lo:hi] = np.asarray(slots, dtype="int64") % m
+
+
+def _push(buckets: dict, times: list, t: np.ndarray, ev: np.ndarray) -> int:
+    """Add the slot keys ``ev`` to the buckets of their free times ``t`` (a new time goes on the heap ``times``);
+    the number added."""
     if len(t) == 0:
-        return
+        return 0
     order = np.argsort(t, kind="stable")
     t, ev = t[order], ev[order]
     new_time = np.empty(len(t), dtype=bool)
@@ -331,6 +357,7 @@ def _push(buckets: dict, times: list, t: np.ndarray, ev: np.ndarray) -> None:
         else:
             buckets[tv] = [part]
             heapq.heappush(times, tv)
+    return len(t)
 
 
 def busiest_sm(counts, costs, num_sms: int, slots_per_sm: int = 1, policy: str = "hardware",
