@@ -24,8 +24,8 @@ per SM are limited by warps, registers, shared memory and the CTA cap
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
-from collections import OrderedDict
 
 import numpy as np
 
@@ -188,9 +188,9 @@ def _busiest(sm_of: np.ndarray, c: np.ndarray, num_sms: int) -> int:
     return int(cand[int(np.argmax(exact))])
 
 
-#: simulated sets kept by :func:`_busiest_counts_many` (least recently used dropped first)
+#: simulated sets kept by :func:`_busiest_counts_many` (the oldest dropped first)
 CACHE_SETS = 65536
-_CACHE: OrderedDict = OrderedDict()
+_CACHE: dict = {}
 #: fewer sets than this are simulated one at a time: a joint sweep costs a few NumPy calls per distinct time
 BATCH_MIN_SETS = 32
 #: the joint sweep hands the sets left over to per-set heaps when no more than this many have tasks left
@@ -209,32 +209,27 @@ def _busiest_counts(counts: tuple[int, ...], costs: tuple[float, ...], num_sms: 
 
 def _busiest_counts_many(keys: list[tuple]) -> list[tuple[float, ...]]:
     """:func:`_busiest_counts` of each key ``(counts, costs, num_sms, slots, policy, order)``, each distinct key
-    simulated once per process (:data:`CACHE_SETS` kept). The sets whose costs are integers (summing below 2**52)
-    are simulated together (:func:`_batch_busiest`) when there are :data:`BATCH_MIN_SETS` of them; the others one
-    at a time."""
-    out: dict = {}
-    for key in keys:
-        if key in _CACHE:
-            _CACHE.move_to_end(key)
-            out[key] = _CACHE[key]
-    todo = [k for k in dict.fromkeys(keys) if k not in out]
+    simulated once while kept (the last :data:`CACHE_SETS` simulated are kept). The sets whose costs are integers
+    (summing below 2**52) are simulated together (:func:`_batch_busiest`) when there are :data:`BATCH_MIN_SETS` of
+    them; the others one at a time."""
+    out = {key: _CACHE.get(key) for key in keys}  # each long key hashed as few times as can be
+    todo = [k for k, v in out.items() if v is None]
     whole = [k for k in todo if _integer_costs(k[0], k[1])]
     if len(whole) >= BATCH_MIN_SETS:
         out.update(zip(whole, _batch_busiest(whole)))
     for key in todo:
-        if key not in out:
+        if out[key] is None:
             out[key] = _busiest_counts(*key)
-    for key in todo:
         _CACHE[key] = out[key]
-    while len(_CACHE) > CACHE_SETS:
-        _CACHE.popitem(last=False)
+    for old in list(itertools.islice(_CACHE, max(0, len(_CACHE) - CACHE_SETS))):  # the oldest first
+        del _CACHE[old]
     return [out[k] for k in keys]
 
 
 def _integer_costs(counts: tuple[int, ...], costs: tuple[float, ...]) -> bool:
-    c = np.asarray(costs, dtype="float64")
-    return bool(np.all(np.isfinite(c) & (c > 0) & (c == np.floor(c)))
-                and float(np.dot(np.asarray(counts, dtype="float64"), c)) < 2.0 ** 52)
+    """True when every cost is an integer in [1, 2**52) and the set's summed cost is below 2**52."""
+    return (all(0.0 < c < 2.0 ** 52 and c == math.floor(c) for c in costs)
+            and sum(n * c for n, c in zip(counts, costs)) < 2.0 ** 52)
 
 
 def _batch_busiest(keys: list[tuple]) -> list[tuple[float, ...]]:

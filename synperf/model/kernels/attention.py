@@ -227,17 +227,23 @@ def check_supported(df: pd.DataFrame, kernel: str, registry, where: str = "param
     sub = df[cols]
     first = np.flatnonzero(~sub.duplicated().to_numpy())
     values = {c: sub[c].iloc[first].tolist() for c in cols}
+    checked: set = set()  # (gpu, path, head_dim) and (gpu, path, tile) already found runnable
     for j, i in enumerate(first):
         r = {c: values[c][j] for c in cols}
-        spec = registry[str(r["gpu"])]
+        gpu = str(r["gpu"])
+        spec = registry[gpu]
         try:
             path = attention_path(str(r["implementation"]), spec, kernel)
             D = int(r["head_dim"])
-            _check_head_dim(path, D, spec)
+            if (gpu, path, D) not in checked:
+                _check_head_dim(path, D, spec)
+                checked.add((gpu, path, D))
             if kernel == "attention_prefill":
                 tq, tkv, _, _, _, warps, hd = _prefill_geometry(path, int(r["seq_len"]), int(r["num_heads"]),
                                                                 int(r["num_kv_heads"]), D, spec)
-                _slots(path, spec, tq, tkv, hd, warps)
+                if (gpu, path, tq, tkv, hd, warps) not in checked:
+                    _slots(path, spec, tq, tkv, hd, warps)
+                    checked.add((gpu, path, tq, tkv, hd, warps))
         except InputError as exc:
             raise InputError(f"{where} row {i}: {exc}") from None
 
@@ -362,7 +368,7 @@ def _prefill_sums(units, rows_total, tq, tkv, qpt, S, w, prefix, sms: int, slots
     (:func:`_prefill_geometry`), window, cached prefix, resident CTAs per SM and scheduler (FA3's persistent one or
     the hardware one), on ``sms`` SMs; the launches are taken in blocks of about :data:`Q_TILE_BLOCK` q-tiles."""
     from synperf.model.kernels.tasks import set_sums
-    from synperf.model.schedule import busiest_sm_sets, simulate_sets, simulation_keys
+    from synperf.model.schedule import SIMULATE_MAX_TASKS, busiest_sm_sets, simulate_sets, simulation_keys
 
     args = [np.asarray(v) for v in (units, rows_total, tq, tkv, qpt, S, w, prefix, slots, persistent)]
     out = np.empty((8, len(args[0])))
@@ -375,8 +381,12 @@ def _prefill_sums(units, rows_total, tq, tkv, qpt, S, w, prefix, sms: int, slots
         return (np.repeat(units, n_q), kvt, n_q, sms, slots, np.where(persistent, "persistent", "hardware"),
                 np.where(persistent, "descending", "interleaved")), valid
 
-    if len(parts) > 1:  # every block's schedules simulated together first, then read back block by block
-        simulate_sets([k for part in parts for k in simulation_keys(*schedule(part)[0])])
+    if len(parts) > 1:  # the simulated schedules of every block together first, then read back block by block
+        n_q = np.ceil(args[1] / args[2])
+        sim = np.flatnonzero((args[0] > 0) & (n_q > 1) & (args[0] * n_q <= SIMULATE_MAX_TASKS))
+        sim_blocks = np.cumsum(n_q[sim]) // Q_TILE_BLOCK
+        simulate_sets([k for part in np.split(sim, np.flatnonzero(np.diff(sim_blocks)) + 1)
+                       for k in simulation_keys(*schedule(part)[0])])
     for part in parts:
         sets, valid = schedule(part)
         kvt, n_q, tq = sets[1], sets[2], args[2][part]
