@@ -476,11 +476,15 @@ def nearest_sources(train: pd.DataFrame, test: pd.DataFrame, registry, train_key
                        "src_pos": cand})
     tr = tr.drop_duplicates(["key", "src_gpu"], keep="first")
     te = pd.DataFrame({"key": test_keys, "gpu": test["gpu"].astype(str).to_numpy(),
-                       "dtype": test["dtype"].astype(str).to_numpy(), "kernel": test["kernel"].astype(str).to_numpy(),
-                       "pos": np.arange(len(test))})
+                       "dtype": test["dtype"].astype(str).to_numpy(), "kernel": test["kernel"].astype(str).to_numpy()})
+    # test rows of one (shape, GPU, dtype, kernel) have one source: each distinct one is matched once
+    code = te.groupby(list(te.columns), sort=False, dropna=False).ngroup().to_numpy()
+    te = te.iloc[np.unique(code, return_index=True)[1]].reset_index(drop=True)
+    te["pos"] = np.arange(len(te))
     pairs = te.merge(tr, on="key", how="inner")
     if pairs.empty:
         return out
+    out = out.iloc[:len(te)].copy()
     combos = pairs[["gpu", "src_gpu", "dtype", "kernel"]].drop_duplicates().reset_index(drop=True)
     tgt = gpu_columns(combos["gpu"], combos["dtype"], combos["kernel"], registry)
     src = gpu_columns(combos["src_gpu"], combos["dtype"], combos["kernel"], registry)
@@ -496,7 +500,7 @@ def nearest_sources(train: pd.DataFrame, test: pd.DataFrame, registry, train_key
     out.loc[pos, "src_gpu"] = best["src_gpu"].to_numpy()
     out.loc[pos, "same_class"] = best["same_class"].to_numpy(dtype=bool)
     out.loc[pos, "distance"] = best["distance"].to_numpy()
-    return out
+    return out.iloc[code].reset_index(drop=True)
 
 
 def _nearest(train, test, registry):
