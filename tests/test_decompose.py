@@ -203,3 +203,15 @@ def test_prefill_blocks_and_joint_schedule_sweep_equal_one_set_at_a_time(registr
         s = attention.prefill_tasks(r.to_dict(), registry[r["gpu"]]).summary(registry[r["gpu"]], "bfloat16")
         for k, v in s.items():
             assert ref.loc[i, k] == pytest.approx(v), (i, k)
+
+
+def test_split_kv_rule_of_repeated_launches_equals_the_rule_per_launch():
+    # many launches, most repeated: each distinct (tasks, KV tiles) pair is ruled on once and spread back
+    rng = np.random.default_rng(5)
+    base = rng.integers(1, 300, 5000).astype(float)
+    kvt = rng.integers(1, 200, 5000).astype(float)
+    base[::2], kvt[::2] = base[1::2], kvt[1::2]
+    got = attention.num_splits(base, kvt, 132)
+    one = np.array([attention.num_splits(base[i:i + 1], kvt[i:i + 1], 132)[0] for i in range(len(base))])
+    np.testing.assert_array_equal(got, one)
+    assert len(np.unique(got)) > 3
