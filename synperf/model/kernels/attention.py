@@ -490,6 +490,11 @@ def num_splits(base_tasks, kv_tiles, num_sms: int):
         pairs, inverse = np.unique(np.column_stack([base, kvt]), axis=0, return_inverse=True)
         if len(pairs) < len(base):
             return num_splits(pairs[:, 0], pairs[:, 1], num_sms)[inverse.ravel()]
+    full = base >= 0.8 * num_sms  # launches that fill the SMs unsplit take 1; the rule runs on the others
+    if full.any() and base.ndim == 1:
+        out = np.ones(len(base))
+        out[~full] = num_splits(base[~full], kvt[~full], num_sms)
+        return out
     cand = np.arange(1, MAX_SPLITS + 1, dtype="float64")[None, :]
     n = base[:, None] * cand
     eff = n / (np.ceil(n / num_sms) * num_sms)
@@ -516,7 +521,8 @@ def decompose_decode(df: pd.DataFrame, registry) -> pd.DataFrame:
         L = L.where(~((w > 0) & (w < L)), w)
         kvb = _map_distinct(g["kv_cache_dtype"], _kv_elem_bytes)
         paths = _map_distinct(g["implementation"], lambda x: attention_path(x, spec, "attention_decode"))
-        for path, D_row in sorted(set(zip(paths, g["head_dim"].astype("int64")))):
+        pairs = pd.DataFrame({"path": paths.to_numpy(), "D": g["head_dim"].astype("int64").to_numpy()})
+        for path, D_row in sorted(set(pairs.drop_duplicates().itertuples(index=False, name=None))):
             _check_head_dim(path, int(D_row), spec)
         # every path packs the query heads of one KV head into one task for decode: FA3 and FlashInfer by
         # design, FA2 through its seqlen_q / n_groups swap for seqlen_q = 1 (flash_api.cpp)
