@@ -485,16 +485,18 @@ def num_splits(base_tasks, kv_tiles, num_sms: int):
     """
     base = np.asarray(base_tasks, dtype="float64")
     kvt = np.asarray(kv_tiles, dtype="float64")
-    if base.ndim == 1 and len(base) > 1 and np.isfinite(base).all() and np.isfinite(kvt).all():
-        # each distinct (tasks, KV tiles) pair once: the rule reads nothing else of a launch
-        pairs, inverse = np.unique(np.column_stack([base, kvt]), axis=0, return_inverse=True)
-        if len(pairs) < len(base):
-            return num_splits(pairs[:, 0], pairs[:, 1], num_sms)[inverse.ravel()]
     full = base >= 0.8 * num_sms  # launches that fill the SMs unsplit take 1; the rule runs on the others
     if full.any() and base.ndim == 1:
         out = np.ones(len(base))
         out[~full] = num_splits(base[~full], kvt[~full], num_sms)
         return out
+    whole = (base == np.floor(base)) & (kvt == np.floor(kvt)) & (base >= 0) & (kvt >= 0) & (base < 2**26) \
+        & (kvt < 2**26)
+    if base.ndim == 1 and len(base) > 1 and whole.all():
+        # each distinct (tasks, KV tiles) pair once (one exact key per pair): the rule reads nothing else
+        keys, first, inverse = np.unique(base * 2.0**26 + kvt, return_index=True, return_inverse=True)
+        if len(keys) < len(base):
+            return num_splits(base[first], kvt[first], num_sms)[inverse]
     cand = np.arange(1, MAX_SPLITS + 1, dtype="float64")[None, :]
     n = base[:, None] * cand
     eff = n / (np.ceil(n / num_sms) * num_sms)
