@@ -416,23 +416,6 @@ def busiest_sm_sets(counts, costs, classes, num_sms, slots_per_sm=1, policy="har
     return out
 
 
-def simulation_keys(counts, costs, classes, num_sms, slots_per_sm=1, policy="hardware",
-                    order="interleaved") -> list[tuple]:
-    """The sets :func:`busiest_sm_sets` of the same arguments simulates, as keys for :func:`simulate_sets`.
-
-    Raises:
-        ValueError: an unknown policy.
-    """
-    return _sets(counts, costs, classes, num_sms, slots_per_sm, policy, order)[-1]
-
-
-def simulate_sets(keys: list[tuple]) -> None:
-    """Simulate the sets ``keys`` (of :func:`simulation_keys`) all at once and keep their results, so that later
-    :func:`busiest_sm_sets` calls find them kept: a caller that takes its sets in blocks collects every block's
-    keys and simulates them together first (many sets at once take fewer NumPy calls per set than a few)."""
-    _busiest_counts_many(keys)
-
-
 def _sets(counts, costs, classes, num_sms, slots_per_sm, policy, order):
     """The arguments of :func:`busiest_sm_sets` as arrays (one machine, policy and order per set), the set of each
     class, tasks and classes with tasks per set, and the sets to simulate with their :func:`_busiest_counts` keys."""

@@ -368,12 +368,12 @@ def _prefill_sums(units, rows_total, tq, tkv, qpt, S, w, prefix, sms: int, slots
     (:func:`_prefill_geometry`), window, cached prefix, resident CTAs per SM and scheduler (FA3's persistent one or
     the hardware one), on ``sms`` SMs; the launches are taken in blocks of about :data:`Q_TILE_BLOCK` q-tiles."""
     from synperf.model.kernels.tasks import set_sums
-    from synperf.model.schedule import SIMULATE_MAX_TASKS, busiest_sm_sets, simulate_sets, simulation_keys
+    from synperf.model.schedule import SIMULATE_MAX_TASKS, busiest_sm_sets
 
     args = [np.asarray(v) for v in (units, rows_total, tq, tkv, qpt, S, w, prefix, slots, persistent)]
     out = np.empty((8, len(args[0])))
-    blocks = np.cumsum(np.ceil(args[1] / args[2])) // Q_TILE_BLOCK
-    parts = np.split(np.arange(len(args[0])), np.flatnonzero(np.diff(blocks)) + 1)
+    n_q_all = np.ceil(args[1] / args[2])
+    blocks = np.cumsum(n_q_all) // Q_TILE_BLOCK
 
     def schedule(part):
         units, rows_total, tq, tkv, qpt, S, w, prefix, slots, persistent = (v[part] for v in args)
@@ -381,17 +381,28 @@ def _prefill_sums(units, rows_total, tq, tkv, qpt, S, w, prefix, sms: int, slots
         return (np.repeat(units, n_q), kvt, n_q, sms, slots, np.where(persistent, "persistent", "hardware"),
                 np.where(persistent, "descending", "interleaved")), valid
 
-    if len(parts) > 1:  # the simulated schedules of every block together first, then read back block by block
-        n_q = np.ceil(args[1] / args[2])
-        sim = np.flatnonzero((args[0] > 0) & (n_q > 1) & (args[0] * n_q <= SIMULATE_MAX_TASKS))
-        sim_blocks = np.cumsum(n_q[sim]) // Q_TILE_BLOCK
-        simulate_sets([k for part in np.split(sim, np.flatnonzero(np.diff(sim_blocks)) + 1)
-                       for k in simulation_keys(*schedule(part)[0])])
-    for part in parts:
+    def spans(idx, size):  # consecutive launches of ``idx`` in blocks of about ``size`` q-tiles
+        return np.split(idx, np.flatnonzero(np.diff(np.cumsum(n_q_all[idx]) // size)) + 1)
+
+    # the launches whose schedules are simulated (several classes, few tasks) first, in large blocks: many sets
+    # per scheduler call (busiest_sm_sets simulates a call's sets together); their busiest SMs are then read in
+    # launch order, block by block, beside the closed forms of the other launches
+    sim = (args[0] > 0) & (n_q_all > 1) & (args[0] * n_q_all <= SIMULATE_MAX_TASKS)
+    simulated = [busiest_sm_sets(*schedule(part)[0]) for part in spans(np.flatnonzero(sim), 16 * Q_TILE_BLOCK)]
+    simulated = np.concatenate(simulated) if simulated else np.zeros(0)
+    at = 0
+    for part in np.split(np.arange(len(args[0])), np.flatnonzero(np.diff(blocks)) + 1):
         sets, valid = schedule(part)
         kvt, n_q, tq = sets[1], sets[2], args[2][part]
         mma = np.minimum(np.repeat(tq, n_q), np.ceil(valid / 16.0) * 16.0)
-        per_sm = busiest_sm_sets(*sets)
+        on = np.repeat(sim[part], n_q)  # classes of simulated launches
+        per_sm = np.empty(len(kvt))
+        per_sm[on] = simulated[at:at + int(on.sum())]
+        at += int(on.sum())
+        if not on.all():
+            rest = ~sim[part]
+            per_sm[~on] = busiest_sm_sets(sets[0][~on], kvt[~on], n_q[rest], sms, sets[4][rest], sets[5][rest],
+                                          sets[6][rest])
         out[0, part] = n_q
         out[1:, part] = set_sums(np.stack([kvt, valid * kvt, mma * kvt, per_sm, per_sm * kvt, per_sm * valid * kvt,
                                            per_sm * mma * kvt]), n_q)
