@@ -297,22 +297,28 @@ def _batch_busiest(keys: list[tuple]) -> list[tuple[float, ...]]:
 def _expand_many(keys: list[tuple]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`_expand` of every set of ``keys`` (``(counts, costs, num_sms, slots, policy, order)``, integer costs),
     one set after the other: (class of each task, its cost, tasks per set, classes per set)."""
+    m = len(keys)
     k = np.array([len(key[0]) for key in keys], dtype="int64")
     counts = np.array([c for key in keys for c in key[0]], dtype="int64")
     costs = np.array([c for key in keys for c in key[1]], dtype="float64")
-    n = np.bincount(np.repeat(np.arange(len(keys)), k), weights=counts, minlength=len(keys)).astype("int64")
+    first_class = np.cumsum(k) - k
+    n = np.bincount(np.repeat(np.arange(m), k), weights=counts, minlength=m).astype("int64")
     flat = np.repeat(np.arange(len(counts)), counts)  # class (numbered over all sets) of each task, grouped order
-    cls = flat - np.repeat(np.cumsum(k) - k, n)  # its class within its set
-    task_set = np.repeat(np.arange(len(keys)), n)
-    rank = np.arange(len(flat)) - np.repeat(np.cumsum(counts) - counts, counts)  # task's place in its class
-    order = np.array([_ORDERS.index(key[5]) for key in keys], dtype="int64")[task_set]
-    # the sort key of each set's order (see _expand); grouped keeps the tasks as they are
-    primary = np.where(order == 1, rank * k[task_set] + cls, np.where(order == 2, -costs[flat], 0.0))
-    # one stable sort on set, then the order's key (integers here: classes and integer costs), exact in float64
-    lo = primary.min() if len(primary) else 0.0
-    span = (primary.max() - lo + 1.0) if len(primary) else 1.0
-    perm = np.argsort(task_set * span + (primary - lo), kind="stable")
-    return cls[perm], costs[flat[perm]], n, k
+    task_set = np.repeat(np.arange(m), n)
+    order = np.array([_ORDERS.index(key[5]) for key in keys], dtype="int64")
+    # interleaved sets whose classes have equal counts cycle through their classes: task j is of class j % k
+    same = np.minimum.reduceat(counts, first_class) == np.maximum.reduceat(counts, first_class) if m else order
+    cyclic = ((order == 1) & same)[task_set]
+    local = np.arange(len(flat)) - np.repeat(np.cumsum(n) - n, n)
+    flat[cyclic] = first_class[task_set[cyclic]] + local[cyclic] % k[task_set[cyclic]]
+    sort = np.flatnonzero(((order == 2) | ((order == 1) & ~same))[task_set])
+    if len(sort):  # the other interleaved and the descending sets: a stable sort on set, then the order's key
+        f, ts = flat[sort], task_set[sort]
+        rank = sort - np.repeat(np.cumsum(counts) - counts, counts)[sort]  # task's place in its class
+        primary = np.where(order[ts] == 1, rank * k[ts] + (f - first_class[ts]), -costs[f])
+        lo, span = primary.min(), primary.max() - primary.min() + 1.0  # integers: exact in float64
+        flat[sort] = f[np.argsort(ts * span + (primary - lo), kind="stable")]
+    return flat - np.repeat(first_class, n), costs[flat], n, k
 
 
 def _finish_with_heaps(buckets: dict, times: list, stride: int, ptr, n, off, cost, sms, sm_of) -> None:
