@@ -193,8 +193,8 @@ CACHE_SETS = 65536
 _CACHE: dict = {}
 #: fewer sets than this are simulated one at a time: a joint sweep costs a few NumPy calls per distinct time
 BATCH_MIN_SETS = 32
-#: the joint sweep hands the sets left over to per-set heaps when no more than this many have tasks left
-TAIL_SETS = 4
+#: the joint sweep hands the sets left over to per-set heaps when no more than this many tasks are left
+TAIL_TASKS = 8192
 _ORDERS = ("grouped", "interleaved", "descending")
 
 
@@ -262,7 +262,7 @@ def _batch_busiest(keys: list[tuple]) -> list[tuple[float, ...]]:
     times: list = []
     _push(buckets, times, ev_time[live], ev_set[live] * stride + ev_slot[live])
     while times:
-        if np.count_nonzero(ptr < n) <= TAIL_SETS:  # a few sets left: per-task heaps cost less than a sweep
+        if int((n - ptr).sum()) <= TAIL_TASKS:  # few tasks left: per-task heaps cost less than a sweep
             _finish_with_heaps(buckets, times, stride, ptr, n, off, cost, sms, sm_of)
             break
         t = heapq.heappop(times)
