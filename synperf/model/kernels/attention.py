@@ -528,34 +528,36 @@ def decompose_decode(df: pd.DataFrame, registry) -> pd.DataFrame:
     out = []
     for gpu, g in df.groupby("gpu", sort=False):
         spec = registry[gpu]
-        B, H, Hkv, D = (g[c].astype("float64") for c in ("batch_size", "num_heads", "num_kv_heads", "head_dim"))
-        L = g["kv_len"].astype("float64").clip(lower=1.0)
-        w = g["window_size"].astype("float64").fillna(0.0)
-        L = L.where(~((w > 0) & (w < L)), w)
-        kvb = _map_distinct(g["kv_cache_dtype"], _kv_elem_bytes)
-        paths = _map_distinct(g["implementation"], lambda x: attention_path(x, spec, "attention_decode"))
-        pairs = pd.DataFrame({"path": paths.to_numpy(), "D": g["head_dim"].astype("int64").to_numpy()})
+        B, H, Hkv, D = (g[c].astype("float64").to_numpy()
+                        for c in ("batch_size", "num_heads", "num_kv_heads", "head_dim"))
+        L = np.maximum(g["kv_len"].astype("float64").to_numpy(), 1.0)
+        w = g["window_size"].astype("float64").fillna(0.0).to_numpy()
+        L = np.where((w > 0) & (w < L), w, L)
+        kvb = _map_distinct(g["kv_cache_dtype"], _kv_elem_bytes).to_numpy(dtype="float64")
+        paths = _map_distinct(g["implementation"], lambda x: attention_path(x, spec, "attention_decode")).to_numpy()
+        pairs = pd.DataFrame({"path": paths, "D": g["head_dim"].astype("int64").to_numpy()})
         for path, D_row in sorted(set(pairs.drop_duplicates().itertuples(index=False, name=None))):
             _check_head_dim(path, int(D_row), spec)
         # every path packs the query heads of one KV head into one task for decode: FA3 and FlashInfer by
         # design, FA2 through its seqlen_q / n_groups swap for seqlen_q = 1 (flash_api.cpp)
-        packed = pd.Series(True, index=g.index)
-        group = (H / Hkv).clip(lower=1.0)
-        rows = group.where(packed, 1.0)
+        rows = np.maximum(H / Hkv, 1.0)
         tq = np.maximum(16.0, np.ceil(rows / 16.0) * 16.0)
-        units = (B * Hkv).where(packed, B * H)
+        units = B * Hkv
         kv_tiles = np.ceil(L / MIN_KEYS_PER_SPLIT)
-        splits = pd.Series(num_splits(units, kv_tiles, spec.sm_count), index=g.index)
+        splits = num_splits(units, kv_tiles, spec.sm_count)
         kv_split = np.ceil(np.ceil(L / splits) / 16.0) * 16.0
-        per_task = {"tensor_ops": 4.0 * tq * kv_split * D, "fma_ops": 2.0 * rows * kv_split,
-                    "xu_ops": rows * kv_split + rows * np.ceil(kv_split / MIN_KEYS_PER_SPLIT),
-                    "load_bytes": rows * D * 2.0 + kv_split * D * 2.0 * kvb}
+
+        def series(v):
+            return pd.Series(v, index=g.index)
+
+        per_task = {"tensor_ops": series(4.0 * tq * kv_split * D), "fma_ops": series(2.0 * rows * kv_split),
+                    "xu_ops": series(rows * kv_split + rows * np.ceil(kv_split / MIN_KEYS_PER_SPLIT)),
+                    "load_bytes": series(rows * D * 2.0 + kv_split * D * 2.0 * kvb)}
         dram = B * L * 2.0 * Hkv * D * kvb + B * H * D * 2.0
         store = B * H * D * 2.0 + (splits > 1) * B * H * splits * (D + 1) * 4.0
-        persistent = paths.eq("fa3")
-        slots = pd.Series(np.where(persistent, 1.0, 2.0), index=g.index)
-        s = uniform_summary(units * splits, pd.Series(float(spec.sm_count), index=g.index), per_task, dram, store,
-                            slots, persistent)
+        persistent = paths == "fa3"
+        s = uniform_summary(series(units * splits), series(float(spec.sm_count)), per_task, series(dram),
+                            series(store), series(np.where(persistent, 1.0, 2.0)), series(persistent))
         s["tile_q"], s["kv_splits"] = tq, splits
         out.append(s)
     return pd.concat(out).loc[df.index]
