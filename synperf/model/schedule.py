@@ -13,7 +13,11 @@ Two schedulers:
 Both return per-SM task lists. :func:`busiest_sm` reduces per-class task sets to
 the demand vector of the most-loaded SM, with a closed form for uniform tasks and
 an exact simulation (cached) for small heterogeneous sets; :func:`busiest_sm_sets` does
-the same for many task sets at once.
+the same for many task sets at once. The simulations give every task the slot a heap of
+``(free time, order)`` keys would give it, but hand tasks out in rounds of NumPy operations:
+per set, every slot that frees before the next possible push (:func:`_slot_sms`); for many
+sets with integer costs, all sets together in one sweep over the free times
+(:func:`_batch_busiest`).
 
 Occupancy (:func:`ctas_per_sm`) follows the CUDA occupancy rules: resident CTAs
 per SM are limited by warps, registers, shared memory and the CTA cap
