@@ -27,7 +27,7 @@ from synperf.data.hardware import Registry, load_registry
 from synperf.data.io import InputError, brief_error, close_match
 from synperf.data.launches import TENSOR_FAMILIES, check_launches, check_param_keys
 from synperf.data.schema import KERNEL_PARAMS, LAUNCH_COLUMNS, conform
-from synperf.evaluation.path_selection import CHOICE_FILE, load_choice, predict_with_choice
+from synperf.evaluation.path_selection import CHOICE_FILE, choice_reads_mlp, load_choice, predict_with_choice
 from synperf.model.estimator import TrainedModel
 from synperf.model.features import FEATURE_SETS, build_features, primary_feature_set
 from synperf.model.kernels.dtypes import DTYPE_BYTES
@@ -419,7 +419,12 @@ def _predict_chunk(table: pd.DataFrame, registry: Registry, exp_dir: Path, model
     ff = build_features(table, registry, model.meta.get("feature_set", "v1"))
     out = pd.DataFrame(index=table.index)
     out["theoretical_time_us"] = ff.frame["theoretical_time_us"].to_numpy()
-    out["predicted_latency_us"] = model.predict_latency_us(ff)
+    reads_mlp = choice is None or choice_reads_mlp(choice, table["gpu"])
+    if reads_mlp:
+        out["predicted_latency_us"] = model.predict_latency_us(ff)
+    else:  # the chosen paths answer every row without the MLP: its encoder still checks and names unknown levels
+        model.encoder.transform(ff.frame)
+        out["predicted_latency_us"] = np.nan
     out["predicted_efficiency"] = out["theoretical_time_us"] / out["predicted_latency_us"]
     out["prediction_path"] = f"mlp:{model_dir}"
     out["unknown_category"] = model.encoder.unknown.to_numpy()
@@ -432,8 +437,8 @@ def _predict_chunk(table: pd.DataFrame, registry: Registry, exp_dir: Path, model
     # the features and MLP predictions above serve the path when it uses the same feature set and MLP
     same_fs = choice.get("feature_set", "v2") == model.meta.get("feature_set", "v1")
     chosen = predict_with_choice(choice, exp_dir, table, registry, mlp, features=ff if same_fs else None,
-                                 mlp_pred=out["predicted_latency_us"].to_numpy() if same_fs and mlp is model
-                                 else None)
+                                 mlp_pred=out["predicted_latency_us"].to_numpy()
+                                 if same_fs and mlp is model and reads_mlp else None)
     out["predicted_latency_us"] = chosen["predicted_latency_us"].to_numpy()
     out["predicted_efficiency"] = out["theoretical_time_us"] / out["predicted_latency_us"]
     out["prediction_path"] = chosen["prediction_path"].to_numpy()

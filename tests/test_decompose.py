@@ -168,3 +168,50 @@ def test_vectorised_gemm_equals_explicit_tasks(registry, gpu):
         s = gemm.tasks(r.to_dict(), registry[gpu]).summary(registry[gpu], r["dtype"])
         for k, v in s.items():
             assert vec.loc[i, k] == pytest.approx(v), (gpu, i, k)
+
+
+def test_prefill_blocks_and_joint_schedule_sweep_equal_one_set_at_a_time(registry, monkeypatch):
+    """Many launches taken in small q-tile blocks, their schedules simulated up front in one sweep over time,
+    give bit for bit what one block and per-set simulations give; and a few rows match their explicit task sets."""
+    from synperf.model import schedule
+
+    rng = np.random.default_rng(3)
+    n = 400
+    heads = [(32, 8), (64, 8), (8, 8), (16, 16), (28, 4)]
+    h = [heads[i] for i in rng.integers(0, len(heads), n)]
+    S = rng.integers(1, 3000, n)
+    df = rows("attention_prefill", gpu=[["h100_sxm", "a100_sxm4_80gb", "l40s"][i] for i in rng.integers(0, 3, n)],
+              implementation=[["vllm_flash_attn", "vllm_flashinfer"][i] for i in rng.integers(0, 2, n)],
+              dtype="bfloat16", batch_size=rng.integers(1, 6, n).tolist(), seq_len=S.tolist(),
+              kv_len=(S + rng.integers(0, 2, n) * rng.integers(0, 2000, n)).tolist(),
+              num_heads=[a for a, _ in h], num_kv_heads=[b for _, b in h],
+              head_dim=[[64, 128][i] for i in rng.integers(0, 2, n)],
+              kv_cache_dtype=[["bfloat16", "fp8"][i] for i in rng.integers(0, 2, n)],
+              window_size=(rng.integers(0, 2, n) * 256).tolist())
+    monkeypatch.setattr(schedule, "_CACHE", {})
+    monkeypatch.setattr(attention, "Q_TILE_BLOCK", 2048)
+    fast = attention.decompose_prefill(df, registry)
+    monkeypatch.setattr(schedule, "_CACHE", {})
+    monkeypatch.setattr(schedule, "BATCH_MIN_SETS", 10**9)
+    monkeypatch.setattr(attention, "Q_TILE_BLOCK", 10**9)
+    ref = attention.decompose_prefill(df, registry)
+    assert list(fast.columns) == list(ref.columns)
+    np.testing.assert_array_equal(fast.to_numpy(), ref.to_numpy())
+    assert (fast["persistent"] == 1).any() and (fast["persistent"] == 0).any()  # both schedulers
+    for i in range(0, n, 40):
+        r = df.iloc[i]
+        s = attention.prefill_tasks(r.to_dict(), registry[r["gpu"]]).summary(registry[r["gpu"]], "bfloat16")
+        for k, v in s.items():
+            assert ref.loc[i, k] == pytest.approx(v), (i, k)
+
+
+def test_split_kv_rule_of_repeated_launches_equals_the_rule_per_launch():
+    # many launches, most repeated: each distinct (tasks, KV tiles) pair is ruled on once and spread back
+    rng = np.random.default_rng(5)
+    base = rng.integers(1, 300, 5000).astype(float)
+    kvt = rng.integers(1, 200, 5000).astype(float)
+    base[::2], kvt[::2] = base[1::2], kvt[1::2]
+    got = attention.num_splits(base, kvt, 132)
+    one = np.array([attention.num_splits(base[i:i + 1], kvt[i:i + 1], 132)[0] for i in range(len(base))])
+    np.testing.assert_array_equal(got, one)
+    assert len(np.unique(got)) > 3

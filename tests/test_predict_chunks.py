@@ -58,3 +58,22 @@ def test_chunk_rows_are_whole_mlp_blocks_and_must_be_positive_integers(tmp_path)
         with pytest.raises(InputError, match=rf"^chunk_rows = {bad!r}; expected an integer >= 1$"):
             predict("gemm", {"m": 16, "n": 4096, "k": 4096, "dtype": "bfloat16"}, "h100_sxm", models_dir=tmp_path,
                     chunk_rows=bad)
+
+
+def test_predict_skipping_an_unread_mlp_equals_predict_with_it(registry, monkeypatch):
+    """rmsnorm's recorded path (a transfer over the residual model) reads no MLP on GPUs outside its training
+    GPUs: predict skips the MLP's forward pass there and gives the same output, bit for bit."""
+    import json
+
+    import synperf.api as api
+
+    choice = json.loads(need_output(MODELS / "rmsnorm" / "path.json").read_text())
+    gpus = [g for g in ("a40", "l40s", "h200_sxm", "gb200") if g not in choice.get("training_gpus", [])]
+    params, _ = launches("rmsnorm", 700)
+    on = [gpus[i % len(gpus)] for i in range(len(params))]
+    assert not api.choice_reads_mlp(choice, pd.Series(on))  # the case under test
+    fast = predict("rmsnorm", params, on, models_dir=MODELS, registry=registry, models="evaluation")
+    monkeypatch.setattr(api, "choice_reads_mlp", lambda choice, gpus: True)
+    full = predict("rmsnorm", params, on, models_dir=MODELS, registry=registry, models="evaluation")
+    pd.testing.assert_frame_equal(fast, full, check_exact=True)
+    assert fast.attrs == full.attrs and fast["prediction_path"].str.contains("transfer").any()

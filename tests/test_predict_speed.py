@@ -92,7 +92,9 @@ def _brute_force_sources(train: pd.DataFrame, test: pd.DataFrame, registry) -> t
 def test_sibling_lookup_equals_a_brute_force_search(vidur_gemm, registry):
     table, _ = vidur_gemm
     train = table[table.split == "train"].reset_index(drop=True)
-    test = table.sample(300, random_state=0).reset_index(drop=True)
+    test = table.sample(300, random_state=0)
+    # repeated launches (each distinct one is matched once) in a shuffled order
+    test = pd.concat([test, test.iloc[::3]]).sample(frac=1, random_state=1).reset_index(drop=True)
     got = transfer_sources(train, test, registry)
     pos, gpu = _brute_force_sources(train, test, registry)
     assert (got["src_pos"].to_numpy() >= 0).any() and (got["src_pos"].to_numpy() < 0).any()

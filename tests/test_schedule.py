@@ -127,3 +127,56 @@ def test_busiest_sm_equals_the_plain_simulation_including_near_ties(seed):
                 got = busiest_sm(counts, costs, sms, slots, policy, order)
                 assert got.tolist() == _reference_busiest(counts, costs, sms, slots, policy, order).tolist(), (
                     counts, costs, sms, slots, policy, order)
+
+
+def _random_sets(seed, n_sets, integer=True):
+    rng = np.random.default_rng(seed)
+    sets = []
+    while len(sets) < n_sets:
+        k = int(rng.integers(2, 12))
+        counts = [int(x) for x in rng.integers(0, 60, size=k)]
+        if sum(n > 0 for n in counts) < 2:
+            continue
+        costs = ([float(x) for x in rng.integers(1, [3, 20, 300][len(sets) % 3], size=k)] if integer
+                 else [round(float(x), 1) for x in rng.random(k) * 5 + 0.1])
+        policy = ("hardware", "persistent")[len(sets) % 2]
+        order = ("interleaved", "grouped", "descending")[len(sets) % 3]
+        sets.append((counts, costs, int(rng.integers(1, 40)), int(rng.integers(1, 4)), policy, order))
+    return sets
+
+
+@pytest.mark.parametrize("integer", [True, False])
+def test_many_sets_at_once_equal_the_plain_simulation_of_each(integer):
+    # busiest_sm_sets simulates many sets with integer costs in one sweep over time, the others one at a time
+    from synperf.model import schedule
+
+    sets = _random_sets(7 if integer else 8, 300, integer)
+    args = ([n for s in sets for n in s[0]], [c for s in sets for c in s[1]], [len(s[0]) for s in sets],
+            [s[2] for s in sets], [s[3] for s in sets], [s[4] for s in sets], [s[5] for s in sets])
+    schedule._CACHE.clear()
+    got = schedule.busiest_sm_sets(*args)
+    ref = np.concatenate([_reference_busiest(*s) for s in sets])
+    assert got.tolist() == ref.tolist()
+
+
+def test_joint_sweep_equals_the_per_set_simulation():
+    from synperf.model.schedule import _batch_busiest, _busiest_counts
+
+    keys = [(tuple(c), tuple(x), sms, slots, policy, order)
+            for c, x, sms, slots, policy, order in _random_sets(9, 400)]
+    assert _batch_busiest(keys) == [_busiest_counts(*k) for k in keys]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_rounds_hand_out_tasks_as_the_per_task_heap(seed):
+    # the rounds of _slot_sms against the heap, with zero costs, tiny costs after a huge one, reals and ties
+    from synperf.model.schedule import _min_heap_sms, _round_robin_sms, _slot_sms
+
+    rng = np.random.default_rng(seed)
+    for trial in range(200):
+        n, sms, slots = int(rng.integers(0, 300)), int(rng.integers(1, 20)), int(rng.integers(1, 4))
+        c = [rng.integers(1, 6, n).astype(float), rng.random(n) * 10, np.round(rng.integers(1, 5, n) * 0.1, 1),
+             np.where(rng.random(n) < 0.2, 0.0, rng.integers(1, 4, n).astype(float)),
+             np.r_[1e17, rng.random(n)][:n]][trial % 5]
+        assert _slot_sms(c, sms, slots, "hardware").tolist() == _round_robin_sms(c.tolist(), sms, slots)
+        assert _slot_sms(c, sms, slots, "persistent").tolist() == _min_heap_sms(c.tolist(), sms)

@@ -97,7 +97,12 @@ def check_moe_routing(topk, num_experts, ep_size=None, where: str = "params",
 def _check_labels(df: pd.DataFrame, col: str, ok, allowed, where: str) -> None:
     """Refuse the first non-null value of ``df[col]`` for which ``ok(value)`` is false."""
     values = df[col]
-    bad = values.notna().to_numpy() & ~values.astype(str).map(ok).to_numpy(dtype=bool)
+    if isinstance(values, pd.DataFrame):  # a repeated column name: every cell
+        bad = values.notna().to_numpy() & ~values.astype(str).map(ok).to_numpy(dtype=bool)
+    else:
+        codes, labels = pd.factorize(values.astype(str))  # ok called once per distinct label
+        fine = np.array([bool(ok(v)) for v in labels] + [True], dtype=bool)  # code -1 (missing) last
+        bad = values.notna().to_numpy() & ~fine[codes]
     if bad.any():
         i = _first_bad(bad)
         v = str(values.iloc[i])

@@ -83,6 +83,7 @@ every baseline reuses them instead of recomputing.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -156,16 +157,15 @@ def add_baseline_columns(df: pd.DataFrame, registry, tiles: bool = True) -> pd.D
         KeyError: a row's GPU lacks the dtype's peak, or a kernel without a work model.
         InputError: a GPU id not in the registry.
     """
-    out = df.copy()
     if len(df) == 0:
+        out = df.copy()
         for c in BASELINE_COLUMNS + ((TILE_COLUMN,) if tiles else ()):
             out[c] = np.zeros(0)
         return out
     w = work(df)
     hw = gpu_columns(df["gpu"], df["dtype"], df["kernel"], registry)
-    out["bl_flops"] = w["flops"].to_numpy(dtype="float64")
-    out["bl_dram_bytes"] = w["dram_bytes"].to_numpy(dtype="float64")
-    out["bl_xu_ops"] = w["xu_ops"].to_numpy(dtype="float64")
+    new = {c: w[k].to_numpy(dtype="float64") for c, k in (("bl_flops", "flops"), ("bl_dram_bytes", "dram_bytes"),
+                                                          ("bl_xu_ops", "xu_ops"))}
     if tiles and TILE_COLUMN not in df.columns:
         if "num_tasks" in df.columns and df["num_tasks"].notna().all():
             n = df["num_tasks"].to_numpy(dtype="float64")
@@ -173,15 +173,24 @@ def add_baseline_columns(df: pd.DataFrame, registry, tiles: bool = True) -> pd.D
             from synperf.model.features.v2 import decompose
 
             n = decompose(df, registry)["num_tasks"].to_numpy(dtype="float64")
-        out[TILE_COLUMN] = np.maximum(n, 1.0)
+        new[TILE_COLUMN] = np.maximum(n, 1.0)
     for src, dst in (("peak_flops_per_s", "bl_peak_flops_per_s"), ("xu_ops_per_s", "bl_xu_ops_per_s"),
                      ("dram_bytes_per_s", "bl_dram_bytes_per_s"), ("l2_bytes", "bl_l2_bytes"),
                      ("sm_count", "bl_sm_count"), ("clock_hz", "bl_clock_hz")):
-        out[dst] = hw[src].to_numpy(dtype="float64")
-    out["bl_compute_us"] = out["bl_flops"] / out["bl_peak_flops_per_s"] * 1e6
-    out["bl_xu_us"] = out["bl_xu_ops"] / out["bl_xu_ops_per_s"] * 1e6
-    out["bl_memory_us"] = out["bl_dram_bytes"] / out["bl_dram_bytes_per_s"] * 1e6
-    out["bl_roofline_us"] = out[["bl_compute_us", "bl_xu_us", "bl_memory_us"]].max(axis=1)
+        new[dst] = hw[src].to_numpy(dtype="float64")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        new["bl_compute_us"] = new["bl_flops"] / new["bl_peak_flops_per_s"] * 1e6
+        new["bl_xu_us"] = new["bl_xu_ops"] / new["bl_xu_ops_per_s"] * 1e6
+        new["bl_memory_us"] = new["bl_dram_bytes"] / new["bl_dram_bytes_per_s"] * 1e6
+    # the largest of the three, NaN only where all three are (as DataFrame.max(axis=1) skips NaN)
+    new["bl_roofline_us"] = np.fmax(np.fmax(new["bl_compute_us"], new["bl_xu_us"]), new["bl_memory_us"])
+    if any(c in df.columns for c in new):  # replaced in place, where they stand
+        out = df.copy()
+        for c, v in new.items():
+            out[c] = v
+        return out
+    out = pd.concat([df, pd.DataFrame(new, index=df.index)], axis=1)
+    out.attrs = copy.deepcopy(df.attrs)
     return out
 
 
@@ -476,11 +485,15 @@ def nearest_sources(train: pd.DataFrame, test: pd.DataFrame, registry, train_key
                        "src_pos": cand})
     tr = tr.drop_duplicates(["key", "src_gpu"], keep="first")
     te = pd.DataFrame({"key": test_keys, "gpu": test["gpu"].astype(str).to_numpy(),
-                       "dtype": test["dtype"].astype(str).to_numpy(), "kernel": test["kernel"].astype(str).to_numpy(),
-                       "pos": np.arange(len(test))})
+                       "dtype": test["dtype"].astype(str).to_numpy(), "kernel": test["kernel"].astype(str).to_numpy()})
+    # test rows of one (shape, GPU, dtype, kernel) have one source: each distinct one is matched once
+    code = te.groupby(list(te.columns), sort=False, dropna=False).ngroup().to_numpy()
+    te = te.iloc[np.unique(code, return_index=True)[1]].reset_index(drop=True)
+    te["pos"] = np.arange(len(te))
     pairs = te.merge(tr, on="key", how="inner")
     if pairs.empty:
         return out
+    out = out.iloc[:len(te)].copy()
     combos = pairs[["gpu", "src_gpu", "dtype", "kernel"]].drop_duplicates().reset_index(drop=True)
     tgt = gpu_columns(combos["gpu"], combos["dtype"], combos["kernel"], registry)
     src = gpu_columns(combos["src_gpu"], combos["dtype"], combos["kernel"], registry)
@@ -496,7 +509,7 @@ def nearest_sources(train: pd.DataFrame, test: pd.DataFrame, registry, train_key
     out.loc[pos, "src_gpu"] = best["src_gpu"].to_numpy()
     out.loc[pos, "same_class"] = best["same_class"].to_numpy(dtype=bool)
     out.loc[pos, "distance"] = best["distance"].to_numpy()
-    return out
+    return out.iloc[code].reset_index(drop=True)
 
 
 def _nearest(train, test, registry):

@@ -820,6 +820,21 @@ def load_choice(directory) -> dict | None:
     return read_artefact(f, keys=("path",)) if f.exists() else None
 
 
+def _choice_paths(choice: dict, gpus: pd.Series) -> tuple[str, str | None, set]:
+    """The fallback and seen path that :func:`predict_with_choice` takes for rows on ``gpus`` (the seen path None
+    when no row is on a training GPU) and the fitted models they read (:func:`models_of`)."""
+    fallback = choice.get("fallback") or BASE[choice["path"]]
+    seen_path = choice.get("seen_path")
+    if seen_path is not None and not gpus.astype(str).isin([str(g) for g in choice.get("training_gpus", [])]).any():
+        seen_path = None  # no row on a training GPU
+    return fallback, seen_path, models_of((choice["path"], fallback, seen_path))
+
+
+def choice_reads_mlp(choice: dict, gpus: pd.Series) -> bool:
+    """True when :func:`predict_with_choice` of ``choice`` reads the MLP for rows on ``gpus``."""
+    return "mlp" in _choice_paths(choice, gpus)[2]
+
+
 def predict_with_choice(choice: dict, directory, rows: pd.DataFrame, registry, mlp: TrainedModel | None,
                         features: FeatureFrame | None = None, mlp_pred: np.ndarray | None = None) -> pd.DataFrame:
     """Predict canonical ``rows`` with the recorded paths of ``choice`` (from :func:`load_choice`).
@@ -849,11 +864,8 @@ def predict_with_choice(choice: dict, directory, rows: pd.DataFrame, registry, m
     from pathlib import Path
 
     path, fs = choice["path"], choice.get("feature_set", "v2")
-    fallback = choice.get("fallback") or BASE[path]
-    seen_path, seen_gpus = choice.get("seen_path"), [str(g) for g in choice.get("training_gpus", [])]
-    if seen_path is not None and not rows["gpu"].astype(str).isin(seen_gpus).any():
-        seen_path = None  # no row on a training GPU
-    used = models_of((path, fallback, seen_path))
+    fallback, seen_path, used = _choice_paths(choice, rows["gpu"])
+    seen_gpus = [str(g) for g in choice.get("training_gpus", [])]
     if "mlp" in used and mlp is None:
         raise ValueError(f"path {path!r} (fallback {fallback!r}, seen path {seen_path!r}) needs the MLP of "
                          f"{choice.get('mlp_dir')!r}")

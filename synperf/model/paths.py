@@ -247,6 +247,20 @@ def _level_codes(column: pd.Series, levels: dict) -> np.ndarray:
     return pd.Series(uniques).astype(str).map(levels).astype("float64").to_numpy()[codes]
 
 
+def _openmp_threads(n: int):
+    """``threadpoolctl``'s limit of OpenMP to ``n`` threads, from one controller per process (making one lists
+    the loaded libraries, a few milliseconds); the trees' OpenMP runtime is loaded before the first call."""
+    global _OPENMP
+    if _OPENMP is None:
+        from threadpoolctl import ThreadpoolController
+
+        _OPENMP = ThreadpoolController()
+    return _OPENMP.limit(limits=n, user_api="openmp")
+
+
+_OPENMP = None
+
+
 @dataclass
 class ResidualModel(JoblibModel):
     """The physical time model times a tree-fitted correction: ``latency_us = physical(row) * exp(r(row))``.
@@ -300,7 +314,6 @@ class ResidualModel(JoblibModel):
             ValueError: as :meth:`PhysicalModel.fit`; a feature column ``meta`` names is missing.
         """
         from sklearn.ensemble import HistGradientBoostingRegressor
-        from threadpoolctl import threadpool_limits
 
         numeric, linear = design_columns(meta)
         categorical = list(meta["categorical"])
@@ -318,18 +331,16 @@ class ResidualModel(JoblibModel):
         model = HistGradientBoostingRegressor(
             **{**RESIDUAL_TREES, **(trees or {})}, categorical_features=is_cat if is_cat.any() else None,
             early_stopping=False, random_state=seed)
-        with threadpool_limits(max(1, threads), user_api="openmp"):
+        with _openmp_threads(max(1, threads)):
             model.fit(x, y)
         return cls(physical, model, numeric, linear, categorical, levels)
 
     def predict(self, rows: pd.DataFrame, registry) -> np.ndarray:
         """Predicted latency per row, microseconds, shape ``(len(rows),)``."""
-        from threadpoolctl import threadpool_limits
-
         if len(rows) == 0:
             return np.zeros(0)
         x = self._design(rows, self.numeric, self.linear, self.categorical, self.levels)
-        with threadpool_limits(1, user_api="openmp"):
+        with _openmp_threads(1):
             r = self.trees.predict(x)
         return self.physical.predict(rows, registry) * np.exp(r)
 

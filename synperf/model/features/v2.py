@@ -123,7 +123,6 @@ def analyze(df: pd.DataFrame, registry, target: str = "roofline", launch_floor_u
     if launch_floor_us < 0:
         raise ValueError(f"launch_floor_us must be >= 0, got {launch_floor_us}")
     d = decompose(df, registry) if demands is None else demands
-    f = pd.DataFrame(index=df.index)
     rates = {}
     for gpu, dtype in df[["gpu", "dtype"]].astype(str).drop_duplicates().itertuples(index=False):
         s = registry[gpu]
@@ -131,51 +130,60 @@ def analyze(df: pd.DataFrame, registry, target: str = "roofline", launch_floor_u
         rates[(gpu, dtype)] = (tensor, s.fma_ops_per_clk_per_sm, s.xu_ops_per_clk_per_sm, float(s.sm_count),
                                s.clock_hz, s.dram_bw_gbps * 1e9, s.l2_bw_gbps * 1e9,
                                s.smem_bw_bytes_per_clk_per_sm, s.l2_cache_mb * 2**20)
-    # one row per distinct (gpu, dtype), taken per row by its code
+    # one row per distinct (gpu, dtype), taken per row by its code; columns as NumPy arrays, the frame built once
     codes, pairs = pd.MultiIndex.from_arrays([df["gpu"].astype(str), df["dtype"].astype(str)]).factorize()
-    r = pd.DataFrame([rates[k] for k in pairs],
-                     columns=["tensor", "fma", "xu", "sms", "clock", "dram", "l2", "smem", "l2_size"]).iloc[codes]
-    r.index = df.index
-    for pipe in ("tensor", "fma", "xu"):
-        rate = r[pipe].replace(0.0, np.nan)
-        f[f"{pipe}_all_ops"] = d[f"{pipe}_all_ops"]
-        f[f"{pipe}_all_cycle"] = (d[f"{pipe}_all_ops"] / (rate * r["sms"])).fillna(0.0)
-        f[f"{pipe}_sm_max_ops"] = d[f"sm_max_{pipe}_ops"]
-        f[f"{pipe}_sm_max_cycle"] = (d[f"sm_max_{pipe}_ops"] / rate).fillna(0.0)
-    dram_b_per_clk = r["dram"] / r["clock"]
-    l2_b_per_clk = r["l2"] / r["clock"]
-    f["dram_bytes"] = d["dram_bytes"]
-    f["dram_cycle"] = d["dram_bytes"] / dram_b_per_clk
-    f["l2_load_bytes"] = d["load_all_bytes"]
-    f["l2_cycle"] = d["load_all_bytes"] / l2_b_per_clk
-    f["store_cycle"] = d["store_bytes"] / dram_b_per_clk
-    f["sm_max_load_bytes"] = d["sm_max_load_bytes"]
-    f["sm_max_dram_cycle"] = d["sm_max_load_bytes"] / (dram_b_per_clk / r["sms"])
-    f["sm_max_l2_cycle"] = d["sm_max_load_bytes"] / (l2_b_per_clk / r["sms"])
-    f["sm_max_smem_cycle"] = d["sm_max_load_bytes"] / r["smem"]
-    f["l2_footprint_log2"] = np.log2(d["dram_bytes"].clip(lower=1.0) / r["l2_size"])
-    f["num_tasks"] = d["num_tasks"]
-    f["sm_max_tasks"] = d["sm_max_tasks"]
-    f["ctas_per_sm"] = d["ctas_per_sm"]
-    f["waves"] = d["num_tasks"] / (r["sms"] * d["ctas_per_sm"])
-    f["wave_efficiency"] = (d["num_tasks"] / r["sms"] / d["sm_max_tasks"].clip(lower=1.0)).clip(upper=1.0)
-    kern = df["kernel"].astype(str)
-    fp32 = df["dtype"].astype(str).eq("float32")
-    cycles = f["tensor_all_cycle"].where(~fp32, f["fma_all_cycle"])
-    cycles = cycles.where(~kern.isin(CUDA_CORE_KERNELS), f["fma_all_cycle"] + f["xu_all_cycle"])
-    if target == "roofline":
-        cycles = np.maximum(cycles, f["dram_cycle"])
-    elif target != "paper":
-        raise ValueError(f"unknown target {target!r}; expected 'paper' or 'roofline'")
-    f["theoretical_cycles"] = cycles
-    f["theoretical_time_us"] = cycles / r["clock"] * 1e6 + launch_floor_us
+    names = ["tensor", "fma", "xu", "sms", "clock", "dram", "l2", "smem", "l2_size"]
+    table = pd.DataFrame([rates[k] for k in pairs], columns=names)
+    r = {c: table[c].to_numpy()[codes] for c in names}
+    dd = {c: d[c].to_numpy() for c in d.columns}
+    f = {}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for pipe in ("tensor", "fma", "xu"):
+            rate = np.where(r[pipe] == 0.0, np.nan, r[pipe])
+            f[f"{pipe}_all_ops"] = dd[f"{pipe}_all_ops"]
+            f[f"{pipe}_all_cycle"] = _nan_to_zero(dd[f"{pipe}_all_ops"] / (rate * r["sms"]))
+            f[f"{pipe}_sm_max_ops"] = dd[f"sm_max_{pipe}_ops"]
+            f[f"{pipe}_sm_max_cycle"] = _nan_to_zero(dd[f"sm_max_{pipe}_ops"] / rate)
+        dram_b_per_clk = r["dram"] / r["clock"]
+        l2_b_per_clk = r["l2"] / r["clock"]
+        f["dram_bytes"] = dd["dram_bytes"]
+        f["dram_cycle"] = dd["dram_bytes"] / dram_b_per_clk
+        f["l2_load_bytes"] = dd["load_all_bytes"]
+        f["l2_cycle"] = dd["load_all_bytes"] / l2_b_per_clk
+        f["store_cycle"] = dd["store_bytes"] / dram_b_per_clk
+        f["sm_max_load_bytes"] = dd["sm_max_load_bytes"]
+        f["sm_max_dram_cycle"] = dd["sm_max_load_bytes"] / (dram_b_per_clk / r["sms"])
+        f["sm_max_l2_cycle"] = dd["sm_max_load_bytes"] / (l2_b_per_clk / r["sms"])
+        f["sm_max_smem_cycle"] = dd["sm_max_load_bytes"] / r["smem"]
+        f["l2_footprint_log2"] = np.log2(np.maximum(dd["dram_bytes"], 1.0) / r["l2_size"])
+        f["num_tasks"] = dd["num_tasks"]
+        f["sm_max_tasks"] = dd["sm_max_tasks"]
+        f["ctas_per_sm"] = dd["ctas_per_sm"]
+        f["waves"] = dd["num_tasks"] / (r["sms"] * dd["ctas_per_sm"])
+        f["wave_efficiency"] = np.minimum(dd["num_tasks"] / r["sms"] / np.maximum(dd["sm_max_tasks"], 1.0), 1.0)
+        kern = df["kernel"].astype(str).to_numpy()
+        fp32 = df["dtype"].astype(str).to_numpy() == "float32"
+        cycles = np.where(~fp32, f["tensor_all_cycle"], f["fma_all_cycle"])
+        cycles = np.where(~np.isin(kern, list(CUDA_CORE_KERNELS)), cycles, f["fma_all_cycle"] + f["xu_all_cycle"])
+        if target == "roofline":
+            cycles = np.maximum(cycles, f["dram_cycle"])
+        elif target != "paper":
+            raise ValueError(f"unknown target {target!r}; expected 'paper' or 'roofline'")
+        f["theoretical_cycles"] = cycles
+        f["theoretical_time_us"] = cycles / r["clock"] * 1e6 + launch_floor_us
     for extra in ("tile_m", "tile_n", "split_k", "tile_q", "kv_splits", "block_m", "block_n"):
         if extra in d.columns:
-            f[extra] = d[extra]
+            f[extra] = dd[extra]
+    f = pd.DataFrame(f, index=df.index)
     return f
 
 
 SHAPE_PREFIX = "p_"
+
+
+def _nan_to_zero(x: np.ndarray) -> np.ndarray:
+    """``x`` with NaN replaced by 0 (as ``Series.fillna(0.0)``)."""
+    return np.where(np.isnan(x), 0.0, x)
 
 
 def feature_columns(group: str = "all") -> tuple[list[str], list[str]]:

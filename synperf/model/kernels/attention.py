@@ -227,17 +227,23 @@ def check_supported(df: pd.DataFrame, kernel: str, registry, where: str = "param
     sub = df[cols]
     first = np.flatnonzero(~sub.duplicated().to_numpy())
     values = {c: sub[c].iloc[first].tolist() for c in cols}
+    checked: set = set()  # (gpu, path, head_dim) and (gpu, path, tile) already found runnable
     for j, i in enumerate(first):
         r = {c: values[c][j] for c in cols}
-        spec = registry[str(r["gpu"])]
+        gpu = str(r["gpu"])
+        spec = registry[gpu]
         try:
             path = attention_path(str(r["implementation"]), spec, kernel)
             D = int(r["head_dim"])
-            _check_head_dim(path, D, spec)
+            if (gpu, path, D) not in checked:
+                _check_head_dim(path, D, spec)
+                checked.add((gpu, path, D))
             if kernel == "attention_prefill":
                 tq, tkv, _, _, _, warps, hd = _prefill_geometry(path, int(r["seq_len"]), int(r["num_heads"]),
                                                                 int(r["num_kv_heads"]), D, spec)
-                _slots(path, spec, tq, tkv, hd, warps)
+                if (gpu, path, tq, tkv, hd, warps) not in checked:
+                    _slots(path, spec, tq, tkv, hd, warps)
+                    checked.add((gpu, path, tq, tkv, hd, warps))
         except InputError as exc:
             raise InputError(f"{where} row {i}: {exc}") from None
 
@@ -362,18 +368,41 @@ def _prefill_sums(units, rows_total, tq, tkv, qpt, S, w, prefix, sms: int, slots
     (:func:`_prefill_geometry`), window, cached prefix, resident CTAs per SM and scheduler (FA3's persistent one or
     the hardware one), on ``sms`` SMs; the launches are taken in blocks of about :data:`Q_TILE_BLOCK` q-tiles."""
     from synperf.model.kernels.tasks import set_sums
-    from synperf.model.schedule import busiest_sm_sets
+    from synperf.model.schedule import SIMULATE_MAX_TASKS, busiest_sm_sets
 
     args = [np.asarray(v) for v in (units, rows_total, tq, tkv, qpt, S, w, prefix, slots, persistent)]
     out = np.empty((8, len(args[0])))
-    blocks = np.cumsum(np.ceil(args[1] / args[2])) // Q_TILE_BLOCK
-    for part in np.split(np.arange(len(args[0])), np.flatnonzero(np.diff(blocks)) + 1):
+    n_q_all = np.ceil(args[1] / args[2])
+    blocks = np.cumsum(n_q_all) // Q_TILE_BLOCK
+
+    def schedule(part):
         units, rows_total, tq, tkv, qpt, S, w, prefix, slots, persistent = (v[part] for v in args)
         kvt, valid, n_q = _q_tile_classes(rows_total, tq, tkv, qpt, S, w, prefix)
+        return (np.repeat(units, n_q), kvt, n_q, sms, slots, np.where(persistent, "persistent", "hardware"),
+                np.where(persistent, "descending", "interleaved")), valid
+
+    def spans(idx, size):  # consecutive launches of ``idx`` in blocks of about ``size`` q-tiles
+        return np.split(idx, np.flatnonzero(np.diff(np.cumsum(n_q_all[idx]) // size)) + 1)
+
+    # the launches whose schedules are simulated (several classes, few tasks) first, in large blocks: many sets
+    # per scheduler call (busiest_sm_sets simulates a call's sets together); their busiest SMs are then read in
+    # launch order, block by block, beside the closed forms of the other launches
+    sim = (args[0] > 0) & (n_q_all > 1) & (args[0] * n_q_all <= SIMULATE_MAX_TASKS)
+    simulated = [busiest_sm_sets(*schedule(part)[0]) for part in spans(np.flatnonzero(sim), 16 * Q_TILE_BLOCK)]
+    simulated = np.concatenate(simulated) if simulated else np.zeros(0)
+    at = 0
+    for part in np.split(np.arange(len(args[0])), np.flatnonzero(np.diff(blocks)) + 1):
+        sets, valid = schedule(part)
+        kvt, n_q, tq = sets[1], sets[2], args[2][part]
         mma = np.minimum(np.repeat(tq, n_q), np.ceil(valid / 16.0) * 16.0)
-        per_sm = busiest_sm_sets(np.repeat(units, n_q), kvt, n_q, sms, slots,
-                                 np.where(persistent, "persistent", "hardware"),
-                                 np.where(persistent, "descending", "interleaved"))
+        on = np.repeat(sim[part], n_q)  # classes of simulated launches
+        per_sm = np.empty(len(kvt))
+        per_sm[on] = simulated[at:at + int(on.sum())]
+        at += int(on.sum())
+        if not on.all():
+            rest = ~sim[part]
+            per_sm[~on] = busiest_sm_sets(sets[0][~on], kvt[~on], n_q[rest], sms, sets[4][rest], sets[5][rest],
+                                          sets[6][rest])
         out[0, part] = n_q
         out[1:, part] = set_sums(np.stack([kvt, valid * kvt, mma * kvt, per_sm, per_sm * kvt, per_sm * valid * kvt,
                                            per_sm * mma * kvt]), n_q)
@@ -467,6 +496,18 @@ def num_splits(base_tasks, kv_tiles, num_sms: int):
     """
     base = np.asarray(base_tasks, dtype="float64")
     kvt = np.asarray(kv_tiles, dtype="float64")
+    full = base >= 0.8 * num_sms  # launches that fill the SMs unsplit take 1; the rule runs on the others
+    if full.any() and base.ndim == 1:
+        out = np.ones(len(base))
+        out[~full] = num_splits(base[~full], kvt[~full], num_sms)
+        return out
+    whole = (base == np.floor(base)) & (kvt == np.floor(kvt)) & (base >= 0) & (kvt >= 0) & (base < 2**26) \
+        & (kvt < 2**26)
+    if base.ndim == 1 and len(base) > 1 and whole.all():
+        # each distinct (tasks, KV tiles) pair once (one exact key per pair): the rule reads nothing else
+        keys, first, inverse = np.unique(base * 2.0**26 + kvt, return_index=True, return_inverse=True)
+        if len(keys) < len(base):
+            return num_splits(base[first], kvt[first], num_sms)[inverse]
     cand = np.arange(1, MAX_SPLITS + 1, dtype="float64")[None, :]
     n = base[:, None] * cand
     eff = n / (np.ceil(n / num_sms) * num_sms)
@@ -487,33 +528,36 @@ def decompose_decode(df: pd.DataFrame, registry) -> pd.DataFrame:
     out = []
     for gpu, g in df.groupby("gpu", sort=False):
         spec = registry[gpu]
-        B, H, Hkv, D = (g[c].astype("float64") for c in ("batch_size", "num_heads", "num_kv_heads", "head_dim"))
-        L = g["kv_len"].astype("float64").clip(lower=1.0)
-        w = g["window_size"].astype("float64").fillna(0.0)
-        L = L.where(~((w > 0) & (w < L)), w)
-        kvb = _map_distinct(g["kv_cache_dtype"], _kv_elem_bytes)
-        paths = _map_distinct(g["implementation"], lambda x: attention_path(x, spec, "attention_decode"))
-        for path, D_row in sorted(set(zip(paths, g["head_dim"].astype("int64")))):
+        B, H, Hkv, D = (g[c].astype("float64").to_numpy()
+                        for c in ("batch_size", "num_heads", "num_kv_heads", "head_dim"))
+        L = np.maximum(g["kv_len"].astype("float64").to_numpy(), 1.0)
+        w = g["window_size"].astype("float64").fillna(0.0).to_numpy()
+        L = np.where((w > 0) & (w < L), w, L)
+        kvb = _map_distinct(g["kv_cache_dtype"], _kv_elem_bytes).to_numpy(dtype="float64")
+        paths = _map_distinct(g["implementation"], lambda x: attention_path(x, spec, "attention_decode")).to_numpy()
+        pairs = pd.DataFrame({"path": paths, "D": g["head_dim"].astype("int64").to_numpy()})
+        for path, D_row in sorted(set(pairs.drop_duplicates().itertuples(index=False, name=None))):
             _check_head_dim(path, int(D_row), spec)
         # every path packs the query heads of one KV head into one task for decode: FA3 and FlashInfer by
         # design, FA2 through its seqlen_q / n_groups swap for seqlen_q = 1 (flash_api.cpp)
-        packed = pd.Series(True, index=g.index)
-        group = (H / Hkv).clip(lower=1.0)
-        rows = group.where(packed, 1.0)
+        rows = np.maximum(H / Hkv, 1.0)
         tq = np.maximum(16.0, np.ceil(rows / 16.0) * 16.0)
-        units = (B * Hkv).where(packed, B * H)
+        units = B * Hkv
         kv_tiles = np.ceil(L / MIN_KEYS_PER_SPLIT)
-        splits = pd.Series(num_splits(units, kv_tiles, spec.sm_count), index=g.index)
+        splits = num_splits(units, kv_tiles, spec.sm_count)
         kv_split = np.ceil(np.ceil(L / splits) / 16.0) * 16.0
-        per_task = {"tensor_ops": 4.0 * tq * kv_split * D, "fma_ops": 2.0 * rows * kv_split,
-                    "xu_ops": rows * kv_split + rows * np.ceil(kv_split / MIN_KEYS_PER_SPLIT),
-                    "load_bytes": rows * D * 2.0 + kv_split * D * 2.0 * kvb}
+
+        def series(v):
+            return pd.Series(v, index=g.index)
+
+        per_task = {"tensor_ops": series(4.0 * tq * kv_split * D), "fma_ops": series(2.0 * rows * kv_split),
+                    "xu_ops": series(rows * kv_split + rows * np.ceil(kv_split / MIN_KEYS_PER_SPLIT)),
+                    "load_bytes": series(rows * D * 2.0 + kv_split * D * 2.0 * kvb)}
         dram = B * L * 2.0 * Hkv * D * kvb + B * H * D * 2.0
         store = B * H * D * 2.0 + (splits > 1) * B * H * splits * (D + 1) * 4.0
-        persistent = paths.eq("fa3")
-        slots = pd.Series(np.where(persistent, 1.0, 2.0), index=g.index)
-        s = uniform_summary(units * splits, pd.Series(float(spec.sm_count), index=g.index), per_task, dram, store,
-                            slots, persistent)
+        persistent = paths == "fa3"
+        s = uniform_summary(series(units * splits), series(float(spec.sm_count)), per_task, series(dram),
+                            series(store), series(np.where(persistent, 1.0, 2.0)), series(persistent))
         s["tile_q"], s["kv_splits"] = tq, splits
         out.append(s)
     return pd.concat(out).loc[df.index]

@@ -346,8 +346,6 @@ def decompose(df: pd.DataFrame, registry) -> pd.DataFrame:
     """
     cols = DECOMPOSE_COLUMNS
     key = df[cols].astype("string").fillna("")
-    uniq = key.drop_duplicates()
-    table = summary_table(df.loc[uniq.index, cols], registry)
-    table = pd.concat([uniq, table], axis=1)
-    merged = key.reset_index().merge(table, on=cols, how="left").set_index("index")
-    return merged.loc[df.index, list(table.columns[len(cols):])].astype("float64")
+    code = key.groupby(cols, sort=False).ngroup().to_numpy()  # distinct launches, in order of first appearance
+    table = summary_table(df[cols].iloc[np.unique(code, return_index=True)[1]], registry)
+    return table.iloc[code].set_axis(df.index).astype("float64")

@@ -131,47 +131,52 @@ def decompose(df: pd.DataFrame, registry) -> pd.DataFrame:
     for gpu, g in df.groupby("gpu", sort=False):
         spec = registry[gpu]
         major = _arch_major(spec)
-        m, n, k = (g[c].astype("int64") for c in ("m", "n", "k"))
-        b = g["batch"].fillna(1).astype("int64")
+        m, n, k = (g[c].astype("int64").to_numpy() for c in ("m", "n", "k"))
+        b = g["batch"].fillna(1).astype("int64").to_numpy()
         dtype = g["dtype"].astype(str)
-        fp8 = dtype.isin(["fp8", "fp8_block"])
-        fp32 = dtype.eq("float32")
-        tm = pd.Series(np.where(fp8, 128, np.where(m <= 64, 64, 128)), index=g.index)
-        tn = pd.Series(np.where(~fp8 & (major >= 9) & (m >= 4096) & (n >= 4096), 256, 128), index=g.index)
+        fp8 = dtype.isin(["fp8", "fp8_block"]).to_numpy()
+        fp32 = dtype.eq("float32").to_numpy()
+        tm = np.where(fp8, 128, np.where(m <= 64, 64, 128))
+        tn = np.where(~fp8 & (major >= 9) & (m >= 4096) & (n >= 4096), 256, 128)
         if "kernel_name" in g.columns and g["kernel_name"].notna().any():
             names = g["kernel_name"].astype("string")
             parsed = {nm: parse_tile_name(nm) for nm in names.dropna().unique()}
             bad = [nm for nm, t in parsed.items() if t is None]
             if bad:
                 raise _unparsed_name_error(f"gemm row {names[names == bad[0]].index[0]} (GPU {gpu})", bad[0])
-            has = names.notna().to_numpy() & ~fp8.to_numpy()
-            ptm = names.astype(object).map({nm: t[0] for nm, t in parsed.items()}).astype("float64")
-            ptn = names.astype(object).map({nm: t[1] for nm, t in parsed.items()}).astype("float64")
-            tm = tm.where(~has, ptm).astype("int64")
-            tn = tn.where(~has, ptn).astype("int64")
+            has = names.notna().to_numpy() & ~fp8
+            ptm = names.astype(object).map({nm: t[0] for nm, t in parsed.items()}).astype("float64").to_numpy()
+            ptn = names.astype(object).map({nm: t[1] for nm, t in parsed.items()}).astype("float64").to_numpy()
+            tm = np.where(has, ptm, tm).astype("int64")
+            tn = np.where(has, ptn, tn).astype("int64")
         tiles = b * np.ceil(m / tm).astype("int64") * np.ceil(n / tn).astype("int64")
-        split = pd.Series(1, index=g.index)
         auto = (~fp8) & (tiles < spec.sm_count) & (k >= 2 * SPLITK_MIN_K_PER_SPLIT)
-        split = split.where(~auto, np.maximum(1, np.minimum(spec.sm_count // tiles.clip(lower=1),
-                                                            k // SPLITK_MIN_K_PER_SPLIT)))
+        split = np.where(auto, np.maximum(1, np.minimum(spec.sm_count // np.maximum(tiles, 1),
+                                                        k // SPLITK_MIN_K_PER_SPLIT)), 1)
         if "grid_ctas" in g.columns:
-            grid = g["grid_ctas"].astype("float64")
-            named_split = (~fp8) & grid.notna() & (grid > tiles) & g["kernel_name"].notna()
-            split = split.where(~named_split, np.maximum(1, (grid // tiles).fillna(1))).astype("int64")
+            grid = g["grid_ctas"].astype("float64").to_numpy()
+            named_split = (~fp8) & ~np.isnan(grid) & (grid > tiles) & g["kernel_name"].notna().to_numpy()
+            per_grid = grid // tiles
+            split = np.where(named_split, np.maximum(1, np.where(np.isnan(per_grid), 1, per_grid)), split)
         split = split.astype("int64")
         ks = np.ceil(k / split)
-        ib = dtype.map(DTYPE_BYTES).astype("float64")
-        ob = pd.Series(np.where(split > 1, 4.0, np.maximum(ib, 2.0)), index=g.index)
+        ib = dtype.map(DTYPE_BYTES).astype("float64").to_numpy()
+        ob = np.where(split > 1, 4.0, np.maximum(ib, 2.0))
         macs = tm * tn * ks
         persistent = (~fp8) & (~fp32) & (major >= 9) & (split == 1)
         smem = STAGES * (tm + tn) * MMA_TILE_K * ib
         slots = np.minimum(spec.max_ctas_per_sm, np.maximum(1, (spec.smem_per_sm_kb * 1024 // smem)))
         slots = np.minimum(slots, spec.max_warps_per_sm // 8)
-        per_task = {"tensor_ops": (2.0 * macs).where(~fp32, 0.0), "fma_ops": macs.where(fp32, 0.0).astype("float64"),
-                    "xu_ops": 0.0, "load_bytes": (tm + tn) * ks * ib}
+
+        def series(v):
+            return pd.Series(v, index=g.index)
+
+        per_task = {"tensor_ops": series(np.where(fp32, 0.0, 2.0 * macs)),
+                    "fma_ops": series(np.where(fp32, macs, 0.0).astype("float64")), "xu_ops": 0.0,
+                    "load_bytes": series((tm + tn) * ks * ib)}
         dram = b * (np.ceil(m / tm) * tm * k + np.ceil(n / tn) * tn * k) * ib
-        s = uniform_summary(tiles * split, pd.Series(float(spec.sm_count), index=g.index), per_task, dram,
-                            b * m * n * ob * split, pd.Series(slots, index=g.index), persistent)
+        s = uniform_summary(series(tiles * split), series(float(spec.sm_count)), per_task, series(dram),
+                            series(b * m * n * ob * split), series(slots), series(persistent))
         s["tile_m"], s["tile_n"], s["split_k"] = tm.astype("float64"), tn.astype("float64"), split.astype("float64")
         out.append(s)
     return pd.concat(out).loc[df.index]

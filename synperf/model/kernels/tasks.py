@@ -146,20 +146,22 @@ def uniform_summary(num_tasks: pd.Series, num_sms: pd.Series, per_task: dict[str
     With identical tasks both schedulers put ``ceil(num_tasks / num_sms)`` tasks on the busiest SM.
     ``per_task`` maps ``tensor_ops``, ``fma_ops``, ``xu_ops``, ``load_bytes`` to per-task Series.
     """
-    n = num_tasks.astype("float64")
-    busiest = np.ceil(n / num_sms.astype("float64"))
-    out = pd.DataFrame({"num_tasks": n, "ctas_per_sm": ctas_per_sm.astype("float64"),
-                        "persistent": persistent.astype("float64"), "dram_bytes": dram_bytes.astype("float64"),
-                        "store_bytes": store_bytes.astype("float64"), "sm_max_tasks": busiest}, index=n.index)
+    def f64(v) -> np.ndarray:
+        return np.asarray(v.to_numpy(dtype="float64") if isinstance(v, pd.Series) else v, dtype="float64")
+
+    n = f64(num_tasks)
+    busiest = np.ceil(n / f64(num_sms))
+    out = {"num_tasks": n, "ctas_per_sm": f64(ctas_per_sm), "persistent": f64(persistent),
+           "dram_bytes": f64(dram_bytes), "store_bytes": f64(store_bytes), "sm_max_tasks": busiest}
     for name, key in (("tensor_ops", "tensor"), ("fma_ops", "fma"), ("xu_ops", "xu")):
         v = per_task.get(name, 0.0)
-        v = v if isinstance(v, pd.Series) else pd.Series(float(v), index=n.index)
+        v = f64(v) if isinstance(v, pd.Series) else np.full(len(n), float(v))
         out[f"{key}_all_ops"] = v * n
         out[f"sm_max_{key}_ops"] = v * busiest
-    lb = per_task["load_bytes"]
+    lb = f64(per_task["load_bytes"])
     out["load_all_bytes"] = lb * n
     out["sm_max_load_bytes"] = lb * busiest
-    return out[list(SUMMARY_COLUMNS)]
+    return pd.DataFrame({c: out[c] for c in SUMMARY_COLUMNS}, index=num_tasks.index)
 
 
 def ceil_div(a, b):
