@@ -126,10 +126,11 @@ PROTOCOL_EXPERIMENTS += [e for e in PROTOCOLS.get("configured_only", []) if e no
 
 
 def protocol_names(experiment):
-    """Protocols run for one experiment: all configured names, or only `configured` for `configured_only`."""
+    """Protocols run for one experiment: all configured names, or only `configured` for `configured_only`, plus
+    `logo` for a `configured_only` experiment the serving simulator prices (rule serving_logo needs its folds)."""
     if experiment in PROTOCOLS.get("experiments", EXPERIMENTS):
         return PROTOCOL_NAMES
-    return ["configured"]
+    return ["configured"] + (["logo"] if experiment in SERVING_LOGO_EXPERIMENTS else [])
 
 
 # ---- selection
