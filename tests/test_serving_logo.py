@@ -93,10 +93,12 @@ def test_fold_launch_hook_predicts_launches_only_in_folds_that_leave_their_gpu_o
     assert len(big) == len(table) + 2 and big["latency_us"].tail(2).isna().all()
     assert (big.iloc[len(table):]["problem_key"].to_numpy()[0] ==
             table.loc[(table["gpu"] == "a100_sxm4_80gb") & (table["m"] == 128), "problem_key"].iloc[0])
-    folds = P.leave_one_gpu_out(table, heldout_frac=0.2, seed=0) + P.configured(table.assign(split="train"))
+    folds = (P.leave_one_gpu_out(table, heldout_frac=0.2, seed=0) + P.configured(table.assign(split="train"))
+             + P.leave_one_architecture_out(table, registry, heldout_frac=0.2, seed=0))
     ext = {f.name: FL.extend_fold(f, launch["gpu"].astype(str).to_numpy()) for f in folds}
     assert list(ext["logo:h100_sxm"].labels[-2:]) == ["unseen", "unseen"]
-    for name in ("logo:b200", "logo:a100_sxm4_80gb", "configured"):   # never trained on, never scored there
+    # never trained on, never predicted elsewhere
+    for name in ("logo:b200", "logo:a100_sxm4_80gb", "configured", "loao:Hopper"):
         assert list(ext[name].labels[-2:]) == ["unused", "unused"]
     logo = [ext[n] for n in ("logo:b200", "logo:h100_sxm")]
     preds = P.predict_protocol(big, logo, ["linear"], registry, None, meta, seed=0, log=lambda *_: None)

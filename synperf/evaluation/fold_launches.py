@@ -2,8 +2,8 @@
 
 The protocols stage (:func:`synperf.pipeline.protocols.evaluate_protocols`) appends the launches of
 :func:`synperf.serving.logo.record_launches` (canonical rows, no measurement) to the experiment's feature tables
-(:func:`with_launches`) and labels each of them ``unseen`` in every leave-one-out fold that leaves its GPU out,
-``unused`` in every other fold (:func:`extend_fold`): the methods of such a fold predict them beside the fold's own
+(:func:`with_launches`) and labels each of them ``unseen`` in the leave-one-GPU-out fold of its GPU, ``unused`` in
+every other fold (:func:`extend_fold`): the methods of such a fold predict them beside the fold's own
 unseen rows, with the model, prediction path and feature set chosen without that GPU. :func:`launch_predictions`
 keeps the ``synperf`` method's predictions of the ``logo`` folds (:data:`synperf.serving.logo.PREDICTION_COLUMNS`);
 :func:`table_predictions` gives the rows the stage's tables score (the measured ones only).
@@ -53,9 +53,9 @@ def with_launches(table: pd.DataFrame, rows: pd.DataFrame, registry, feature_set
 
 def extend_fold(fold, launch_gpus: np.ndarray):
     """``fold`` (:class:`synperf.evaluation.protocols.Fold`) with one label per appended launch: ``unseen`` where
-    the launch's GPU (``launch_gpus``, in row order) is one of the fold's unseen GPUs in a leave-one-out fold,
-    ``unused`` elsewhere (never ``train`` or ``test_seen``: a launch has no measurement)."""
-    left_out = np.isin(np.asarray(launch_gpus, dtype=str), list(fold.unseen_gpus)) & (fold.protocol != "configured")
+    the launch's GPU (``launch_gpus``, in row order) is the unseen GPU of a ``logo`` fold, ``unused`` elsewhere
+    (never ``train`` or ``test_seen``: a launch has no measurement)."""
+    left_out = np.isin(np.asarray(launch_gpus, dtype=str), list(fold.unseen_gpus)) & (fold.protocol == "logo")
     return replace(fold, labels=np.concatenate([np.asarray(fold.labels, dtype=object).astype(str),
                                                 np.where(left_out, "unseen", "unused")]))
 

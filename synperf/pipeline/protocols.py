@@ -70,7 +70,7 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
     the configured fold's per-row ``synperf`` predictions (:data:`ROW_COLUMNS`; the rows the few-shot calibration
     simulation calibrates), empty when that method did not run. ``serving_launches`` (Parquet of
     :func:`synperf.serving.logo.record_launches`): the experiment's launches on its GPUs are appended to every
-    feature table and predicted in each leave-one-out fold that leaves their GPU out
+    feature table and predicted in the leave-one-GPU-out fold of their GPU
     (:mod:`synperf.evaluation.fold_launches`), never scored; ``out_launches``: Parquet of the ``synperf`` method's
     predictions of them in the ``logo`` folds (:data:`synperf.evaluation.fold_launches.PREDICTION_COLUMNS`).
     """
@@ -165,9 +165,12 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
             # its recorded path was chosen with)
             default = (((defaults or {}).get(fold.name) or recorded_defaults.get(fold.name) or "mlp")
                        if SYNPERF in fold_methods else None)
-            key = (hashlib.sha256(np.asarray(fold.labels, dtype=str).tobytes()).hexdigest(), tuple(fold_methods), fs,
-                   default)
-            if key in done:
+            # over the table's own rows; an earlier fold's predictions serve when they hold every launch this one
+            # predicts (a leave-one-architecture-out fold of one GPU reuses that GPU's logo fold, launches and all)
+            key = (hashlib.sha256(np.asarray(fold.labels[:n_table], dtype=str).tobytes()).hexdigest(),
+                   tuple(fold_methods), fs, default)
+            needs_launches = (fold.labels[n_table:] == "unseen").any()
+            if key in done and (not needs_launches or (done[key]["row"] >= n_table).any()):
                 log.info("%s: same rows and choices as %s, predictions reused", fold.name, done[key]["fold"].iloc[0])
                 parts.append(done[key].assign(protocol=fold.protocol, fold=fold.name))
                 continue
