@@ -167,3 +167,21 @@ def test_score_logo_prices_seen_gpu_rows_from_the_fold_predictions(tmp_path):
     with pytest.raises(InputError, match="h200_sxm .*no leave-one-GPU-out fold tested"):
         score_logo(f, EXAMPLES, scores, pred, tmp_path / "out2", registry=registry, collectives=None,
                    experiments=experiments)
+
+
+def test_report_adds_the_leave_one_gpu_out_table(tmp_path):
+    from synperf.reporting.serving_section import serving_lines
+
+    d = tmp_path / "serving"
+    d.mkdir()
+    pd.DataFrame([{"scope": "all rows", "rows": 3, "ttft_mape_pct": 12.34, "tpot_mape_pct": 5.0, "aic_rows": 0}]
+                 ).to_csv(d / "serving_mape.csv", index=False)
+    pd.DataFrame({"reason": ["priced"], "rows": [3]}).to_csv(d / "serving_rows.csv", index=False)
+    pd.DataFrame({"gpu": ["h100_sxm"], "seen_gemm": [True]}).to_csv(d / "serving_scores.csv", index=False)
+    md = "\n".join(serving_lines(str(tmp_path / "report.md")))
+    assert "Leave one GPU out" not in md
+    pd.DataFrame([{"scope": "all fp8 rows", "rows": 3, "ttft_mape_pct": 31.25, "tpot_mape_pct": 7.5, "aic_rows": 3,
+                   "aic_ttft_mape_pct": 20.0}]).to_csv(d / "serving_logo_mape.csv", index=False)
+    md = "\n".join(serving_lines(str(tmp_path / "report.md")))
+    logo = md[md.index("### Leave one GPU out"):]
+    assert "| all fp8 rows | 3 | 31.2 | 7.5 |" in logo and "20.0" in logo
