@@ -71,7 +71,7 @@ def main(argv=None) -> None:
     done = pd.read_csv(out_path, comment="#") if out_path.exists() else pd.DataFrame(columns=keys)
     done = done.merge(rows[keys].drop_duplicates(), on=keys)  # rows no longer priced are dropped
     have = set(map(tuple, done[keys].astype(str).to_numpy()))
-    todo = rows[[tuple(map(str, k)) not in have for k in rows[keys].to_numpy()]]
+    todo = rows[[tuple(map(str, k)) not in have for k in rows[keys].to_numpy()]].drop_duplicates(keys)
     print(f"{len(done)} rows cached, {len(todo)} to estimate", flush=True)
     tmp = Path(tempfile.mkdtemp())
     out, t0 = done.to_dict("records"), time.time()

@@ -35,7 +35,7 @@ def main():
                  fewshot={"table": sm.input.fewshot_table, "choice": sm.input.fewshot_choice,
                           "figure": sm.input.fewshot_figure},
                  goals={"out": sm.output.goals, "throughput": sm.input.predict_throughput,
-                        "families": list(sm.params.core_experiments)})
+                        "families": list(sm.params.core_experiments), "serving": sm.input.serving_mape})
 
 
 run(sm, main)

@@ -186,7 +186,7 @@ def test_goals_table_marks_met_and_not_met():
                             "mape_pct": [4.0, 6.0, 4.0, 90.0], "uncalibrated_mape_pct": [9.0, 9.0, 9.0, 9.0]})
     g = goals_table(pd.DataFrame(rows), fewshot, {"launches_per_s": 50_000.0}, families=fams).set_index("goal")
     met = g["met"].tolist()
-    assert met == ["yes", "yes", "no", "no", "yes", "no", "yes", "no"]
+    assert met == ["yes", "yes", "no", "no", "yes", "no", "yes", "no"] + ["not measured"] * 4   # no serving table
     measured = g["measured"].tolist()
     assert measured[:2] == [9.5, 11.0]
     assert measured[2] == 1.0  # families lower than nearest_gpu_roofline
@@ -203,8 +203,26 @@ def test_goals_table_marks_met_and_not_met():
     assert g["best_baseline"].iloc[0] == 25.0 and g["best_baseline_method"].iloc[0] == "gbt"
     assert g["best_baseline"].iloc[3] == 45.0 and g["best_baseline_method"].iloc[3] == "roofline"
     assert "synperf_mlp" in g["detail"].iloc[3]
-    assert goals_table(pd.DataFrame(rows), None, None, families=fams)["met"].iloc[-2:].tolist() == [
-        "not measured", "not measured"]
+    g0 = goals_table(pd.DataFrame(rows), None, None, families=fams).set_index("goal")["met"]
+    assert g0[g0.index.str.startswith(("few-shot", "batch predict", "serving"))].unique().tolist() == ["not measured"]
+
+
+def test_serving_goals_read_the_dense_scopes_beside_aiconfigurator():
+    from synperf.evaluation.goals import serving_goals
+    from synperf.serving.score import DENSE_SEEN, DENSE_UNSEEN
+
+    def scope(name, ttft, tpot):
+        return {"scope": name, "rows": 40, "ttft_mape_pct": ttft, "tpot_mape_pct": tpot, "aic_rows": 30,
+                "synperf_ttft_mape_on_aic_rows_pct": ttft + 1, "synperf_tpot_mape_on_aic_rows_pct": tpot + 1,
+                "aic_ttft_mape_pct": 30.0, "aic_tpot_mape_pct": 9.0}
+
+    t = pd.DataFrame([scope("all fp8 rows", 1.0, 1.0), scope(DENSE_SEEN, 14.0, 11.0), scope(DENSE_UNSEEN, 25.0, 12.0)])
+    g = pd.DataFrame(serving_goals(t))
+    assert g["met"].tolist() == ["yes", "no", "no", "yes"]     # 14 <= 15, 11 > 10, 25 > 20, 12 <= 15
+    assert g["measured"].tolist() == [14.0, 11.0, 25.0, 12.0]
+    assert g["best_baseline"].tolist() == [30.0, 9.0, 30.0, 9.0]
+    assert "synperf 15.0, aiconfigurator 30.0" in g["detail"].iloc[0]
+    assert pd.DataFrame(serving_goals(t.iloc[:1]))["met"].unique().tolist() == ["not measured"]
 
 
 def test_short_profiling_sweep_draws_k_grid_points_by_the_same_rule():

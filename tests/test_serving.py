@@ -233,10 +233,12 @@ def test_unknown_seen_flags_are_in_neither_scope():
     s = pd.DataFrame([{**row, "seen_gemm": None, "seen_rmsnorm": None},
                       {**row, "gpu": "h100_sxm", "seen_gemm": True, "seen_rmsnorm": True},
                       {**row, "gpu": "l40s", "seen_gemm": False, "seen_rmsnorm": False},
-                      {**row, "gpu": "b200", "seen_gemm": False, "seen_rmsnorm": None}])
+                      {**row, "gpu": "b200", "seen_gemm": False, "seen_rmsnorm": None},
+                      {**row, "gpu": "h200_sxm", "seen_gemm": False, "seen_rmsnorm": False, "seen_fused_moe": False}])
     t = mape_table(s).set_index("scope")
     assert t.loc["fp8 rows, GPU seen by every family", "rows"] == 1
-    assert t.loc["fp8 rows, GPU unseen by every family", "rows"] == 1
+    # the dense l40s row has no fused_moe flag (a family it does not launch): unseen by every family it launches
+    assert t.loc["fp8 rows, GPU unseen by every family", "rows"] == 2
 
 
 def test_price_refuses_unmodelled_dtype_and_missing_collectives():

@@ -85,8 +85,37 @@ def _mape_goal(per: pd.DataFrame, families: list[str], goal: str, target: str, l
     return _row(goal, target, measured, limit, base, name, detail)
 
 
+#: serving goals: (scope of ``serving_mape.csv``, metric, target text, limit)
+SERVING_GOALS = [("dense fp8 rows, GPU seen by every family", "ttft", "<= 15%", 15.0),
+                 ("dense fp8 rows, GPU seen by every family", "tpot", "<= 10%", 10.0),
+                 ("dense fp8 rows, GPU unseen by every family", "ttft", "<= 20%", 20.0),
+                 ("dense fp8 rows, GPU unseen by every family", "tpot", "<= 15%", 15.0)]
+
+
+def serving_goals(serving: pd.DataFrame | None) -> list[dict]:
+    """Goal rows for the serving simulator from ``results/serving/serving_mape.csv``
+    (:func:`synperf.serving.score.mape_table`): TTFT/TPOT MAPE of vLLM dense fp8 rows with the row's GPU in every
+    launched family's kernel training (seen) and in none (unseen: leave one GPU out), beside aiconfigurator's
+    estimate on the rows it estimated (``aic_*``; its kernel tables hold measurements of these GPUs)."""
+    rows = []
+    for scope, metric, target, limit in SERVING_GOALS:
+        goal = f"serving, vLLM {scope}: {metric.upper()} MAPE"
+        t = serving[serving["scope"] == scope] if serving is not None and "scope" in serving.columns else None
+        if t is None or t.empty:
+            rows.append(_row(goal, target, np.nan, limit))
+            continue
+        r = t.iloc[0]
+        mine, aic = r[f"synperf_{metric}_mape_on_aic_rows_pct"], r[f"aic_{metric}_mape_pct"]
+        detail = (f"{int(r['rows'])} rows; on the {int(r['aic_rows'])} rows aiconfigurator estimated: synperf "
+                  f"{mine:.1f}, aiconfigurator {aic:.1f}")
+        rows.append(_row(goal, target, float(r[f"{metric}_mape_pct"]), limit, float(r[f"aic_{metric}_mape_pct"]),
+                         "aiconfigurator", detail))
+    return rows
+
+
 def goals_table(protocols: pd.DataFrame, fewshot: pd.DataFrame | None = None,
-                throughput: dict | None = None, families: list[str] | None = None) -> pd.DataFrame:
+                throughput: dict | None = None, families: list[str] | None = None,
+                serving: pd.DataFrame | None = None) -> pd.DataFrame:
     """The goals table (:data:`GOAL_COLUMNS`), one row per goal.
 
     Args:
@@ -95,6 +124,8 @@ def goals_table(protocols: pd.DataFrame, fewshot: pd.DataFrame | None = None,
         throughput: batch predict throughput on one core (:func:`synperf.pipeline.throughput.predict_throughput`'s
             result: ``launches_per_s`` over all launches, ``per_experiment`` rates), or None.
         families: the families the goals are stated over (default :data:`CORE_FAMILIES`).
+        serving: ``results/serving/serving_mape.csv`` for the serving goals (:func:`serving_goals`), or None (the
+            goals read "not measured").
 
     Returns:
         ``measured`` and ``best_baseline`` are numbers (NaN when not measured or no baseline applies); ``met`` is
@@ -149,4 +180,5 @@ def goals_table(protocols: pd.DataFrame, fewshot: pd.DataFrame | None = None,
                        f"loading models and sources: {tp['cold_launches_per_s']:,.0f}")
     rows.append(_row("batch predict throughput on one CPU core (launches/s)", ">= 100000", rate, 100_000.0,
                      detail=detail, higher_is_better=True))
+    rows += serving_goals(serving)
     return pd.DataFrame(rows, columns=GOAL_COLUMNS)

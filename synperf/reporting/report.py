@@ -420,7 +420,8 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
         from synperf.reporting.methods_report import load_tables
 
         rate = json.loads(Path(goals["throughput"]).read_text()) if goals.get("throughput") else None
-        gt = goals_table(load_tables(protocols["tables"]), fewshot_table, rate, goals.get("families"))
+        serving = pd.read_csv(goals["serving"]) if goals.get("serving") else None
+        gt = goals_table(load_tables(protocols["tables"]), fewshot_table, rate, goals.get("families"), serving)
         write_csv(gt, goals["out"])
         md += goals_section(gt)
     if evaluation:

@@ -11,7 +11,8 @@ writes, in ``out_dir``:
 * ``serving_mape.csv``: MAPE of TTFT and TPOT per (model, gemm_dtype, gpu, tp), per (model, gemm_dtype), per
   concurrency, over all
   priced rows, all fp8 rows, and the fp8 rows whose GPU every kernel family's model trained on (seen) or none did
-  (unseen: leave-one-GPU-out for every family), and, as a diagnostic, the fp8 rows whose simulated KV cache never
+  (unseen: leave-one-GPU-out for every family), the same two for dense models only (the goals' scopes), and, as a
+  diagnostic, the fp8 rows whose simulated KV cache never
   saturates (no preemption) (``scope``), for synperf and, on the rows it estimated,
   aiconfigurator (``aic_*``, with ``aic_rows``);
 * ``serving_rows.csv``: rows per reason (every row of the file counted once, :func:`.silicon.counts_by_reason`);
@@ -49,6 +50,9 @@ from .simulate import serve
 EVALUATION_PREDICT = functools.partial(predict, models="evaluation")
 
 KEYS = ["model", "gemm_dtype", "gpu", "tp", "concurrency", "isl", "osl"]
+#: the scopes of the serving goals: dense-model fp8 rows whose GPU every launched family's model trained on / none did
+DENSE_SEEN = "dense fp8 rows, GPU seen by every family"
+DENSE_UNSEEN = "dense fp8 rows, GPU unseen by every family"
 
 
 def _ape(pred, meas) -> pd.Series:
@@ -159,15 +163,22 @@ def mape_table(s: pd.DataFrame) -> pd.DataFrame:
         t = s.groupby(keys).apply(agg, include_groups=False).reset_index()
         t.insert(0, "scope", scope)
         parts.append(t)
-    # True / False per family; unknown (None, NaN: the model did not say) is neither seen nor unseen
+    # True / False per family; unknown (None: the model did not say) is neither seen nor unseen; a family the row's
+    # model does not launch (a float NaN: no flag in that row, e.g. fused_moe for a dense model) does not count
     flags = s[[c for c in s.columns if c.startswith("seen_")]]
-    seen, unseen = flags.isin([True]), flags.isin([False])
+    absent = flags.apply(lambda col: col.map(lambda v: isinstance(v, float) and np.isnan(v)))
+    seen, unseen = flags.isin([True]) | absent, flags.isin([False]) | absent
+    seen, unseen = seen & ~absent.all(axis=1).to_numpy()[:, None], unseen & ~absent.all(axis=1).to_numpy()[:, None]
     scopes = [("all fp8 rows", s["gemm_dtype"] == "fp8"), ("all rows", s["gemm_dtype"].notna())]
     if "preemptions" in s.columns:   # a diagnostic split: rows whose simulated KV cache never saturates
         scopes.append(("fp8 rows without simulated preemption", (s["gemm_dtype"] == "fp8") & (s["preemptions"] == 0)))
     if seen.shape[1]:
-        scopes += [("fp8 rows, GPU seen by every family", (s["gemm_dtype"] == "fp8") & seen.all(axis=1)),
-                   ("fp8 rows, GPU unseen by every family", (s["gemm_dtype"] == "fp8") & unseen.all(axis=1))]
+        fp8 = s["gemm_dtype"] == "fp8"
+        dense = s["s_fused_moe"].isna() if "s_fused_moe" in s.columns else pd.Series(True, index=s.index)
+        scopes += [("fp8 rows, GPU seen by every family", fp8 & seen.all(axis=1)),
+                   ("fp8 rows, GPU unseen by every family", fp8 & unseen.all(axis=1)),
+                   (DENSE_SEEN, fp8 & dense & seen.all(axis=1)),
+                   (DENSE_UNSEEN, fp8 & dense & unseen.all(axis=1))]
     for name, sel in scopes:
         if sel.any():
             t = agg(s[sel]).to_frame().T
