@@ -133,6 +133,14 @@ def protocol_names(experiment):
     return ["configured"] + (["logo"] if experiment in SERVING_LOGO_EXPERIMENTS else [])
 
 
+def serving_only_logo_gpus(experiment):
+    """The GPUs whose leave-one-GPU-out folds a `configured_only` experiment runs for rule serving_logo (its seen
+    GPUs, where the serving rows need a model that left them out); None (every fold) for the other experiments."""
+    if experiment in PROTOCOLS.get("experiments", EXPERIMENTS) or experiment not in SERVING_LOGO_EXPERIMENTS:
+        return None
+    return list(config["experiments"][experiment]["seen"])
+
+
 # ---- selection
 SELECTION_EXPERIMENTS = list(SELECTION.get("experiments") or EXPERIMENTS)
 # Training recipes (`selection.recipes`, overrides of `training`) are scored on each experiment's primary set in

@@ -51,6 +51,7 @@ rule evaluate_protocols:
         experiments={e: config["experiments"][e] for e in EXPERIMENTS},
         candidates=SELECTION["candidates"],
         feature_set=FEATURE_SET,
+        logo_gpus=lambda wc: serving_only_logo_gpus(wc.experiment),
     script:
         "../scripts/evaluate_protocols.py"
 

@@ -34,7 +34,8 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
                        path_scores: dict[str, str] | None = None, experiments: dict[str, dict] | None = None,
                        feature_tables: dict[str, tuple[str, str]] | None = None,
                        feature_scores: list[str] | None = None, configured_feature_set: str | None = None,
-                       serving_launches: str | None = None, out_launches: str | None = None) -> None:
+                       serving_launches: str | None = None, out_launches: str | None = None,
+                       logo_gpus: list[str] | None = None) -> None:
     """All methods (our MLP and every baseline) under the evaluation protocols, for one experiment.
 
     ``features``/``features_meta``: the experiment's feature table of the configured top-level ``feature_set``
@@ -73,6 +74,7 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
     feature table and predicted in the leave-one-GPU-out fold of their GPU
     (:mod:`synperf.evaluation.fold_launches`), never scored; ``out_launches``: Parquet of the ``synperf`` method's
     predictions of them in the ``logo`` folds (:data:`synperf.evaluation.fold_launches.PREDICTION_COLUMNS`).
+    ``logo_gpus``: only the ``logo`` folds that leave one of these GPUs out (None: every fold).
     """
     import json
     import logging
@@ -136,6 +138,8 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
     for protocol in protocols:
         folds = make_folds(protocol, table, registry, gpus=gpus, heldout_frac=exp.get("heldout_frac", 0.2), seed=seed,
                            heldout_source_files=exp.get("heldout_source_files"))
+        if protocol == "logo" and logo_gpus is not None:
+            folds = [f for f in folds if set(f.unseen_gpus) & {str(g) for g in logo_gpus}]
         # the chosen-path method runs its own leave-one-seen-GPU-out inside every fold
         fold_methods = list(methods or METHODS)
         folds = [fold_launches.extend_fold(f, launch_gpus) for f in folds]
