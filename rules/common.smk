@@ -126,10 +126,19 @@ PROTOCOL_EXPERIMENTS += [e for e in PROTOCOLS.get("configured_only", []) if e no
 
 
 def protocol_names(experiment):
-    """Protocols run for one experiment: all configured names, or only `configured` for `configured_only`."""
+    """Protocols run for one experiment: all configured names, or only `configured` for `configured_only`, plus
+    `logo` for a `configured_only` experiment the serving simulator prices (rule serving_logo needs its folds)."""
     if experiment in PROTOCOLS.get("experiments", EXPERIMENTS):
         return PROTOCOL_NAMES
-    return ["configured"]
+    return ["configured"] + (["logo"] if experiment in SERVING_LOGO_EXPERIMENTS else [])
+
+
+def serving_only_logo_gpus(experiment):
+    """The GPUs whose leave-one-GPU-out folds a `configured_only` experiment runs for rule serving_logo (its seen
+    GPUs, where the serving rows need a model that left them out); None (every fold) for the other experiments."""
+    if experiment in PROTOCOLS.get("experiments", EXPERIMENTS) or experiment not in SERVING_LOGO_EXPERIMENTS:
+        return None
+    return list(config["experiments"][experiment]["seen"])
 
 
 # ---- selection

@@ -3,6 +3,8 @@
 # reads these tables. `protocols.experiments` run every protocol, `protocols.configured_only` the configured split
 # only. On the configured split synperf_mlp is the experiment's primary model (no retraining); each leave-one-out
 # fold's MLP reads the feature set the other experiments' selection scores pick without the fold's tested GPUs.
+# Each leave-one-out fold also predicts the serving simulator's launches on the GPU it leaves out (rule
+# serving_logo, synperf/evaluation/fold_launches.py).
 
 
 rule evaluate_protocols:
@@ -24,10 +26,12 @@ rule evaluate_protocols:
         all_path_scores=expand(PATH_SCORES, experiment=EXPERIMENTS),
         code=code_inputs("scripts/evaluate_protocols.py"),
         hardware=MEASURED_FILES,
+        serving_launches="results/serving/serving_launches.parquet",
     output:
         table="results/protocols/{experiment}.csv",
         cdf="results/protocols/{experiment}_cdf.csv",
         rows="results/protocols/{experiment}_rows.parquet",
+        serving_logo="results/protocols/{experiment}_serving_logo.parquet",
     log:
         "results/logs/evaluate_protocols/{experiment}.log",
     benchmark:
@@ -47,6 +51,7 @@ rule evaluate_protocols:
         experiments={e: config["experiments"][e] for e in EXPERIMENTS},
         candidates=SELECTION["candidates"],
         feature_set=FEATURE_SET,
+        logo_gpus=lambda wc: serving_only_logo_gpus(wc.experiment),
     script:
         "../scripts/evaluate_protocols.py"
 

@@ -29,6 +29,7 @@ rule report:
         e2e_figure="results/e2e/e2e_breakdown.png",
         e2e_models="results/e2e/e2e_models.csv",
         serving_mape="results/serving/serving_mape.csv",
+        serving_logo_mape="results/serving/serving_logo_mape.csv",
         benchmarks=benchmark_files(),
         ceiling_summary="results/ceiling/summary.json",
         ceiling_figure="results/ceiling/gap_cdf.png",

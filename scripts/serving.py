@@ -6,21 +6,18 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821  (this c
 
 import time
 
-from synperf.data.hardware import load_registry
-from synperf.e2e.collectives import CollectiveModel
 from synperf.pipeline.rule import run
 from synperf.serving.score import score_silicon
+from synperf.serving.silicon import public_inputs
 
 sm = snakemake  # noqa: F821
 
 
 def main():
-    registry = load_registry(sm.input.registry, sm.params.measured_dir)
-    data = Path(sm.params.data_dir)
-    collectives = CollectiveModel.from_dir(data / "pipeweave" / "dataset" / "collective", registry,
-                                           sm.params.e2e.get("collective_gpu_map"))
+    registry, collectives, silicon = public_inputs(sm.input.registry, sm.params.measured_dir, sm.params.data_dir,
+                                                   sm.params.e2e.get("collective_gpu_map"))
     t0 = time.time()
-    tables = score_silicon(data / "aiconfigurator" / "silicon_sample_public.csv", Path(sm.input.examples[0]).parent,
+    tables = score_silicon(silicon, Path(sm.input.examples[0]).parent,
                            str(Path(sm.output.scores).parent), registry=registry, collectives=collectives,
                            models_dir=str(Path(sm.input.models[0]).parents[2]), baseline_csv=sm.input.baseline,
                            experiments=sm.params.experiments)

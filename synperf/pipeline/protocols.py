@@ -33,7 +33,9 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
                        measured_dir: str | None = None, out_rows: str | None = None,
                        path_scores: dict[str, str] | None = None, experiments: dict[str, dict] | None = None,
                        feature_tables: dict[str, tuple[str, str]] | None = None,
-                       feature_scores: list[str] | None = None, configured_feature_set: str | None = None) -> None:
+                       feature_scores: list[str] | None = None, configured_feature_set: str | None = None,
+                       serving_launches: str | None = None, out_launches: str | None = None,
+                       logo_gpus: list[str] | None = None) -> None:
     """All methods (our MLP and every baseline) under the evaluation protocols, for one experiment.
 
     ``features``/``features_meta``: the experiment's feature table of the configured top-level ``feature_set``
@@ -67,12 +69,18 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
     nearest-GPU transfer covers, a paired comparison; present when ``nearest_gpu_roofline`` is evaluated).
     ``out_cdf``: :func:`synperf.evaluation.protocols.error_cdf` of the same predictions. ``out_rows``: Parquet of
     the configured fold's per-row ``synperf`` predictions (:data:`ROW_COLUMNS`; the rows the few-shot calibration
-    simulation calibrates), empty when that method did not run.
+    simulation calibrates), empty when that method did not run. ``serving_launches`` (Parquet of
+    :func:`synperf.serving.logo.record_launches`): the experiment's launches on its GPUs are appended to every
+    feature table and predicted in the leave-one-GPU-out fold of their GPU
+    (:mod:`synperf.evaluation.fold_launches`), never scored; ``out_launches``: Parquet of the ``synperf`` method's
+    predictions of them in the ``logo`` folds (:data:`synperf.evaluation.fold_launches.PREDICTION_COLUMNS`).
+    ``logo_gpus``: only the ``logo`` folds that leave one of these GPUs out (None: every fold).
     """
     import json
     import logging
     from pathlib import Path
 
+    from synperf.evaluation import fold_launches
     from synperf.evaluation.protocols import (
         METHODS,
         MLP,
@@ -88,7 +96,16 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
     table = categorical_strings(read_table(features).reset_index(drop=True))
     meta = read_artefact(features_meta, "features")
     configured_fs = configured_feature_set or meta.get("feature_set")
-    tables = {meta.get("feature_set"): (table, meta)}
+    gpus = list(exp["seen"]) + list(exp.get("unseen", []))
+    # the serving launches predicted beside the measured rows (appended after them; never scored)
+    launches = (fold_launches.launch_rows(read_table(serving_launches), exp_name, gpus) if serving_launches
+                else pd.DataFrame(columns=["gpu"]))
+    n_table, launch_gpus = len(table), launches["gpu"].astype(str).to_numpy()
+
+    def appended(t: pd.DataFrame, m: dict) -> pd.DataFrame:
+        return fold_launches.with_launches(t, launches, registry, m.get("feature_set"), seed)
+
+    tables = {meta.get("feature_set"): (appended(table, meta), meta)}
 
     def feature_table(fs: str) -> tuple[pd.DataFrame, dict]:
         """The experiment's table and meta of feature set ``fs`` (read once), row-aligned with ``table``."""
@@ -97,13 +114,13 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
             t = categorical_strings(read_table(t_path).reset_index(drop=True))
             if len(t) != len(table) or not t["problem_key"].equals(table["problem_key"]):
                 raise ValueError(f"{t_path}: rows differ from {features}; rebuild the features stage")
-            tables[fs] = (t, read_artefact(m_path, "features"))
+            m = read_artefact(m_path, "features")
+            tables[fs] = (appended(t, m), m)
         return tables[fs]
 
     fs_scores = (pd.concat([pd.read_csv(f) for f in feature_scores], ignore_index=True)
                  if feature_scores and experiments else None)
     path_frames = {n: pd.read_csv(f) for n, f in (path_scores or {}).items()}
-    gpus = list(exp["seen"]) + list(exp.get("unseen", []))
     cfg = TrainConfig.from_dict({**training, "seed": seed, "threads": threads})
     pretrained = {"configured": TrainedModel.load(model_dir)} if model_dir else None
     chosen_paths, recorded_defaults = None, {}
@@ -116,13 +133,16 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
                         if choice else None)
         if choice:  # the default path the recorded choice was made with (pooled without the unseen GPUs)
             recorded_defaults["configured"] = (choice.get("default") or {}).get("default", "mlp")
-    summaries, cdfs, done, configured_preds = [], [], {}, None
+    summaries, cdfs, done, configured_preds, launch_preds = [], [], {}, None, []
     fit_caches: dict = {}  # per feature set: the synperf method's inner models, shared across folds
     for protocol in protocols:
         folds = make_folds(protocol, table, registry, gpus=gpus, heldout_frac=exp.get("heldout_frac", 0.2), seed=seed,
                            heldout_source_files=exp.get("heldout_source_files"))
+        if protocol == "logo" and logo_gpus is not None:
+            folds = [f for f in folds if set(f.unseen_gpus) & {str(g) for g in logo_gpus}]
         # the chosen-path method runs its own leave-one-seen-GPU-out inside every fold
         fold_methods = list(methods or METHODS)
+        folds = [fold_launches.extend_fold(f, launch_gpus) for f in folds]
         parts = []
         for fold in folds:
             tested = tested_gpus(fold, registry)
@@ -149,9 +169,12 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
             # its recorded path was chosen with)
             default = (((defaults or {}).get(fold.name) or recorded_defaults.get(fold.name) or "mlp")
                        if SYNPERF in fold_methods else None)
-            key = (hashlib.sha256(np.asarray(fold.labels, dtype=str).tobytes()).hexdigest(), tuple(fold_methods), fs,
-                   default)
-            if key in done:
+            # over the table's own rows; an earlier fold's predictions serve when they hold every launch this one
+            # predicts (a leave-one-architecture-out fold of one GPU reuses that GPU's logo fold, launches and all)
+            key = (hashlib.sha256(np.asarray(fold.labels[:n_table], dtype=str).tobytes()).hexdigest(),
+                   tuple(fold_methods), fs, default)
+            needs_launches = (fold.labels[n_table:] == "unseen").any()
+            if key in done and (not needs_launches or (done[key]["row"] >= n_table).any()):
                 log.info("%s: same rows and choices as %s, predictions reused", fold.name, done[key]["fold"].iloc[0])
                 parts.append(done[key].assign(protocol=fold.protocol, fold=fold.name))
                 continue
@@ -178,6 +201,9 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
             log.info("%s: no fold", protocol)
             continue
         preds = pd.concat(parts, ignore_index=True)
+        launch_preds.append(fold_launches.launch_predictions(preds, {f.name: f for f in folds}, launches, n_table,
+                                                             exp_name, SYNPERF))
+        preds = fold_launches.table_predictions(preds, n_table)
         if protocol == "configured":
             configured_preds = preds
         summaries.append(summarize_predictions(preds).assign(scope="all"))
@@ -196,5 +222,8 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
             tt = feature_table(fs)[0]["theoretical_time_us"].to_numpy(dtype="float64")[p["row"].to_numpy(dtype="int64")]
             rows = p.assign(experiment=exp_name, theoretical_time_us=tt)[ROW_COLUMNS].reset_index(drop=True)
         write_parquet(rows, out_rows)
+    if out_launches:
+        write_parquet(pd.concat(launch_preds, ignore_index=True) if launch_preds else
+                      pd.DataFrame(columns=fold_launches.PREDICTION_COLUMNS), out_launches)
     if out_cdf:
         write_csv(pd.concat(cdfs, ignore_index=True).assign(experiment=exp_name, kernel=exp["kernel"]), out_cdf)

@@ -59,13 +59,28 @@ def serving_section(mape_csv: str, rows_csv: str, scores_csv: str, figure_rel: s
     return md
 
 
+def logo_section(logo_mape_csv: str) -> list[str]:
+    """Markdown lines: the MAPE table of :func:`synperf.serving.logo.score_logo` (every kernel of a row priced by a
+    model that never trained on the row's GPU), aiconfigurator's on the same rows."""
+    mape = pd.read_csv(logo_mape_csv)
+    top = mape[~mape["scope"].isin(["concurrency"])].drop(columns="concurrency", errors="ignore")
+    return ["### Leave one GPU out", "",
+            "The same rows with every kernel family priced by a model whose training left the row's GPU out: H100 "
+            "and B200 rows by the `synperf` method of each experiment's leave-one-GPU-out fold of that GPU (the "
+            "protocols stage; path, feature set and default chosen without it, no interval), H200 rows as above "
+            "(no family trained on H200). aiconfigurator cannot do this: its estimate reads its measured kernel "
+            "tables of the row's GPU.", "", md_table(_fmt(top)), ""]
+
+
 def serving_lines(out_md: str) -> list[str]:
-    """:func:`serving_section` of ``<report folder>/serving/`` (the outputs of rule ``serving``), or no lines when
-    that folder has no ``serving_mape.csv``."""
+    """:func:`serving_section` of ``<report folder>/serving/`` (the outputs of rule ``serving``) and, when present,
+    :func:`logo_section` of its ``serving_logo_mape.csv`` (rule ``serving_logo``), or no lines when that folder has
+    no ``serving_mape.csv``."""
     from pathlib import Path
 
     d = Path(out_md).parent / "serving"
     if not (d / "serving_mape.csv").exists():
         return []
-    return serving_section(str(d / "serving_mape.csv"), str(d / "serving_rows.csv"), str(d / "serving_scores.csv"),
-                           "serving/serving_scatter.png")
+    lines = serving_section(str(d / "serving_mape.csv"), str(d / "serving_rows.csv"),
+                            str(d / "serving_scores.csv"), "serving/serving_scatter.png")
+    return lines + (logo_section(str(d / "serving_logo_mape.csv")) if (d / "serving_logo_mape.csv").exists() else [])

@@ -1,6 +1,17 @@
 """The only names :mod:`synperf.serving` takes from the rest of synperf (one place, as :mod:`synperf.e2e._deps`)."""
 
-from synperf.e2e._deps import InputError, Registry, default_registry, launch_table, predict, write_csv  # noqa: F401
+from synperf.api import route_experiment  # noqa: F401
+from synperf.data.io import read_table  # noqa: F401
+from synperf.data.schema import KEY_COLUMNS  # noqa: F401
+from synperf.e2e._deps import (  # noqa: F401
+    InputError,
+    Registry,
+    default_registry,
+    launch_table,
+    load_registry,
+    predict,
+    write_csv,
+)
 from synperf.e2e.collectives import CollectiveModel  # noqa: F401
 from synperf.e2e.compose import Overhead, SharedPredictor, attention_path, trained_on  # noqa: F401
 from synperf.e2e.intervals import quadrature_bounds  # noqa: F401
@@ -9,4 +20,5 @@ from synperf.e2e.plan import ACTIVATION_GB, layer_params  # noqa: F401
 
 __all__ = ["InputError", "Registry", "default_registry", "launch_table", "predict", "write_csv", "CollectiveModel",
            "Overhead", "SharedPredictor", "attention_path", "trained_on", "ModelConfig", "load_model_config",
-           "ACTIVATION_GB", "layer_params", "quadrature_bounds"]
+           "ACTIVATION_GB", "layer_params", "quadrature_bounds", "route_experiment", "read_table", "KEY_COLUMNS",
+           "load_registry"]

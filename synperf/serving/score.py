@@ -62,11 +62,12 @@ def _ape(pred, meas) -> pd.Series:
 def score_rows(rows: pd.DataFrame, examples_dir: str | os.PathLike, *, registry: Registry,
                collectives: CollectiveModel, models_dir: str | os.PathLike | None = None,
                predict_fn: Callable = EVALUATION_PREDICT, overhead: Overhead = Overhead(), num_requests_per_c: int = 10,
-               progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
+               progress: Callable[[int, int], None] | None = None, record_only: bool = False) -> pd.DataFrame:
     """One scored row per priced row of ``rows`` (``reason`` empty), in ``rows``' order. Every row is simulated
     twice: the first pass records the launches of all rows, one ``predict_fn`` call per (kernel family, GPU) prices
     their distinct launches (:class:`synperf.e2e.compose.SharedPredictor`), the second pass prices each row from
-    those predictions.
+    those predictions. ``record_only``: stop after that one ``predict_fn`` call per (family, GPU) (a recording
+    ``predict_fn`` then holds every distinct launch, :func:`.logo.record_launches`) and return an empty frame.
 
     Raises:
         InputError: a missing example config, a pricing error (the row is named), or a prediction of the deploy
@@ -89,6 +90,8 @@ def score_rows(rows: pd.DataFrame, examples_dir: str | os.PathLike, *, registry:
     for fn in (shared.record, None):
         if fn is None:
             shared.predict(models_dir=models_dir, registry=registry)
+            if record_only:
+                return pd.DataFrame()
             shared.refuse_deploy("serving evaluation")
             fn = shared
         out = []

@@ -104,3 +104,24 @@ def counts_by_reason(df: pd.DataFrame) -> pd.DataFrame:
     r = df["reason"].where(df["reason"] != "", "priced")
     out = r.value_counts().rename_axis("reason").reset_index(name="rows")
     return out.sort_values(["reason"], key=lambda s: s.map(lambda x: (x != "priced", x))).reset_index(drop=True)
+
+
+def public_inputs(registry_file: str | os.PathLike, measured_dir: str | os.PathLike | None,
+                  data_dir: str | os.PathLike, collective_gpu_map: dict | None = None):
+    """What the serving rules read from the public data folder ``data_dir``: ``(registry, collectives,
+    silicon_csv)``: the GPU registry (``registry_file`` with the characterization records of ``measured_dir``), the
+    pipeweave NCCL tables (``pipeweave/dataset/collective``, :meth:`synperf.e2e.collectives.CollectiveModel.from_dir`
+    with the config's ``e2e.collective_gpu_map``) and aiconfigurator's silicon file
+    (``aiconfigurator/silicon_sample_public.csv``).
+
+    Raises:
+        InputError: as :func:`synperf.data.hardware.load_registry` and
+            :meth:`synperf.e2e.collectives.CollectiveModel.from_dir`.
+    """
+    from ._deps import CollectiveModel, load_registry
+
+    registry = load_registry(registry_file, measured_dir)
+    data = Path(data_dir)
+    collectives = CollectiveModel.from_dir(data / "pipeweave" / "dataset" / "collective", registry,
+                                           collective_gpu_map)
+    return registry, collectives, data / "aiconfigurator" / "silicon_sample_public.csv"
