@@ -35,7 +35,8 @@ def main():
                  fewshot={"table": sm.input.fewshot_table, "choice": sm.input.fewshot_choice,
                           "figure": sm.input.fewshot_figure},
                  goals={"out": sm.output.goals, "throughput": sm.input.predict_throughput,
-                        "families": list(sm.params.core_experiments), "serving": sm.input.serving_mape})
+                        "families": list(sm.params.core_experiments), "serving": sm.input.serving_mape,
+                        "serving_logo": sm.input.serving_logo_mape})
 
 
 run(sm, main)

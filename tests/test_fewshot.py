@@ -223,6 +223,11 @@ def test_serving_goals_read_the_dense_scopes_beside_aiconfigurator():
     assert g["best_baseline"].tolist() == [30.0, 9.0, 30.0, 9.0]
     assert "synperf 15.0, aiconfigurator 30.0" in g["detail"].iloc[0]
     assert pd.DataFrame(serving_goals(t.iloc[:1]))["met"].unique().tolist() == ["not measured"]
+    # the leave-one-GPU-out table answers the unseen goals
+    logo = pd.DataFrame([scope(DENSE_UNSEEN, 18.0, 16.0)])
+    g = pd.DataFrame(serving_goals(t, logo))
+    assert g["measured"].tolist() == [14.0, 11.0, 18.0, 16.0] and g["met"].tolist() == ["yes", "no", "yes", "no"]
+    assert g["goal"].str.contains("leave-one-GPU-out folds").tolist() == [False, False, True, True]
 
 
 def test_short_profiling_sweep_draws_k_grid_points_by_the_same_rule():

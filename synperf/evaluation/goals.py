@@ -92,15 +92,21 @@ SERVING_GOALS = [("dense fp8 rows, GPU seen by every family", "ttft", "<= 15%", 
                  ("dense fp8 rows, GPU unseen by every family", "tpot", "<= 15%", 15.0)]
 
 
-def serving_goals(serving: pd.DataFrame | None) -> list[dict]:
+def serving_goals(serving: pd.DataFrame | None, serving_logo: pd.DataFrame | None = None) -> list[dict]:
     """Goal rows for the serving simulator from ``results/serving/serving_mape.csv``
     (:func:`synperf.serving.score.mape_table`): TTFT/TPOT MAPE of vLLM dense fp8 rows with the row's GPU in every
     launched family's kernel training (seen) and in none (unseen: leave one GPU out), beside aiconfigurator's
-    estimate on the rows it estimated (``aic_*``; its kernel tables hold measurements of these GPUs)."""
+    estimate on the rows it estimated (``aic_*``; its kernel tables hold measurements of these GPUs). With
+    ``serving_logo`` (``results/serving/serving_logo_mape.csv``, :mod:`synperf.serving.logo`: every row priced by
+    models that never saw its GPU) the unseen goals read that table, so they cover every GPU, not only the GPUs
+    the configured split leaves out."""
     rows = []
     for scope, metric, target, limit in SERVING_GOALS:
         goal = f"serving, vLLM {scope}: {metric.upper()} MAPE"
-        t = serving[serving["scope"] == scope] if serving is not None and "scope" in serving.columns else None
+        src = serving_logo if (serving_logo is not None and "unseen" in scope) else serving
+        if src is serving_logo:
+            goal += " (leave-one-GPU-out folds)"
+        t = src[src["scope"] == scope] if src is not None and "scope" in src.columns else None
         if t is None or t.empty:
             rows.append(_row(goal, target, np.nan, limit))
             continue
@@ -115,7 +121,7 @@ def serving_goals(serving: pd.DataFrame | None) -> list[dict]:
 
 def goals_table(protocols: pd.DataFrame, fewshot: pd.DataFrame | None = None,
                 throughput: dict | None = None, families: list[str] | None = None,
-                serving: pd.DataFrame | None = None) -> pd.DataFrame:
+                serving: pd.DataFrame | None = None, serving_logo: pd.DataFrame | None = None) -> pd.DataFrame:
     """The goals table (:data:`GOAL_COLUMNS`), one row per goal.
 
     Args:
@@ -124,8 +130,8 @@ def goals_table(protocols: pd.DataFrame, fewshot: pd.DataFrame | None = None,
         throughput: batch predict throughput on one core (:func:`synperf.pipeline.throughput.predict_throughput`'s
             result: ``launches_per_s`` over all launches, ``per_experiment`` rates), or None.
         families: the families the goals are stated over (default :data:`CORE_FAMILIES`).
-        serving: ``results/serving/serving_mape.csv`` for the serving goals (:func:`serving_goals`), or None (the
-            goals read "not measured").
+        serving, serving_logo: ``results/serving/serving_mape.csv`` and ``serving_logo_mape.csv`` for the serving
+            goals (:func:`serving_goals`), or None (the goals read "not measured").
 
     Returns:
         ``measured`` and ``best_baseline`` are numbers (NaN when not measured or no baseline applies); ``met`` is
@@ -180,5 +186,5 @@ def goals_table(protocols: pd.DataFrame, fewshot: pd.DataFrame | None = None,
                        f"loading models and sources: {tp['cold_launches_per_s']:,.0f}")
     rows.append(_row("batch predict throughput on one CPU core (launches/s)", ">= 100000", rate, 100_000.0,
                      detail=detail, higher_is_better=True))
-    rows += serving_goals(serving)
+    rows += serving_goals(serving, serving_logo)
     return pd.DataFrame(rows, columns=GOAL_COLUMNS)

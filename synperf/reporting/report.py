@@ -421,7 +421,9 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
 
         rate = json.loads(Path(goals["throughput"]).read_text()) if goals.get("throughput") else None
         serving = pd.read_csv(goals["serving"]) if goals.get("serving") else None
-        gt = goals_table(load_tables(protocols["tables"]), fewshot_table, rate, goals.get("families"), serving)
+        logo = pd.read_csv(goals["serving_logo"]) if goals.get("serving_logo") else None
+        gt = goals_table(load_tables(protocols["tables"]), fewshot_table, rate, goals.get("families"), serving,
+                         logo)
         write_csv(gt, goals["out"])
         md += goals_section(gt)
     if evaluation:
