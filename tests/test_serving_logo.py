@@ -70,6 +70,12 @@ def test_launch_keys_ignore_dtypes():
     b = a.astype({"m": "float64", "gpu": "category"})
     assert launch_keys(a).tolist() == launch_keys(b).tolist()
     assert launch_keys(a).tolist() != launch_keys(a.assign(m=5)).tolist()
+    # numbers held in an object column (a concatenation of tables, one without the column) key as numbers; a
+    # string column stays a string
+    c = pd.concat([a, pd.DataFrame({"gpu": ["b200"], "kernel": "gemm", "m": [None], "dtype": "fp8"})],
+                  ignore_index=True)
+    assert c["m"].dtype == object and launch_keys(c).tolist()[0] == launch_keys(a).tolist()[0]
+    assert "|fp8|" in launch_keys(c).tolist()[1]
 
 
 def _gemm_rows(gpus, ms):
