@@ -39,7 +39,7 @@ def serving_section(mape_csv: str, rows_csv: str, scores_csv: str, figure_rel: s
                                                                                   "mixed")).reset_index()
     seen.columns = ["gpu"] + [c[len("seen_"):] for c in seen_cols]
     md = ["## Serving latency (TTFT/TPOT) against measured vLLM runs", "",
-          "Every vLLM aggregated row of a dense model with fp8 or unquantized (bf16) linear layers in "
+          "Every vLLM aggregated row of a dense or MoE model with fp8 or unquantized (bf16) linear layers in "
           "aiconfigurator's silicon sample is simulated with vLLM V1's scheduler (chunked prefill, mixed "
           "iterations, KV-cache preemption; `synperf/serving/`, docs/serving.md) in a closed loop at the row's "
           "concurrency (a replacement misses the step under way when it arrives), each iteration priced by the "
