@@ -168,6 +168,13 @@ def test_score_logo_prices_seen_gpu_rows_from_the_fold_predictions(tmp_path):
     assert m.loc["all fp8 rows", "rows"] == 2
     assert m.loc["all fp8 rows", "tpot_mape_pct"] == pytest.approx(
         (abs(s.loc["h100_sxm", "tpot_mean_ms"] - 10) / 10 * 100 + 20) / 2)
+    # a config without the fp8 GEMM experiment (the small CI config) prices no fp8 row: none is recorded or scored
+    no_fp8 = {k: v for k, v in experiments.items() if k != "gemm_fp8_aiconfigurator"}
+    assert record_launches(read_silicon(f), EXAMPLES, registry=registry, collectives=None, experiments=no_fp8,
+                           gpus=["h100_sxm"]).empty
+    t = score_logo(f, EXAMPLES, scores, pred.iloc[:0], tmp_path / "out3", registry=registry, collectives=None,
+                   experiments=no_fp8)["serving_logo_scores"]
+    assert t["gpu"].tolist() == ["h200_sxm"]
     # a seen-GPU row no fold tested is refused
     pd.read_csv(scores).assign(seen_gemm=True).to_csv(scores, index=False)
     with pytest.raises(InputError, match="h200_sxm .*no leave-one-GPU-out fold tested"):

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ._deps import KEY_COLUMNS, InputError, Registry, launch_table, read_table, route_experiment, write_csv
-from .score import EVALUATION_PREDICT, KEYS, add_baseline, mape_table, score_rows
+from .score import EVALUATION_PREDICT, KEYS, add_baseline, mape_table, mark_untrained, score_rows
 from .silicon import read_silicon
 
 #: columns of a launch table of :func:`record_launches`
@@ -79,6 +79,7 @@ def record_launches(rows: pd.DataFrame, examples_dir: str | os.PathLike, *, regi
         recorded.append(canon[list(KEY_COLUMNS)].assign(experiment=exp))
         return pd.DataFrame({"predicted_latency_us": np.ones(len(params))})
 
+    rows = mark_untrained(rows, experiments)
     sel = rows[rows["gpu"].astype(str).isin([str(g) for g in gpus])]
     score_rows(sel, examples_dir, registry=registry, collectives=collectives, predict_fn=record, record_only=True)
     if not recorded:
@@ -167,6 +168,8 @@ def score_logo(silicon_csv: str | os.PathLike, examples_dir: str | os.PathLike, 
     """Leave-one-GPU-out scores of every priced row, written to ``out_dir`` as ``serving_logo_scores.csv`` (the
     columns of ``serving_scores.csv`` and ``left_out``: :data:`LOGO_FOLDS` or :data:`CONFIGURED_UNSEEN`) and
     ``serving_logo_mape.csv`` (:func:`.score.mape_table` of those rows, aiconfigurator's MAPE on the same rows).
+    Rows whose kernels no experiment of ``experiments`` prices are left out, as in ``serving_scores.csv``
+    (:func:`.score.mark_untrained`).
 
     Rows on a GPU of ``predictions`` are priced by :class:`LogoPredictor` (``fallback`` for families none of whose
     folds tested the GPU and whose configured model never trained on it); every other row is taken from
@@ -176,7 +179,7 @@ def score_logo(silicon_csv: str | os.PathLike, examples_dir: str | os.PathLike, 
         InputError: a row taken from ``scores_csv`` whose GPU a family trained on (named), or as
             :class:`LogoPredictor` and :func:`.score.score_rows`.
     """
-    rows = read_silicon(silicon_csv)
+    rows = mark_untrained(read_silicon(silicon_csv), experiments)
     rows = rows[rows["reason"] == ""]
     logo_gpus = sorted(set(predictions["gpu"].astype(str)))
     fresh = score_rows(rows[rows["gpu"].astype(str).isin(logo_gpus)], examples_dir, registry=registry,
