@@ -132,45 +132,6 @@ def test_the_interval_widens_with_the_constants_spread(registry):
     assert np.median(np.log(hi_n / lo_n)) > np.median(np.log(hi / lo))
 
 
-def test_sibling_evidence_comes_from_the_gpus_of_the_class_only_and_never_the_gpu_itself(registry):
-    from synperf.evaluation.baselines import roofline_shift
-
-    train = with_formula_latency(gemm_launches(["a40", "l40s", "a100_sxm4_80gb"], n=40), registry)
-    # a launch factor the physics does not explain, the same on every GPU
-    factor = 1.0 + 0.5 * (train["m"].to_numpy(dtype="float64") % 3 == 0)
-    train = train.assign(latency_us=train["latency_us"] * factor)
-    model = F.FingerprintModel.fit(train, META, registry, correct=False, oof=False)
-    # l40 (sm_8x GDDR) was measured nowhere; its siblings are a40 and l40s; the first 40 launches are theirs, the
-    # next 10 launches nobody measured
-    test = pd.concat([gemm_launches(["l40"], n=40), gemm_launches(["l40"], seed=9, n=10)], ignore_index=True)
-    ev = model.sibling_evidence(test, registry)
-    terms = {g: F.pipe_times(train[train["gpu"] == g], registry) for g in ("a40", "l40s")}
-    y = {g: train.loc[train["gpu"] == g, "latency_us"].to_numpy() for g in ("a40", "l40s")}
-    logr = np.mean([np.log(y[g] / model.fitted[g].time_us(terms[g])) for g in ("a40", "l40s")], axis=0)
-    np.testing.assert_allclose(ev[:40, 0], logr, rtol=1e-9)
-    np.testing.assert_allclose(ev[:40, 1], (y["a40"] + y["l40s"]) / 2)
-    new = np.isin(test["m"].astype(str) + test["n"].astype(str) + test["k"].astype(str),
-                  (train["m"].astype(str) + train["n"].astype(str) + train["k"].astype(str)).to_numpy())
-    assert np.isnan(ev[40:][~new[40:], 0]).all() and (~new[40:]).any()
-    fp = model.fingerprint("l40", registry).time_us(F.pipe_times(test, registry))
-    pred = model.predict(test, registry, sibling="ratio")
-    np.testing.assert_allclose(pred[:40], fp[:40] * np.exp(logr))
-    np.testing.assert_allclose(pred[40:][~new[40:]], fp[40:][~new[40:]])
-    shift = model.predict(test, registry, sibling="shift")
-    from synperf.evaluation.baselines import add_baseline_columns
-
-    roof_te = add_baseline_columns(test, registry, tiles=False)["bl_roofline_us"].to_numpy()
-    np.testing.assert_allclose(shift[:40], roofline_shift(ev[:40, 1], ev[:40, 2], roof_te[:40]))
-    # the HBM GPU's measurements are not evidence for l40; a40's sibling is l40s alone, never a40 itself
-    slow = train.assign(latency_us=np.where(train["gpu"] == "a100_sxm4_80gb", 1e4, train["latency_us"]))
-    np.testing.assert_allclose(F.FingerprintModel.fit(slow, META, registry, correct=False, oof=False)
-                               .sibling_evidence(test, registry), ev)
-    own = model.sibling_evidence(train[train["gpu"] == "a40"], registry)
-    np.testing.assert_allclose(own[:, 1], y["l40s"])
-    with pytest.raises(ValueError, match="sibling mode"):
-        model.predict(test, registry, sibling="nearest")
-
-
 def test_few_shot_on_the_fingerprint_refits_the_constants_and_gets_better_with_more_rows(registry):
     from synperf.evaluation.fewshot import fingerprint_fewshot
 
@@ -197,32 +158,32 @@ def test_fit_chosen_picks_from_the_grid_and_an_unseen_gpu_takes_the_left_out_gpu
     rows = with_formula_latency(gemm_launches(list(TRUE), n=60), registry)
     rows = rows.assign(latency_us=rows["latency_us"] * np.exp(rng.normal(0, 0.05, len(rows))))
     rows = rows.assign(theoretical_time_us=F.pipe_times(rows, registry).sum(axis=1))
-    name, opts, sib, rule, scores, residuals, folds = choose_options(rows, META, registry, seed=0)
+    name, opts, rule, scores, residuals, folds = choose_options(rows, META, registry, seed=0)
     names = [g[0] for g in GRID]
-    assert set(scores) == set(names) and name in scores and len(names) == len(set(names)) == 24
-    assert rule in F.RULES and sib in F.SIBLING_MODES
+    assert set(scores) == set(names) and name in scores and len(names) == len(set(names)) == 6
+    assert rule in F.RULES
     # the first option within 5% of the lowest score
     assert scores[name] <= 1.05 * min(scores.values())
     assert all(scores[n] > 1.05 * min(scores.values()) for n in names[:names.index(name)])
     assert sorted(residuals["gpu"].unique()) == sorted(TRUE)
     # one fold per training GPU, each model fitted without it
     assert sorted(h for h, _, _ in folds) == sorted(TRUE) and all(h not in m.fitted for h, _, m in folds)
-    weight, weight_scores = choose_prior_weight(folds, registry, sib, rule, seed=0)
+    weight, weight_scores = choose_prior_weight(folds, registry, rule, seed=0)
     assert set(weight_scores) == set(PRIOR_WEIGHTS)
     assert weight == next(w for w in PRIOR_WEIGHTS if weight_scores[w] <= 1.05 * min(weight_scores.values()))
     model = fit_chosen(rows, META, registry, seed=0)
-    assert model.choice["option"] == name and model.use_sibling == sib and model.rule == rule
+    assert model.choice["option"] == name and model.rule == rule
     assert model.prior_weight == weight
-    new = gemm_launches(["l40"], seed=5, n=20)  # shapes no GPU measured: no sibling evidence
+    new = gemm_launches(["l40"], seed=5, n=20)  # a GPU of a class that trained (a40, l40s)
     lo, hi = model.interval(new, registry)
-    q = model.unseen_q.get((True, False), model.unseen_q[None])
+    q = model.unseen_q.get(True, model.unseen_q[None])
     np.testing.assert_allclose(np.log(hi / lo), q[1] - q[0], rtol=1e-9)
     # one training GPU: no fold, the first (simplest) option and prior weight
     one = fit_chosen(rows[rows["gpu"] == "a40"], META, registry, seed=0)
     assert one.choice["option"] == GRID[0][0] and one.unseen_q == {} and one.prior_weight == PRIOR_WEIGHTS[0]
 
 
-def test_a_gpus_own_measurements_correct_its_rows_and_reach_other_gpus_only_by_the_class_mode(registry):
+def test_a_gpus_own_measurements_correct_its_rows_and_reach_other_gpus_only_as_class_mates_evidence(registry):
     # a40 alone runs launches with n of at most 1024 1.6x slower than its physics; no other GPU does
     launches = gemm_launches(["a40", "l40s", "a100_sxm4_80gb", "h100_sxm"], n=400)
     rows = with_formula_latency(launches, registry)
@@ -235,20 +196,20 @@ def test_a_gpus_own_measurements_correct_its_rows_and_reach_other_gpus_only_by_t
     assert sorted(with_local.local) == sorted(set(train["gpu"])) and without.local == {}
     a40 = heldout[heldout["gpu"] == "a40"]
     y = a40["latency_us"].to_numpy()
-    err = {name: np.mean(np.abs(m.predict(a40, registry, sibling=None) / y - 1)) for name, m in
+    err = {name: np.mean(np.abs(m.predict(a40, registry, sibling=False) / y - 1)) for name, m in
            (("local", with_local), ("shared", without))}
     assert err["local"] < 0.5 * err["shared"]
     # l40 (sm_8x GDDR, never measured): no own correction; the class mode adds the mean of a40's and l40s's
     l40 = a40.assign(gpu="l40").drop(columns=list(F.V2_COLUMNS))
-    np.testing.assert_allclose(with_local.predict(l40, registry, sibling=None),
-                               without.predict(l40, registry, sibling=None), rtol=1e-12)
+    np.testing.assert_allclose(with_local.predict(l40, registry, sibling=False),
+                               without.predict(l40, registry, sibling=False), rtol=1e-12)
     terms = F.pipe_times(F.with_v2_columns(l40, registry), registry)
     x, fp = with_local._design(F.with_v2_columns(l40, registry), terms, registry)
     local = (with_local.local["a40"].predict(x) + with_local.local["l40s"].predict(x)) / 2
-    np.testing.assert_allclose(with_local.predict(l40, registry, sibling="class"),
-                               fp * np.exp(local), rtol=1e-9)
+    # the class-mates' correction is the predictor's own rule, not an option: the default prediction takes it
+    np.testing.assert_allclose(with_local.predict(l40, registry), fp * np.exp(local), rtol=1e-9)
     # h200 (sm_9x HBM, never measured) takes h100's own correction alone: neither a100 (sm_8x) nor the GDDR GPUs'
     h200 = F.with_v2_columns(l40.assign(gpu="h200_sxm"), registry)
     xh, fph = with_local._design(h200, F.pipe_times(h200, registry), registry)
-    np.testing.assert_allclose(with_local.predict(h200, registry, sibling="class"),
+    np.testing.assert_allclose(with_local.predict(h200, registry),
                                fph * np.exp(with_local.local["h100_sxm"].predict(xh)), rtol=1e-9)

@@ -360,7 +360,7 @@ def fingerprint_fewshot(model, rows: pd.DataFrame, registry, ks=KS, seeds=SEEDS,
                         prior_weights=(None,)) -> pd.DataFrame:
     """Few-shot on the fingerprint predictor: the constants of a GPU without training rows are refitted on its
     short sweep (:func:`synperf.model.fingerprint.fewshot_fingerprint`, the predicted constants as prior), not a
-    ratio on the predictions; the correction and the sibling evidence stay as fitted.
+    ratio on the predictions; the correction and the class-mates' correction stay as fitted.
 
     Args:
         model: a fitted :class:`synperf.model.fingerprint.FingerprintModel` (its :attr:`overrides` are restored).

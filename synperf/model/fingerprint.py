@@ -38,22 +38,22 @@ Correction
 Own-GPU evidence (:attr:`FingerprintModel.local`)
     A training GPU's own measurements also fit a second, per-GPU correction: the same trees on that GPU's rows'
     residual ``log(latency / (fingerprint time * exp(shared correction)))``; it is added for that GPU's rows (held-out
-    problems of a seen GPU) and never for another GPU's, except by the ``class`` sibling mode below.
+    problems of a seen GPU) and never for another GPU's, except as class-mates' evidence (below).
 
-Sibling evidence (:meth:`FingerprintModel.sibling_evidence`)
-    Training GPUs of the row's class (its siblings, never its own GPU) enter by one documented mode: where they
-    measured the same launch, ``ratio`` (their mean ``log(latency / own fingerprint time)`` replaces the correction)
-    or ``shift`` (their latency with its spec-sheet roofline time replaced by the row's,
-    :func:`synperf.evaluation.baselines.roofline_shift`); at any launch, ``class`` (the mean of their own-GPU
-    corrections is added).
+Class-mates' evidence (:meth:`FingerprintModel.predict`, ``sibling=True``)
+    One documented correction, fixed beforehand (never chosen): for a GPU without measurements, the mean of the
+    own-GPU corrections of the training GPUs of its class (its class-mates, :meth:`synperf.data.hardware.GPUSpec.
+    same_class`) is added to the shared correction at every launch; with no class-mate in training, nothing is
+    added. A class-mate's measurements so reach the new GPU as that GPU's learned residual, at launches it measured
+    and at launches it did not.
 
 One way to choose (:mod:`synperf.model.fingerprint_choice`)
-    Whether to correct, with which tree budget, how a GPU without measurements gets its constants from its pool
-    (:data:`RULES`), and which sibling mode form one grid (:data:`GRID`, simplest first), scored by leaving each
-    training GPU out (its constants predicted from the others, as for an unseen GPU); the first option within
-    :data:`MARGIN` (5%) of the lowest mean MAPE wins. The few-shot prior weight is chosen the same way, on the
-    short sweeps of the left-out training GPUs. Nothing else is chosen: the pipes, the class rule and the
-    correction's features are fixed beforehand.
+    Whether to correct, with which tree budget, and how a GPU without measurements gets its constants from its pool
+    (:data:`RULES`) form one grid (:data:`GRID`, simplest first), scored by leaving each training GPU out (its
+    constants predicted from the others and its class-mates' correction added, as for an unseen GPU); the first
+    option within :data:`MARGIN` (5%) of the lowest mean MAPE wins. The few-shot prior weight is chosen the same
+    way, on the short sweeps of the left-out training GPUs. Nothing else is chosen: the pipes, the class rule, the
+    class-mates' correction and the correction's features are fixed beforehand.
 
 Interval (:meth:`FingerprintModel.interval`)
     80% by default: the correction's out-of-fold log residuals (leave one training GPU out: the correction refitted
@@ -338,9 +338,9 @@ class FingerprintModel:
         train_terms: training GPU -> ``(pipe_times, latency_us)`` of its rows (for the spread of predicted
             constants).
         overrides: GPU -> a given or few-shot :class:`Fingerprint` that replaces the fitted or predicted one.
-        rule: :data:`RULES` member giving a GPU without measurements its constants; use_sibling: the
-            :data:`SIBLING_MODES` member :meth:`predict` uses by default; prior_weight: the few-shot prior weight
-            (:func:`fewshot_fingerprint`); all three chosen by :func:`synperf.model.fingerprint_choice.fit_chosen`.
+        rule: :data:`RULES` member giving a GPU without measurements its constants; prior_weight: the few-shot
+            prior weight (:func:`fewshot_fingerprint`); both chosen by
+            :func:`synperf.model.fingerprint_choice.fit_chosen`.
         local: training GPU -> its own-GPU correction (trees on its rows' residual after the shared correction).
     """
 
@@ -358,8 +358,6 @@ class FingerprintModel:
     trees_args: dict = field(default_factory=dict)
     choice: dict = field(default_factory=dict)
     unseen_q: dict = field(default_factory=dict)
-    siblings: tuple = field(default=(), repr=False)
-    use_sibling: str | None = None
 
     @classmethod
     def fit(cls, rows: pd.DataFrame, meta: dict, registry, *, max_train_rows: int = 0, seed: int = 0,
@@ -392,13 +390,6 @@ class FingerprintModel:
         srows = rows.iloc[sub]
         levels = {c: {v: i for i, v in enumerate(sorted(srows[c].astype(str).unique()))} for c in columns[2]}
         model = cls(fitted, None, columns, levels, train_terms=train_terms, rule=rule, trees_args=dict(trees or {}))
-        own = np.empty(len(rows))
-        for g, fp in fitted.items():
-            own[gpus == g] = fp.time_us(terms[gpus == g])
-        from synperf.model.paths import source_keys
-
-        roof = with_spec_columns(rows, registry)["bl_roofline_us"].to_numpy(dtype="float64")
-        model.siblings = (source_keys(rows), gpus, np.column_stack([np.log(y / np.maximum(own, 1e-6)), y, roof]))
         x, fp = model._design(srows, terms[sub], registry)
         r = np.log(y[sub] / fp)
         if correct:
@@ -438,9 +429,9 @@ class FingerprintModel:
             x, fp = self._design(rows.iloc[on], terms[on], registry)
             self.local[g] = self._fit_trees(x, np.log(y[on] / fp) - self._shared(x), seed)
 
-    def _local(self, rows: pd.DataFrame, x: np.ndarray, registry, mode: str | None) -> np.ndarray:
-        """The own-GPU correction per row: its GPU's own where it trained; the mean of its class-mates' where
-        ``mode == "class"``; else 0."""
+    def _local(self, rows: pd.DataFrame, x: np.ndarray, registry, sibling: bool) -> np.ndarray:
+        """The own-GPU correction per row: its GPU's own where it trained; else, with ``sibling``, the mean of its
+        class-mates'; else 0."""
         from threadpoolctl import threadpool_limits
 
         out = np.zeros(len(rows))
@@ -451,7 +442,7 @@ class FingerprintModel:
             on = gpus == g
             if g in self.local:
                 mates = [g]
-            elif mode == "class":
+            elif sibling:
                 mates = [s for s in sorted(self.local) if registry[s].same_class(registry[g])]
             else:
                 continue
@@ -502,56 +493,15 @@ class FingerprintModel:
         fp_time, floor, _ = self._fingerprints(rows, terms, registry, rule)
         return correction_design(rows, terms, fp_time, floor, self.columns, self.levels, registry), fp_time
 
-    def sibling_evidence(self, rows: pd.DataFrame, registry) -> np.ndarray:
-        """The same launch (every key column but the GPU, :func:`synperf.model.paths.source_keys`) measured on
-        the training GPUs of the row's class other than its own GPU (its siblings), averaged over them: per row
-        ``log(latency / own fingerprint time)``, ``latency_us`` and spec-sheet roofline time ``bl_roofline_us`` of
-        the siblings; NaN where no sibling measured it. Shape ``(len(rows), 3)``."""
-        from synperf.model.paths import source_keys
-
-        out = np.full((len(rows), 3), np.nan)
-        if not len(rows) or not self.siblings:
-            return out
-        keys, gpus, values = self.siblings
-        test_keys = source_keys(rows)
-        test_gpus = rows["gpu"].astype(str).to_numpy()
-        for g in np.unique(test_gpus):
-            mates = [s for s in self.fitted if s != g and registry[s].same_class(registry[g])]
-            mask = np.isin(gpus, mates)
-            if not mask.any():
-                continue
-            mean = pd.DataFrame(values[mask]).groupby(keys[mask]).mean()
-            on = np.flatnonzero(test_gpus == g)
-            out[on] = mean.reindex(test_keys[on]).to_numpy(dtype="float64")
-        return out
-
-    def predict(self, rows: pd.DataFrame, registry, sibling: str | None = "default", rule: str | None = None
-                ) -> np.ndarray:
-        """Predicted latency per row, microseconds, shape ``(len(rows),)``. ``sibling`` (default
-        :attr:`use_sibling`, :data:`SIBLING_MODES`): for the rows whose launch a sibling measured
-        (:meth:`sibling_evidence`), ``"ratio"``: the siblings' ratio to their own fingerprint time replaces the
-        correction; ``"shift"``: the siblings' latency with their spec-sheet roofline time replaced by the row's
-        (:func:`synperf.evaluation.baselines.roofline_shift`); for every row of a GPU without measurements,
-        ``"class"``: its class-mates' mean own-GPU correction is added; None: no sibling evidence. ``rule``
-        (default :attr:`rule`): how a GPU without measurements gets its constants."""
-        from synperf.evaluation.baselines import roofline_shift
-
+    def predict(self, rows: pd.DataFrame, registry, sibling: bool = True, rule: str | None = None) -> np.ndarray:
+        """Predicted latency per row, microseconds, shape ``(len(rows),)``. ``sibling``: add the class-mates'
+        correction for the rows of a GPU without measurements (the predictor's own rule; False only to measure
+        what it adds). ``rule`` (default :attr:`rule`): how a GPU without measurements gets its constants."""
         if len(rows) == 0:
             return np.zeros(0)
-        mode = self.use_sibling if sibling == "default" else sibling
-        if mode not in SIBLING_MODES:
-            raise ValueError(f"sibling mode {mode!r}: expected one of {list(SIBLING_MODES)}")
         rows = with_spec_columns(with_v2_columns(rows, registry), registry)
         x, fp = self._design(rows, pipe_times(rows, registry), registry, rule)
-        pred = fp * np.exp(self._shared(x) + self._local(rows, x, registry, mode))
-        if mode in ("ratio", "shift"):
-            ev = self.sibling_evidence(rows, registry)
-            ok = np.isfinite(ev[:, 0])
-            if mode == "ratio":
-                pred[ok] = fp[ok] * np.exp(ev[ok, 0])
-            else:
-                pred[ok] = roofline_shift(ev[ok, 1], ev[ok, 2], rows["bl_roofline_us"].to_numpy(dtype="float64")[ok])
-        return pred
+        return fp * np.exp(self._shared(x) + self._local(rows, x, registry, sibling))
 
     def interval(self, rows: pd.DataFrame, registry, level: float = 0.8) -> tuple[np.ndarray, np.ndarray]:
         """``(low, high)`` latency per row, microseconds: the prediction times the correction's out-of-fold
@@ -559,7 +509,7 @@ class FingerprintModel:
         quadrature by the fingerprint's ``log_spread`` (see the module docstring); for a GPU without training
         rows, when :func:`synperf.model.fingerprint_choice.fit_chosen` recorded them (:attr:`unseen_q`), the
         quantiles of the training GPUs' residuals when each was predicted from the others, of the same case (a GPU
-        of its class trained or not; sibling evidence or not).
+        of its class trained or not).
 
         Raises:
             ValueError: the model was fitted without out-of-fold residuals.
@@ -577,17 +527,9 @@ class FingerprintModel:
         if self.unseen_q:
             gpus = rows["gpu"].astype(str).to_numpy()
             new = ~np.isin(gpus, list(self.fitted))
-            if new.any():
-                same_launch = self.use_sibling in ("ratio", "shift")
-                sib = np.isfinite(self.sibling_evidence(rows, registry)[:, 0]) & same_launch
-                for g in np.unique(gpus[new]):
-                    found = class_pool(g, list(self.fitted), registry)[1].startswith("class")
-                    for used in (False, True):
-                        on = (gpus == g) & (sib == used)
-                        q = self.unseen_q.get((found, used), self.unseen_q[None])
-                        low[on], high[on] = q[0] * z, q[1] * z
+            for g in np.unique(gpus[new]):
+                found = class_pool(g, list(self.fitted), registry)[1].startswith("class")
+                q = self.unseen_q.get(found, self.unseen_q[None])
+                low[gpus == g], high[gpus == g] = q[0] * z, q[1] * z
         return pred * np.exp(low), pred * np.exp(high)
 
-
-#: how a sibling's measurements enter (:meth:`FingerprintModel.predict`), simplest first
-SIBLING_MODES = (None, "ratio", "shift", "class")

@@ -1,10 +1,10 @@
 """The one way the fingerprint predictor chooses: a grid of options scored by leaving each training GPU out.
 
-Whether to correct the fingerprint time and with which tree budget, how a GPU without measurements gets its
-constants from its pool (:data:`synperf.model.fingerprint.RULES`), and how its class-mates' measurements enter
-(:data:`synperf.model.fingerprint.SIBLING_MODES`) form one grid (:data:`GRID`, simplest first). Each training GPU
-in turn is left out: its constants are then predicted from the other training GPUs, as for a GPU without
-measurements (:func:`synperf.model.fingerprint.predict_fingerprint`), and its rows predicted; an option scores the
+Whether to correct the fingerprint time and with which tree budget, and how a GPU without measurements gets its
+constants from its pool (:data:`synperf.model.fingerprint.RULES`) form one grid (:data:`GRID`, simplest first). Each
+training GPU in turn is left out: its constants are then predicted from the other training GPUs, as for a GPU without
+measurements (:func:`synperf.model.fingerprint.predict_fingerprint`), its class-mates' correction added (a fixed
+part of the predictor, not an option), and its rows predicted; an option scores the
 mean over GPUs of its MAPE %; the first option within :data:`MARGIN` (5%) of the lowest wins
 (:func:`choose_options`). The chosen option's residuals on those left-out GPUs give the interval of a GPU without
 measurements (:func:`unseen_quantiles`). The few-shot prior weight (:data:`PRIOR_WEIGHTS`) is chosen the same way:
@@ -20,7 +20,6 @@ import pandas as pd
 from synperf.model.fingerprint import (
     FEWSHOT_PRIOR_WEIGHT,
     RULES,
-    SIBLING_MODES,
     FingerprintModel,
     class_pool,
     fewshot_fingerprint,
@@ -33,9 +32,8 @@ from synperf.model.fingerprint import (
 CORRECTIONS = (("fingerprint only", {"correct": False}), ("correction 40x0.7", {}),
                ("correction 300x0.1", {"trees": {"max_iter": 300, "learning_rate": 0.1}}))
 #: the options chosen per training set by :func:`choose_options`, simplest first: ``(name, options of
-#: FingerprintModel.fit, sibling mode, rule)``
-GRID = tuple((f"{name}; rule {rule}{f'; sibling {sib}' if sib else ''}", opts, sib, rule)
-             for name, opts in CORRECTIONS for rule in RULES for sib in SIBLING_MODES)
+#: FingerprintModel.fit, rule)``
+GRID = tuple((f"{name}; rule {rule}", opts, rule) for name, opts in CORRECTIONS for rule in RULES)
 #: the simplest option within this relative margin of the lowest score is chosen
 MARGIN = 0.05
 #: few-shot prior weights, simplest (the module default) first, and the short-sweep sizes that score them
@@ -51,17 +49,17 @@ def choose_options(rows: pd.DataFrame, meta: dict, registry, *, max_train_rows: 
     (no fold), the first option.
 
     Returns:
-        ``(name, fit options, sibling mode, rule, {name: score}, residuals, folds)``: ``residuals`` has one row per
-        row of a left-out GPU under the chosen option: ``gpu``, ``log_residual`` (``log(measured / predicted)``),
-        ``sibling`` (a sibling's same launch replaced the correction there) and ``class_found`` (a training GPU of
-        its class informed its constants); ``folds``: ``[(left-out GPU, its rows, the model fitted without it)]``
-        under the chosen fit options. Both empty with one GPU.
+        ``(name, fit options, rule, {name: score}, residuals, folds)``: ``residuals`` has one row per row of a
+        left-out GPU under the chosen option: ``gpu``, ``log_residual`` (``log(measured / predicted)``) and
+        ``class_found`` (a training GPU of its class informed its constants and correction); ``folds``:
+        ``[(left-out GPU, its rows, the model fitted without it)]`` under the chosen fit options. Both empty with
+        one GPU.
     """
     gpus = rows["gpu"].astype(str).to_numpy()
     names = sorted(set(gpus))
     if len(names) < 2:
-        name, opts, sib, rule = grid[0]
-        return name, dict(opts), sib, rule, {}, pd.DataFrame(), []
+        name, opts, rule = grid[0]
+        return name, dict(opts), rule, {}, pd.DataFrame(), []
     scores: dict[str, list] = {c[0]: [] for c in grid}
     residuals: dict[str, list] = {c[0]: [] for c in grid}
     fold_models: dict[str, list] = {}
@@ -70,25 +68,22 @@ def choose_options(rows: pd.DataFrame, meta: dict, registry, *, max_train_rows: 
         y = te["latency_us"].to_numpy(dtype="float64")
         models: dict = {}
         found = class_pool(h, sorted(set(gpus[gpus != h])), registry)[1].startswith("class")
-        for name, opts, sib, rule in grid:
+        for name, opts, rule in grid:
             key = repr(sorted(opts.items()))
             if key not in models:
                 models[key] = FingerprintModel.fit(tr, meta, registry, max_train_rows=max_train_rows, seed=seed,
                                                    oof=False, **opts)
-                models[key + "evidence"] = np.isfinite(models[key].sibling_evidence(te, registry)[:, 0])
                 fold_models.setdefault(key, []).append((h, te, models[key]))
-            pred = models[key].predict(te, registry, sibling=sib, rule=rule)
+            pred = models[key].predict(te, registry, rule=rule)
             scores[name].append(float(np.mean(np.abs(pred / y - 1.0)) * 100.0))
-            used = models[key + "evidence"] & (sib in ("ratio", "shift"))
-            residuals[name].append(pd.DataFrame({"gpu": h, "log_residual": np.log(y / pred), "sibling": used,
-                                                 "class_found": found}))
+            residuals[name].append(pd.DataFrame({"gpu": h, "log_residual": np.log(y / pred), "class_found": found}))
     mean = {k: float(np.mean(v)) for k, v in scores.items()}
-    name, opts, sib, rule = next(c for c in grid if mean[c[0]] <= min(mean.values()) * (1.0 + MARGIN))
+    name, opts, rule = next(c for c in grid if mean[c[0]] <= min(mean.values()) * (1.0 + MARGIN))
     folds = fold_models[repr(sorted(opts.items()))]
-    return name, dict(opts), sib, rule, mean, pd.concat(residuals[name], ignore_index=True), folds
+    return name, dict(opts), rule, mean, pd.concat(residuals[name], ignore_index=True), folds
 
 
-def choose_prior_weight(folds: list, registry, sibling: str | None, rule: str, *, weights=PRIOR_WEIGHTS,
+def choose_prior_weight(folds: list, registry, rule: str, *, weights=PRIOR_WEIGHTS,
                         ks=PRIOR_KS, seed: int = 0) -> tuple[float, dict]:
     """The few-shot prior weight: each left-out training GPU of ``folds`` (:func:`choose_options`) gets its
     predicted constants refitted on its short sweep of ``k`` rows (:func:`synperf.evaluation.fewshot.short_sweep`,
@@ -116,7 +111,7 @@ def choose_prior_weight(folds: list, registry, sibling: str | None, rule: str, *
             rest[cal] = False
             for w in weights:
                 model.overrides[h] = fewshot_fingerprint(prior, terms[cal], y[cal], prior_weight=w)
-                pred = model.predict(te[rest], registry, sibling=sibling, rule=rule)
+                pred = model.predict(te[rest], registry, rule=rule)
                 scores[w].append(float(np.mean(np.abs(pred / y[rest] - 1.0)) * 100.0))
             model.overrides.pop(h, None)
     mean = {w: float(np.mean(v)) for w, v in scores.items() if v}
@@ -128,10 +123,10 @@ def choose_prior_weight(folds: list, registry, sibling: str | None, rule: str, *
 def unseen_quantiles(residuals: pd.DataFrame) -> dict:
     """The 10% and 90% quantiles of the log residuals of GPUs predicted without their measurements (the chosen
     option's rows in :func:`choose_options`), each GPU weighing the same (:func:`gpu_quantiles`), per case
-    ``(class_found, sibling)``, plus ``None`` over every row: ``{case: (q10, q90)}``."""
+    ``class_found`` (a training GPU of its class or not), plus ``None`` over every row: ``{case: (q10, q90)}``."""
     out = {None: gpu_quantiles(residuals["log_residual"].to_numpy(), residuals["gpu"].to_numpy())}
-    for (found, sib), g in residuals.groupby(["class_found", "sibling"]):
-        out[(bool(found), bool(sib))] = gpu_quantiles(g["log_residual"].to_numpy(), g["gpu"].to_numpy())
+    for found, g in residuals.groupby("class_found"):
+        out[bool(found)] = gpu_quantiles(g["log_residual"].to_numpy(), g["gpu"].to_numpy())
     return out
 
 
@@ -140,12 +135,11 @@ def fit_chosen(rows: pd.DataFrame, meta: dict, registry, *, max_train_rows: int 
     """:meth:`FingerprintModel.fit` on ``rows`` with the options :func:`choose_options` and the prior weight
     :func:`choose_prior_weight` pick on the same rows; the choice and its scores are kept in
     :attr:`FingerprintModel.choice`."""
-    name, opts, sib, rule, scores, residuals, folds = choose_options(rows, meta, registry,
-                                                                     max_train_rows=max_train_rows, seed=seed)
-    weight, weight_scores = choose_prior_weight(folds, registry, sib, rule, seed=seed)
+    name, opts, rule, scores, residuals, folds = choose_options(rows, meta, registry, max_train_rows=max_train_rows,
+                                                                seed=seed)
+    weight, weight_scores = choose_prior_weight(folds, registry, rule, seed=seed)
     model = FingerprintModel.fit(rows, meta, registry, max_train_rows=max_train_rows, seed=seed, oof=oof,
                                  rule=rule, **opts)
-    model.use_sibling = sib
     model.prior_weight = weight
     model.choice = {"option": name, "scores_mape_pct": scores, "prior_weight": weight,
                     "prior_weight_scores_mape_pct": weight_scores}
