@@ -181,7 +181,13 @@ def evaluation_section(leaks: list[dict], selection_table: str | None, selection
            "choice of a separate path, on the validation rows without a sibling, for a test GPU without a sibling "
            "(`synperf/evaluation/path_selection.py`) were written after the leave-one-GPU-out folds' test numbers "
            "had been seen (H100 prefill, H100 RMSNorm); each fold still chooses on its training GPUs only, but "
-           "those folds' numbers are not independent evidence for the two changes.", ""]
+           "those folds' numbers are not independent evidence for the two changes.",
+           "- *The fingerprint predictor's class-mate rule was fixed after a look at unseen GPUs.* `synperf_fp` "
+           "adds the mean own-GPU correction of a new GPU's class-mates (docs/fingerprint.md). It used to be one "
+           "of four options chosen by leaving a training GPU out, which under the configured split can never "
+           "exercise it (no two seen GPUs share a class); it became a fixed rule after the fast loop had shown its "
+           "effect on the configured split's unseen GPUs (H200 and GB200 attention). The configured `synperf_fp` "
+           "numbers of H200 and GB200 are therefore not independent evidence for it.", ""]
     if leaks:
         rows = []
         for r in leaks:
