@@ -16,7 +16,7 @@ from synperf.evaluation.fewshot import (
     short_sweep,
     simulate,
 )
-from synperf.evaluation.goals import goals_table
+from synperf.evaluation.goals import NEAREST, goals_table
 from synperf.pipeline.fewshot_summary import fewshot_summary
 
 
@@ -323,3 +323,17 @@ def test_the_fingerprint_predictor_is_ours_never_the_best_baseline():
     g = goals_table(pd.DataFrame(rows), None, None, families=["gemm"]).set_index("goal")
     first = g.iloc[0]
     assert first["best_baseline_method"] == "gbt" and first["best_baseline"] == 20.0
+    # it is reported beside, in its own column, with the same statistic over the same families
+    assert first["fingerprint"] == 5.0 and "synperf_fp: gemm 5.0" in first["detail"]
+    two = _protocol_rows({("gemm", "synperf"): 8.0, ("gemm", "synperf_fp"): 5.0, ("rmsnorm", "synperf"): 9.0,
+                          ("rmsnorm", "synperf_fp"): 15.0})
+    two += _protocol_rows({("gemm", "synperf"): 8.0, ("gemm", "synperf_fp"): 7.0, ("gemm", NEAREST): 6.0,
+                           ("rmsnorm", "synperf"): 9.0, ("rmsnorm", "synperf_fp"): 15.0, ("rmsnorm", NEAREST): 20.0},
+                          protocol="logo", scope="nearest_covered")
+    g = goals_table(pd.DataFrame(two), None, None, families=["gemm", "rmsnorm"])
+    assert g["fingerprint"].iloc[0] == 10.0 and g["fingerprint"].iloc[1] == 15.0
+    # paired with nearest-GPU: the fingerprint predictor is lower on rmsnorm only, synperf on rmsnorm only too
+    assert g["fingerprint"].iloc[2] == 1.0 and g["measured"].iloc[2] == 1.0
+    # a family it was not scored on: no value rather than a mean over fewer families
+    g = goals_table(pd.DataFrame(two[:3]), None, None, families=["gemm", "rmsnorm"])
+    assert np.isnan(g["fingerprint"].iloc[0]) and not np.isnan(g["measured"].iloc[0])

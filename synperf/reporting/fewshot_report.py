@@ -72,9 +72,12 @@ def goals_section(goals: pd.DataFrame) -> list[str]:
     t["measured"] = t["measured"].map(lambda v: "–" if pd.isna(v) else f"{v:,.1f}")
     t["best baseline"] = [("–" if pd.isna(v) else f"{v:.1f}") + (f" ({m})" if isinstance(m, str) and m else "")
                           for v, m in zip(t["best_baseline"], t["best_baseline_method"])]
-    t = t[["goal", "target", "measured", "best baseline", "met", "detail"]]
+    fp = t["fingerprint"] if "fingerprint" in t.columns else pd.Series(np.nan, index=t.index)
+    t["synperf_fp"] = fp.map(lambda v: "–" if pd.isna(v) else f"{v:,.1f}")
+    t = t[["goal", "target", "measured", "best baseline", "synperf_fp", "met", "detail"]]
     return ["## Goals", "",
             "Each goal beside the measured value and the best baseline's value of the same statistic on the same rows "
             "(baselines that cover every row of every family; MAPE in %). Measured is `synperf` (the chosen "
-            "prediction path) where the protocol scores it, else `synperf_mlp`, as the detail says. "
-            "Machine-readable: `tables/goals.csv`.", "", md_table(t), ""]
+            "prediction path) where the protocol scores it, else `synperf_mlp`, as the detail says; `synperf_fp` is "
+            "the fingerprint predictor's value of the same statistic (docs/fingerprint.md), scored beside, not "
+            "served. Machine-readable: `tables/goals.csv`.", "", md_table(t), ""]
