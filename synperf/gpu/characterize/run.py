@@ -187,8 +187,9 @@ def characterize(out_dir: str | Path, *, registry_path: str | Path, gpu: str | N
     """
     from synperf.data.hardware import load_registry
     from synperf.gpu.profiling.launchers import Context
+    from synperf.gpu.profiling.lock import gpu_lock
     from synperf.gpu.profiling.nvml import local_gpu, require_cuda
-    from synperf.gpu.profiling.runner import environment, gpu_lock
+    from synperf.gpu.profiling.provenance import environment
 
     if not isinstance(settings, CharacterizeSettings):
         settings = CharacterizeSettings.from_dict(settings)
