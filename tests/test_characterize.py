@@ -21,19 +21,9 @@ from synperf.data.hardware import MEASURED_FIELDS, load_registry
 from synperf.data.io import InputError
 from synperf.gpu.characterize import arithmetic as ar
 from synperf.gpu.characterize import kernels as K
-from synperf.gpu.characterize.run import (
-    BENCHMARKS,
-    BenchmarkSkipped,
-    CharacterizeSettings,
-    ClockSampler,
-    Prepared,
-    build_document,
-    build_record,
-    characterize,
-    datasheet_reference,
-    run_benchmarks,
-    write_document,
-)
+from synperf.gpu.characterize.benchmarks import BENCHMARKS, BenchmarkSkipped, CharacterizeSettings, Prepared
+from synperf.gpu.characterize.records import build_document, build_record, datasheet_reference, write_document
+from synperf.gpu.characterize.run import ClockSampler, characterize, run_benchmarks
 from synperf.gpu.profiling import NoGPUError
 from synperf.gpu.profiling.timing import TimingResult, summarize
 
@@ -569,7 +559,7 @@ class FakeIdentity:
 
 
 class FakeGPU:
-    """synperf.gpu.characterize.run.GPU stand-in: the fake preparers of the tests above."""
+    """synperf.gpu.characterize.device.GPU stand-in: the fake preparers of the tests above."""
 
     def __init__(self, torch, settings):
         import torch as real_torch

@@ -9,7 +9,8 @@ import pytest
 from synperf.gpu.profiling import launchers
 from synperf.gpu.profiling.launchers import Case, Context, Unsupported
 from synperf.gpu.profiling.launchers import gemm as gemm_launcher
-from synperf.gpu.profiling.runner import latest_records, make_measure, read_shards, run_sweep
+from synperf.gpu.profiling.runner import make_measure
+from synperf.gpu.profiling.sweep import latest_records, read_shards, run_sweep
 from synperf.gpu.profiling.timing import (
     HostTimer,
     Timer,

@@ -12,14 +12,8 @@ import pytest
 from synperf.data.schema import validate
 from synperf.gpu.profiling import ProfilingError
 from synperf.gpu.profiling.grids import point_key
-from synperf.gpu.profiling.runner import (
-    FatalDeviceError,
-    gpu_lock,
-    latest_records,
-    merge_shards,
-    read_shards,
-    run_sweep,
-)
+from synperf.gpu.profiling.lock import gpu_lock
+from synperf.gpu.profiling.sweep import FatalDeviceError, latest_records, merge_shards, read_shards, run_sweep
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -81,8 +81,10 @@ def run_smoke(out: Path, kernels: list[str], *, device: str = "cuda", budget_s: 
     import torch
 
     from synperf.data.hardware import load_registry
+    from synperf.gpu.profiling.lock import gpu_lock
     from synperf.gpu.profiling.nvml import local_gpu
-    from synperf.gpu.profiling.runner import environment, gpu_lock, make_context, sweep_kernel, timer_for
+    from synperf.gpu.profiling.provenance import environment
+    from synperf.gpu.profiling.runner import make_context, sweep_kernel, timer_for
 
     start = time.monotonic()
     deadline = start + budget_s

@@ -26,28 +26,25 @@ takes well under a minute.
 :data:`synperf.data.hardware.MEASURED_FIELDS`); ``workflow/schemas/hardware.schema.yaml`` is the file format.
 
 Modules: :mod:`.kernels` (CUDA sources, compiled by NVRTC through ``cupy.RawKernel``), :mod:`.arithmetic`
-(work counts, rates, clock bookkeeping: pure functions), :mod:`.run` (settings, clock sampling, preparers,
-orchestration, output).
+(work counts, rates, clock bookkeeping: pure functions), :mod:`.benchmarks` (what each benchmark measures, the
+settings), :mod:`.device` (the local GPU and its preparers), :mod:`.records` (the output document: records,
+validation, writing), :mod:`.run` (clock sampling, orchestration, the command line).
 torch, CuPy and NVML are imported lazily, so this package imports on a CPU-only machine.
 """
 
 from __future__ import annotations
 
-from synperf.gpu.characterize.run import (
+from synperf.gpu.characterize.benchmarks import (
     BENCHMARKS,
     CHARACTERIZE_TIMING,
     BenchmarkInfo,
     BenchmarkSkipped,
     CharacterizeSettings,
-    ClockSampler,
     Prepared,
-    build_document,
-    build_record,
-    characterize,
     characterize_timing,
-    run_benchmarks,
-    write_document,
 )
+from synperf.gpu.characterize.records import build_document, build_record, write_document
+from synperf.gpu.characterize.run import ClockSampler, characterize, run_benchmarks
 
 __all__ = ["BENCHMARKS", "CHARACTERIZE_TIMING", "BenchmarkInfo", "BenchmarkSkipped", "CharacterizeSettings",
            "ClockSampler", "Prepared", "build_document", "build_record", "characterize", "characterize_timing",

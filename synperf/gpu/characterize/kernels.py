@@ -1,5 +1,5 @@
 """CUDA C++ sources of the characterization microbenchmarks, compiled at run time by NVRTC through
-``cupy.RawKernel`` (CuPy is imported only on the GPU, in :mod:`synperf.gpu.characterize.run`).
+``cupy.RawKernel`` (CuPy is imported only on the GPU, in :mod:`synperf.gpu.characterize.device`).
 
 Each kernel does a known amount of work per launch (counted on the host by
 :mod:`synperf.gpu.characterize.arithmetic`) and ends with a store that depends on every loaded or computed
@@ -20,7 +20,7 @@ GPU Architecture via Microbenchmarking", arXiv 1804.06826, and gpu-benches).
   launch = ``2 x threads x iters x FMA_UNROLL x FMA_CHAINS`` (an FMA counts as 2 FLOP, as datasheets do).
 
 DRAM bandwidth and GEMM throughput need no custom kernel: torch's ``Tensor.copy_`` (a device-to-device
-copy) and cuBLAS through ``torch.mm`` / ``torch._scaled_mm`` are used (:mod:`synperf.gpu.characterize.run`).
+copy) and cuBLAS through ``torch.mm`` / ``torch._scaled_mm`` are used (:mod:`synperf.gpu.characterize.device`).
 """
 
 from __future__ import annotations

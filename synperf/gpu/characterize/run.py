@@ -1,234 +1,49 @@
 """Run the characterization microbenchmarks on the local GPU and write ``<out_dir>/<gpu>.json``.
 
 The GPU side (torch, CuPy/NVRTC, NVML) is imported lazily inside the functions that need it; the
-orchestration (:func:`run_benchmarks`, :func:`build_document`) takes the timer, the clock source and the
-benchmark preparers as arguments, so the tests drive it on the CPU with fake timings.
+orchestration (:func:`run_benchmarks`, :func:`synperf.gpu.characterize.records.build_document`) takes the timer,
+the clock source and the benchmark preparers as arguments, so the tests drive it on the CPU with fake timings.
 
 Every benchmark is timed by the profiling harness, :meth:`synperf.gpu.profiling.timing.Timer.measure` on a
 :class:`~synperf.gpu.profiling.timing.CudaTimer`, with the settings ``CharacterizeSettings.timing``
-(defaults :data:`CHARACTERIZE_TIMING`): one untimed launch (NVRTC/cuBLAS heuristics, first touch of the
-buffers), a per-launch estimate from 3 separately timed launches, warm-up by time (``warmup_ms``: clocks ramp
-up, the L2 benchmark's buffer becomes resident; no L2 flush), then ``min_reps`` (= ``max_reps``) samples, each
-a batch of launches lasting about ``sample_ms`` between one CUDA event pair. The rate is taken from the best
-sample (BabelStream's convention, :func:`synperf.gpu.characterize.arithmetic.per_call_seconds`); the median is
-recorded beside it. NVML is sampled every ``clock_period_ms`` on a host thread while the samples run
-(:class:`ClockSampler`, the harness's ``during``), plus once before and after.
+(defaults :data:`~synperf.gpu.characterize.benchmarks.CHARACTERIZE_TIMING`): one untimed launch (NVRTC/cuBLAS
+heuristics, first touch of the buffers), a per-launch estimate from 3 separately timed launches, warm-up by time
+(``warmup_ms``: clocks ramp up, the L2 benchmark's buffer becomes resident; no L2 flush), then ``min_reps``
+(= ``max_reps``) samples, each a batch of launches lasting about ``sample_ms`` between one CUDA event pair. The
+rate is taken from the best sample (BabelStream's convention,
+:func:`synperf.gpu.characterize.arithmetic.per_call_seconds`); the median is recorded beside it. NVML is sampled
+every ``clock_period_ms`` on a host thread while the samples run (:class:`ClockSampler`, the harness's
+``during``), plus once before and after.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime as _dt
 import logging
 import re
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Mapping
 
-from synperf.data.hardware import MEASURED_FIELDS, validate_measured_document
-from synperf.data.io import InputError, write_json
+from synperf.data.io import InputError
 from synperf.gpu.characterize import arithmetic as ar
-from synperf.gpu.characterize import kernels as K
+from synperf.gpu.characterize.benchmarks import (
+    BENCHMARKS,
+    MIB,
+    BenchmarkSkipped,
+    CharacterizeSettings,
+    Prepared,
+)
+from synperf.gpu.characterize.device import GPU
+from synperf.gpu.characterize.records import build_document, build_record, datasheet_reference, write_document
 from synperf.gpu.profiling import NoGPUError, ProfilingError
-from synperf.gpu.profiling.timing import CudaTimer, Timer, TimingResult, TimingSettings
+from synperf.gpu.profiling.timing import CudaTimer, Timer
 
 log = logging.getLogger("synperf.gpu.characterize")
 
-MIB = 1 << 20
-
-
-class BenchmarkSkipped(RuntimeError):
-    """A benchmark cannot run here (no FP8 Tensor Cores, CuPy missing, ...); recorded under ``skipped``."""
-
-
-@dataclass(frozen=True)
-class BenchmarkInfo:
-    """What one benchmark measures and how (the record's ``method``, ``method_detail``, ``reference``).
-
-    Attributes:
-        key: measurement key in the output file (:data:`synperf.data.hardware.MEASURED_FIELDS`).
-        unit: unit of ``value``.
-        method: short name; the registry shows it as the value's source.
-        detail: what is launched and what is counted.
-        reference: where the method comes from.
-    """
-
-    key: str
-    unit: str
-    method: str
-    detail: str
-    reference: str
-
-
-_STREAM = ("McCalpin, STREAM benchmark, Copy kernel (https://www.cs.virginia.edu/stream/ref.html); "
-           "BabelStream (Deakin et al., IJCSE 2018) for best-of-N reporting")
-_UBENCH = ("Jia et al., 'Dissecting the NVIDIA Volta GPU Architecture via Microbenchmarking' (arXiv 1804.06826); "
-           "CUDA C++ Programming Guide, 'Shared Memory' (banks) and 'Arithmetic Instructions' (throughput)")
-_GEMM = "2*m*n*k FLOP per GEMM, as NVIDIA datasheets count dense Tensor Core TFLOPS; cuBLAS via torch"
-
-#: every benchmark, in the order they run (memory first while the GPU is cool, GEMMs last)
-BENCHMARKS: dict[str, BenchmarkInfo] = {b.key: b for b in (
-    BenchmarkInfo("dram_bw", "GB/s", "STREAM copy",
-                  "torch Tensor.copy_ (device-to-device copy) between two fp32 buffers of 8x L2 each; "
-                  "bytes = read + written (2 x buffer)", _STREAM),
-    BenchmarkInfo("l2_bw", "GB/s", "L2 read loop",
-                  "CuPy RawKernel l2_read: grid-stride float4 __ldcg loads of a buffer 1/4 of the L2, "
-                  "`passes` times per launch, 4 blocks x 256 threads per SM; bytes = passes x buffer", _UBENCH),
-    BenchmarkInfo("smem_bw", "B/clk/SM", "shared-memory read loop",
-                  "CuPy RawKernel smem_read: conflict-free LDS.128 loads of a 16 KiB tile, 4 blocks x 256 "
-                  "threads per SM; per SM, bytes / clock64 cycles between its blocks' first start and "
-                  "last end (median over SMs)", _UBENCH),
-    BenchmarkInfo("fp32_fma", "TFLOP/s", "FP32 FMA loop",
-                  "CuPy RawKernel fma_fp32: 8 independent fmaf chains x 16 unrolled per iteration per thread; "
-                  "FLOP = 2 per FMA", _UBENCH),
-    BenchmarkInfo("gemm_bf16", "TFLOP/s", "cuBLAS GEMM bf16",
-                  "torch.mm(A, B.t(), out=C), bf16 in/out, fp32 accumulate, square gemm_size", _GEMM),
-    BenchmarkInfo("gemm_fp16", "TFLOP/s", "cuBLAS GEMM fp16",
-                  "torch.mm(A, B.t(), out=C), fp16 in/out, square gemm_size", _GEMM),
-    BenchmarkInfo("gemm_fp8", "TFLOP/s", "cuBLASLt GEMM fp8",
-                  "torch._scaled_mm(A, B.t(), scale 1, 1), float8_e4m3fn in, bf16 out, square gemm_size "
-                  "(compute capability >= 8.9)", _GEMM),
-    BenchmarkInfo("gemm_tf32", "TFLOP/s", "cuBLAS GEMM tf32",
-                  "torch.mm on fp32 tensors with torch.set_float32_matmul_precision('high') (TF32 Tensor "
-                  "Cores), square gemm_size", _GEMM),
-    BenchmarkInfo("gemm_fp32", "TFLOP/s", "cuBLAS SGEMM",
-                  "torch.mm on fp32 tensors with matmul precision 'highest' (TF32 off: CUDA cores), square "
-                  "gemm_fp32_size; informational, replaces no registry field", _GEMM),
-)}
-
-
-#: the characterization's timing defaults, under ``characterize.settings.timing`` of the config: no L2 flush
-#: (the L2 benchmark needs its buffer resident), 100 ms of warm-up, 15 samples of about 5 ms each
-CHARACTERIZE_TIMING: dict[str, Any] = {"l2": "hot", "warmup_ms": 100.0, "sample_ms": 5.0, "min_reps": 15,
-                                       "max_reps": 15}
-
-SETTINGS_KEY = "characterize.settings"
-
-
-def characterize_timing(*layers: Mapping[str, Any] | None) -> TimingSettings:
-    """:class:`TimingSettings` of the characterization: :data:`CHARACTERIZE_TIMING` with ``layers`` over it.
-
-    Raises:
-        InputError: an unknown key or invalid value, naming ``characterize.settings.timing``.
-    """
-    return TimingSettings.from_dict(CHARACTERIZE_TIMING, *layers, key=f"{SETTINGS_KEY}.timing")
-
-
-@dataclass(frozen=True)
-class CharacterizeSettings:
-    """Sizes and timing of the characterization (config block ``characterize.settings``).
-
-    Attributes:
-        benchmarks: keys of :data:`BENCHMARKS` to run.
-        timing: warm-up, samples and batching (:class:`~synperf.gpu.profiling.timing.TimingSettings`; a dict is
-            applied over :data:`CHARACTERIZE_TIMING`); ``sample_ms`` must be > 0 (a sample is a batch of launches).
-        clock_period_ms: NVML sampling period during the samples, ms.
-        dram_factor, dram_min_mib, dram_max_mib: copy buffer size, x L2 clamped to [min, max] MiB.
-        l2_fraction: ``l2_read`` buffer as a fraction of the L2 size.
-        l2_passes: passes over the buffer per ``l2_read`` launch.
-        l2_blocks_per_sm, smem_blocks_per_sm, fma_blocks_per_sm: blocks of 256 threads per SM.
-        smem_iters: outer iterations of ``smem_read`` (each loads ``SMEM_UNROLL`` float4 per thread).
-        fma_iters: outer iterations of ``fma_fp32``.
-        gemm_size: m = n = k of the tensor-core GEMMs.
-        gemm_fp32_size: m = n = k of the SGEMM.
-        lock_timeout_s: give up waiting for a GPU another profiler holds after this long, s (None: wait).
-
-    Raises:
-        InputError: an unknown benchmark, timing key or invalid value, naming its ``characterize.settings`` key.
-    """
-
-    benchmarks: tuple[str, ...] = tuple(BENCHMARKS)
-    timing: TimingSettings = field(default_factory=characterize_timing)
-    clock_period_ms: float = 5.0
-    dram_factor: float = 8.0
-    dram_min_mib: int = 256
-    dram_max_mib: int = 2048
-    l2_fraction: float = 0.25
-    l2_passes: int = 256
-    l2_blocks_per_sm: int = 4
-    smem_iters: int = 1024
-    smem_blocks_per_sm: int = 4
-    fma_iters: int = 512
-    fma_blocks_per_sm: int = 16
-    gemm_size: int = 8192
-    gemm_fp32_size: int = 4096
-    lock_timeout_s: float | None = None
-
-    def __post_init__(self) -> None:
-        unknown = [b for b in self.benchmarks if b not in BENCHMARKS]
-        if unknown:
-            raise InputError(f"{SETTINGS_KEY}.benchmarks: unknown {unknown}; expected some of {list(BENCHMARKS)}")
-        object.__setattr__(self, "benchmarks", tuple(self.benchmarks))
-        if isinstance(self.timing, Mapping):
-            object.__setattr__(self, "timing", characterize_timing(self.timing))
-        elif not isinstance(self.timing, TimingSettings):
-            raise InputError(f"{SETTINGS_KEY}.timing: expected a mapping of timing keys, got {self.timing!r}")
-        if self.timing.sample_ms <= 0:
-            raise InputError(f"{SETTINGS_KEY}.timing.sample_ms: {self.timing.sample_ms} is not > 0 (a sample is a "
-                             "batch of launches)")
-        if self.clock_period_ms <= 0:
-            raise InputError(f"{SETTINGS_KEY}.clock_period_ms: {self.clock_period_ms} is not > 0")
-        if not 0 < self.l2_fraction < 1:
-            raise InputError(f"{SETTINGS_KEY}.l2_fraction: {self.l2_fraction} is not in (0, 1)")
-
-    @classmethod
-    def from_dict(cls, *layers: Mapping[str, Any] | None) -> "CharacterizeSettings":
-        """Settings from dicts applied in order (later ones win, ``timing`` key by key over
-        :data:`CHARACTERIZE_TIMING`).
-
-        Raises:
-            InputError: an unknown key, a ``timing`` that is not a mapping, or an invalid value.
-        """
-        known = {f.name for f in fields(cls)}
-        merged: dict[str, Any] = {}
-        timing_layers: list[Mapping[str, Any]] = []
-        for layer in layers:
-            for key, value in (layer or {}).items():
-                if key not in known:
-                    raise InputError(f"{SETTINGS_KEY}: unknown key {key!r}; expected one of {sorted(known)}")
-                if key == "timing":
-                    if not isinstance(value, Mapping):
-                        raise InputError(f"{SETTINGS_KEY}.timing: expected a mapping of timing keys, got {value!r}")
-                    timing_layers.append(value)
-                else:
-                    merged[key] = value
-        return cls(**merged, timing=characterize_timing(*timing_layers))
-
-    def as_dict(self) -> dict[str, Any]:
-        """Every field, ``benchmarks`` as a list and ``timing`` as a dict (JSON-ready)."""
-        d = asdict(self)
-        d["benchmarks"] = list(self.benchmarks)
-        return d
-
-
-@dataclass
-class Prepared:
-    """One benchmark ready to time.
-
-    Attributes:
-        fn: one launch, enqueued on the current stream (no host synchronisation).
-        work_per_call: bytes (bandwidth benchmarks) or FLOP (throughput benchmarks) of one launch.
-        work: sizes worth recording (buffer bytes, grid, m/n/k, ...).
-        implementation: the library call or kernel that runs.
-        after: called once after timing; returns extra results (``smem_read``'s per-SM clock64 figures).
-        context: entered around the timing (e.g. TF32 on or off), or None.
-    """
-
-    fn: Callable[[], Any]
-    work_per_call: float
-    work: dict[str, Any]
-    implementation: str
-    after: Callable[[], dict[str, Any]] | None = None
-    context: Callable[[], contextlib.AbstractContextManager] | None = None
-
-
-# ------------------------------------------------------------------------------------------------
-# clocks
-# ------------------------------------------------------------------------------------------------
 
 class ClockSampler:
     """Context manager: NVML snapshots on entry, every ``period_s`` on a host thread, and on exit.
@@ -279,77 +94,6 @@ class ClockSampler:
         """:func:`synperf.gpu.characterize.arithmetic.summarize_clocks` of the samples."""
         return ar.summarize_clocks(self.samples)
 
-
-# ------------------------------------------------------------------------------------------------
-# records (pure: tested with fake timings)
-# ------------------------------------------------------------------------------------------------
-
-def registry_field(key: str) -> str | None:
-    """The registry field a measurement key replaces (None for informational ones)."""
-    return MEASURED_FIELDS[key][0] if key in MEASURED_FIELDS else None
-
-
-def datasheet_reference(spec, key: str) -> float | None:
-    """The datasheet value a measurement is compared with: its registry field's, and ``fp32_tflops`` for
-    the informational SGEMM; None without a registry entry (unknown GPU) or a datasheet value."""
-    if spec is None:
-        return None
-    field_name = registry_field(key) or ("fp32_tflops" if key == "gemm_fp32" else None)
-    if field_name is None:
-        return None
-    value = spec.datasheet_value(field_name)
-    return None if value is None else float(value)
-
-
-def build_record(info: BenchmarkInfo, prepared: Prepared, timing: TimingResult, clocks: Mapping[str, Any],
-                 sm_count: int, datasheet: float | None = None, extra: Mapping[str, Any] | None = None) -> dict:
-    """One measurement of the output file from a benchmark's work, its timings and the observed clocks.
-
-    ``value``: bytes or FLOP per launch over the best per-launch time, in GB/s or TFLOP/s; for ``smem_bw``
-    the median over SMs of bytes per SM clock (``extra["smem"]``, from ``clock64``). ``per_clk_per_sm``: the
-    GPU-wide rate per second divided by ``sm_count x`` the median observed SM clock (B or FLOP per clock per
-    SM; for ``smem_bw`` the event-timed cross-check of ``value``). ``timing``: ``best_s``, ``median_s``,
-    ``p90_s`` (seconds per launch), ``n_samples``, ``calls_per_sample``, ``warmup_calls``, ``estimate_s``.
-
-    Raises:
-        ValueError: no samples or a sample that is not finite and > 0; ``smem_bw`` without ``extra["smem"]``.
-    """
-    times = ar.per_call_seconds(timing.stats())
-    extra = dict(extra or {})
-    work_unit = "B" if info.unit in ("GB/s", "B/clk/SM") else "FLOP"
-    best_rate_per_s = prepared.work_per_call / times["best_s"]
-    sm_clock = clocks.get("sm_clock_mhz")
-    timing_out = {**times, "calls_per_sample": timing.calls_per_sample, "warmup_calls": timing.warmup_iters,
-                  "estimate_s": timing.estimate_us * 1e-6}
-    if info.unit == "B/clk/SM":
-        smem = extra.pop("smem", None)
-        if smem is None:
-            raise ValueError("smem_bw needs the clock64 figures of smem_read (extra['smem'])")
-        value = float(smem["value"])
-        timing_out["gbps_best"] = ar.gbps(prepared.work_per_call, times["best_s"])
-        extra["smem_per_sm"] = smem
-    else:
-        rates = ar.rate_record(prepared.work_per_call, times, info.unit)
-        value = rates["value"]
-        timing_out["value_median"] = rates["value_median"]
-    rec = {
-        "value": value,
-        "unit": info.unit,
-        "statistic": "best",
-        "method": info.method,
-        "method_detail": info.detail,
-        "reference": info.reference,
-        "implementation": prepared.implementation,
-        "registry_field": registry_field(info.key),
-        "work": {**prepared.work, "per_call": prepared.work_per_call, "unit": work_unit},
-        "timing": timing_out,
-        "clocks": dict(clocks),
-        "per_clk_per_sm": ar.per_clk_per_sm(best_rate_per_s, sm_count, sm_clock),
-        "datasheet_value": datasheet,
-        "ratio_to_datasheet": ar.ratio(value, datasheet),
-    }
-    rec.update(extra)
-    return rec
 
 
 def run_benchmarks(preparers: Mapping[str, Callable[[], Prepared]], timer: Timer, *,
@@ -408,229 +152,6 @@ def run_benchmarks(preparers: Mapping[str, Callable[[], Prepared]], timer: Timer
     return measurements, skipped
 
 
-def build_document(gpu: str, measurements: Mapping[str, dict], skipped: Mapping[str, str], *,
-                   device_name: str = "", uuid: str | None = None, created_utc: str | None = None,
-                   compute_capability: str | None = None, sm_count: int | None = None,
-                   l2_bytes: int | None = None, environment: Mapping[str, Any] | None = None,
-                   settings: CharacterizeSettings | None = None, seconds: float | None = None,
-                   identity_note: str = "") -> dict:
-    """The ``data/hardware/<gpu>.json`` document (``workflow/schemas/hardware.schema.yaml``)."""
-    doc: dict[str, Any] = {
-        "version": 1,
-        "gpu": gpu,
-        "device_name": device_name,
-        "uuid": uuid,
-        "created_utc": created_utc or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "measurements": dict(measurements),
-        "skipped": dict(skipped),
-    }
-    optional = {"compute_capability": compute_capability, "sm_count": sm_count, "l2_bytes": l2_bytes,
-                "environment": dict(environment) if environment is not None else None,
-                "settings": settings.as_dict() if settings is not None else None,
-                "seconds": round(seconds, 2) if seconds is not None else None,
-                "identity_note": identity_note or None}
-    doc.update({k: v for k, v in optional.items() if v is not None})
-    return doc
-
-
-def write_document(doc: Mapping[str, Any], out_dir: str | Path) -> Path:
-    """Validate ``doc`` against the schema and write it atomically to ``<out_dir>/<gpu>.json``.
-
-    Raises:
-        InputError: the document fails the schema (never written then).
-    """
-    path = Path(out_dir) / f"{doc.get('gpu')}.json"
-    validate_measured_document(doc, path)
-    write_json(doc, path)
-    return path
-
-
-# ------------------------------------------------------------------------------------------------
-# the GPU side
-# ------------------------------------------------------------------------------------------------
-
-class GPU:
-    """The local CUDA device as the preparers need it: torch, CuPy (imported on first use), SM count, L2
-    size, compute capability, compiled RawKernels."""
-
-    def __init__(self, torch, settings: CharacterizeSettings, index: int = 0):
-        self.torch = torch
-        self.s = settings
-        self.device = torch.device("cuda", index)
-        props = torch.cuda.get_device_properties(self.device)
-        self.sm_count = int(props.multi_processor_count)
-        self.l2_bytes = int(getattr(props, "L2_cache_size", 0) or 50 * MIB)
-        self.capability = (int(props.major), int(props.minor))
-        self._cupy = None
-        self._kernels: dict[str, Any] = {}
-
-    # CuPy -----------------------------------------------------------------------------------
-    @property
-    def cupy(self):
-        if self._cupy is None:
-            try:
-                import cupy
-            except Exception as exc:  # ImportError, or a CUDA-version mismatch raised at import
-                raise BenchmarkSkipped(f"CuPy is not usable ({type(exc).__name__}: {exc}); "
-                                       "pip install cupy-cuda12x (the `gpu` extra)") from None
-            self._cupy = cupy
-        return self._cupy
-
-    def kernel(self, name: str):
-        """The NVRTC-compiled ``cupy.RawKernel`` of :data:`synperf.gpu.characterize.kernels.KERNELS`."""
-        if name not in self._kernels:
-            cp = self.cupy
-            source, _params = K.KERNELS[name]
-            kern = cp.RawKernel(source, name, options=("-std=c++14",))
-            kern.compile()
-            self._kernels[name] = kern
-        return self._kernels[name]
-
-    def launch(self, kern, grid: int, args: tuple, shared_mem: int = 0) -> None:
-        """Launch a RawKernel on torch's current stream (so torch's CUDA events time it)."""
-        cp = self.cupy
-        with cp.cuda.ExternalStream(self.torch.cuda.current_stream(self.device).cuda_stream):
-            kern((grid,), (K.BLOCK_THREADS,), args, shared_mem=shared_mem)
-
-    def cleanup(self) -> None:
-        import gc
-
-        gc.collect()
-        self.torch.cuda.synchronize(self.device)
-        self.torch.cuda.empty_cache()
-        if self._cupy is not None:
-            self._cupy.get_default_memory_pool().free_all_blocks()
-
-    # preparers ------------------------------------------------------------------------------
-    def preparers(self) -> dict[str, Callable[[], Prepared]]:
-        return {"dram_bw": self.prep_dram, "l2_bw": self.prep_l2, "smem_bw": self.prep_smem,
-                "fp32_fma": self.prep_fma, "gemm_bf16": lambda: self.prep_gemm("bf16"),
-                "gemm_fp16": lambda: self.prep_gemm("fp16"), "gemm_fp8": lambda: self.prep_gemm("fp8"),
-                "gemm_tf32": lambda: self.prep_gemm("tf32"), "gemm_fp32": lambda: self.prep_gemm("fp32")}
-
-    def prep_dram(self) -> Prepared:
-        torch = self.torch
-        free, _total = torch.cuda.mem_get_info(self.device)
-        nbytes = ar.dram_buffer_bytes(self.l2_bytes, free, self.s.dram_factor, self.s.dram_min_mib * MIB,
-                                      self.s.dram_max_mib * MIB)
-        src = torch.ones(nbytes // 4, dtype=torch.float32, device=self.device)
-        dst = torch.empty_like(src)
-        return Prepared(fn=lambda: dst.copy_(src), work_per_call=ar.copy_bytes(nbytes),
-                        work={"buffer_bytes": nbytes, "buffers": 2, "l2_bytes": self.l2_bytes},
-                        implementation="torch.Tensor.copy_ (device-to-device, fp32 contiguous)")
-
-    def prep_l2(self) -> Prepared:
-        cp, np = self.cupy, _numpy()
-        kern = self.kernel("l2_read")
-        blocks = ar.grid_blocks(self.sm_count, self.s.l2_blocks_per_sm)
-        threads = blocks * K.BLOCK_THREADS
-        nbytes = ar.l2_buffer_bytes(self.l2_bytes, threads, self.s.l2_fraction)
-        buf = cp.ones(nbytes // 4, dtype=cp.float32)
-        sink = cp.zeros(threads, dtype=cp.float32)
-        args = (buf, np.int64(nbytes // ar.FLOAT4_BYTES), np.int32(self.s.l2_passes), sink)
-        return Prepared(fn=lambda: self.launch(kern, blocks, args),
-                        work_per_call=ar.l2_read_bytes(nbytes, self.s.l2_passes),
-                        work={"buffer_bytes": nbytes, "passes": self.s.l2_passes, "blocks": blocks,
-                              "threads_per_block": K.BLOCK_THREADS, "l2_bytes": self.l2_bytes},
-                        implementation="cupy.RawKernel l2_read (NVRTC)")
-
-    def prep_smem(self) -> Prepared:
-        cp, np = self.cupy, _numpy()
-        kern = self.kernel("smem_read")
-        blocks = ar.grid_blocks(self.sm_count, self.s.smem_blocks_per_sm)
-        stamps = cp.zeros(3 * blocks, dtype=cp.int64)
-        sink = cp.zeros(blocks * K.BLOCK_THREADS, dtype=cp.float32)
-        per_block = ar.smem_read_bytes_per_block(K.BLOCK_THREADS, self.s.smem_iters, K.SMEM_UNROLL)
-        args = (np.int32(self.s.smem_iters), np.int32(K.SMEM_TILE_VEC - 1), stamps, sink)
-        smem_bytes = K.SMEM_TILE_VEC * ar.FLOAT4_BYTES
-
-        def after() -> dict[str, Any]:
-            self.torch.cuda.synchronize(self.device)
-            return {"smem": ar.smem_bytes_per_clk(stamps.get().reshape(-1, 3).tolist(), per_block)}
-
-        return Prepared(fn=lambda: self.launch(kern, blocks, args, shared_mem=smem_bytes),
-                        work_per_call=per_block * blocks,
-                        work={"blocks": blocks, "threads_per_block": K.BLOCK_THREADS, "iters": self.s.smem_iters,
-                              "unroll": K.SMEM_UNROLL, "bytes_per_load": ar.FLOAT4_BYTES,
-                              "tile_bytes": smem_bytes, "bytes_per_block": per_block},
-                        implementation="cupy.RawKernel smem_read (NVRTC)", after=after)
-
-    def prep_fma(self) -> Prepared:
-        cp, np = self.cupy, _numpy()
-        kern = self.kernel("fma_fp32")
-        blocks = ar.grid_blocks(self.sm_count, self.s.fma_blocks_per_sm)
-        sink = cp.zeros(blocks * K.BLOCK_THREADS, dtype=cp.float32)
-        args = (np.int32(self.s.fma_iters), np.float32(0.999), np.float32(1e-3), sink)
-        return Prepared(fn=lambda: self.launch(kern, blocks, args),
-                        work_per_call=ar.fma_flops(blocks, K.BLOCK_THREADS, self.s.fma_iters, K.FMA_UNROLL,
-                                                   K.FMA_CHAINS),
-                        work={"blocks": blocks, "threads_per_block": K.BLOCK_THREADS, "iters": self.s.fma_iters,
-                              "unroll": K.FMA_UNROLL, "chains": K.FMA_CHAINS},
-                        implementation="cupy.RawKernel fma_fp32 (NVRTC)")
-
-    def prep_gemm(self, kind: str) -> Prepared:
-        torch = self.torch
-        n = self.s.gemm_fp32_size if kind == "fp32" else self.s.gemm_size
-        gen = torch.Generator(device=self.device).manual_seed(0)
-        scale = n ** -0.25  # outputs about N(0, 1)
-        context = None
-        if kind == "fp8":
-            if self.capability < (8, 9):
-                raise BenchmarkSkipped(f"FP8 GEMM needs compute capability >= 8.9; this GPU has "
-                                       f"{self.capability[0]}.{self.capability[1]}")
-            if not hasattr(torch, "_scaled_mm"):
-                raise BenchmarkSkipped(f"torch {torch.__version__} has no _scaled_mm")
-            a = (torch.randn(n, n, device=self.device, generator=gen) * scale).to(torch.float8_e4m3fn)
-            w = (torch.randn(n, n, device=self.device, generator=gen) * scale).to(torch.float8_e4m3fn)
-            one = torch.ones((), dtype=torch.float32, device=self.device)
-            wt = w.t()  # column-major, as cuBLASLt FP8 requires for the second operand
-
-            def fn():
-                torch._scaled_mm(a, wt, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
-
-            impl = "torch._scaled_mm(float8_e4m3fn, per-tensor scales 1, out bf16)"
-        else:
-            dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32,
-                     "fp32": torch.float32}[kind]
-            if kind in ("bf16", "fp16") and self.capability < (7, 0):
-                raise BenchmarkSkipped(f"no Tensor Cores below compute capability 7.0 "
-                                       f"(this GPU: {self.capability[0]}.{self.capability[1]})")
-            if kind == "bf16" and self.capability < (8, 0):
-                raise BenchmarkSkipped("bf16 Tensor Cores need compute capability >= 8.0")
-            if kind == "tf32" and self.capability < (8, 0):
-                raise BenchmarkSkipped("TF32 Tensor Cores need compute capability >= 8.0")
-            a = torch.randn(n, n, device=self.device, generator=gen, dtype=dtype) * scale
-            w = torch.randn(n, n, device=self.device, generator=gen, dtype=dtype) * scale
-            wt = w.t()
-            c = torch.empty(n, n, device=self.device, dtype=dtype)
-
-            def fn():
-                torch.mm(a, wt, out=c)
-
-            impl = f"torch.mm(A, B.t(), out=C) {kind}"
-            if kind in ("tf32", "fp32"):
-                precision = "high" if kind == "tf32" else "highest"
-                impl += f" (float32 matmul precision {precision!r})"
-
-                @contextlib.contextmanager
-                def matmul_precision() -> Iterator[None]:
-                    before = torch.get_float32_matmul_precision()
-                    torch.set_float32_matmul_precision(precision)
-                    try:
-                        yield
-                    finally:
-                        torch.set_float32_matmul_precision(before)
-
-                context = matmul_precision
-        return Prepared(fn=fn, work_per_call=ar.gemm_flops(n, n, n), work={"m": n, "n": n, "k": n, "layout": "NT"},
-                        implementation=impl, context=context)
-
-
-def _numpy():
-    import numpy
-
-    return numpy
-
 
 def no_gpu_message(detection_message: str) -> str:
     """The message when characterization is asked for without a usable NVIDIA GPU, keeping the reason the
@@ -666,8 +187,9 @@ def characterize(out_dir: str | Path, *, registry_path: str | Path, gpu: str | N
     """
     from synperf.data.hardware import load_registry
     from synperf.gpu.profiling.launchers import Context
+    from synperf.gpu.profiling.lock import gpu_lock
     from synperf.gpu.profiling.nvml import local_gpu, require_cuda
-    from synperf.gpu.profiling.runner import environment, gpu_lock
+    from synperf.gpu.profiling.provenance import environment
 
     if not isinstance(settings, CharacterizeSettings):
         settings = CharacterizeSettings.from_dict(settings)

@@ -14,7 +14,10 @@ Modules
 ``nvml``           nvidia-ml-py (``pynvml``): device identity by UUID, clocks, temperature,
                    power, clock-event (throttle) reasons
 ``grids``          load, validate (``workflow/schemas/sweep.schema.yaml``) and expand sweep grids
-``runner``         the sweep runner: per-point shards, resume, skip-and-continue, merge, GPU lock
+``runner``         one (GPU, kernel) sweep end to end: settings, measuring one point, ``profile_kernel``
+``sweep``          the sweep: per-point shards, resume, skip-and-continue, merge
+``lock``           the per-GPU lock (one timing process per GPU)
+``provenance``     environment, the resume fingerprint, the ``source_version`` column
 ``launchers``      one module per kernel family: inputs, the kernel call, a reference check
 ``triton_kernels`` our own Triton kernels (RMSNorm, SiLU&Mul, fused MoE)
 

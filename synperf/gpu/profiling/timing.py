@@ -71,7 +71,7 @@ MAX_CALLS_PER_SAMPLE = 10_000
 @dataclass(frozen=True)
 class TimingSettings:
     """Timing knobs; config keys ``profiling.timing`` (overridable per sweep file, ``timing:``) and
-    ``characterize.settings.timing`` (over :data:`synperf.gpu.characterize.run.CHARACTERIZE_TIMING`).
+    ``characterize.settings.timing`` (over :data:`synperf.gpu.characterize.benchmarks.CHARACTERIZE_TIMING`).
 
     Attributes:
         method: ``events`` (one CUDA event pair per sample, L2 flush before each) or ``graph``
