@@ -315,6 +315,7 @@ DEPLOY_FILES = [
     "path_local_mlp.joblib",
     "path_sources.parquet",
     "intervals.json",
+    "fingerprint.joblib",
 ]
 
 

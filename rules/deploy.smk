@@ -1,7 +1,7 @@
 # Deploy models (target `deploy`): each core family's primary model trained on EVERY GPU its feature table
 # measured, seen and unseen alike, with the recipe, feature set, training settings and path choice of its
 # evaluation model (synperf.pipeline.train.train_models, deploy=True), in models/deploy/<experiment>/ (the MLP in
-# mlp/, named in path.json).
+# mlp/, named in path.json), and the fingerprint predictor fitted on every GPU (fingerprint.joblib).
 # `synperf.api.predict`, `synperf plan` and `synperf e2e` answer with them where they exist (models="deploy");
 # every evaluation, the report and the end-to-end scoring keep the evaluation models of models/<experiment>/.
 rule deploy_model:
@@ -14,6 +14,8 @@ rule deploy_model:
         path_scores=PATH_SCORES,
         path_rows=PATH_ROWS,
         all_path_scores=expand(PATH_SCORES, experiment=EXPERIMENTS),
+        fp_table=f"results/features/{FEATURE_SET}/{{experiment}}.parquet",
+        fp_meta=f"results/features/{FEATURE_SET}/{{experiment}}.json",
         code=code_inputs("scripts/deploy.py"),
     output:
         **{name.split(".")[0]: f"models/deploy/{{experiment}}/{name}" for name in DEPLOY_FILES},
@@ -29,6 +31,7 @@ rule deploy_model:
         exp=lambda wc: config["experiments"][wc.experiment],
         feature_set=lambda wc: primary_fs(wc.experiment),
         training=config["training"],
+        fp_max_train_rows=config["training"]["max_train_rows"],
         seed=config["seed"],
         measured_dir=MEASURED_DIR,
         scored=EXPERIMENTS,

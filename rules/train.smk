@@ -1,7 +1,9 @@
 # The models of an experiment: the primary one (models/<experiment>/<feature set>-all of the experiment's primary
 # feature set, trained with `training`) and one per other feature set of `feature_set` and `compare_feature_sets`
 # (trained with `training` updated by `compare_training`, a smaller budget stated in the report) in rule `train`;
-# the ablation groups of the configured `feature_set` in rule `train_ablation`.
+# the ablation groups of the configured `feature_set` in rule `train_ablation`. Rule `train` also fits the
+# experiment's fingerprint predictor on the configured `feature_set`'s table (models/<experiment>/fingerprint.joblib,
+# synperf/model/fingerprint.py), its correction capped at the `training` row cap as on the protocols' configured fold.
 # Each model is scored right after training: results/predictions/<experiment>/<model>.parquet and
 # results/tables/mape/<experiment>/<model>.csv.
 
@@ -17,9 +19,12 @@ rule train:
         path_scores=PATH_SCORES,
         path_rows=PATH_ROWS,
         all_path_scores=expand(PATH_SCORES, experiment=EXPERIMENTS),
+        fp_table=f"results/features/{FEATURE_SET}/{{experiment}}.parquet",
+        fp_meta=f"results/features/{FEATURE_SET}/{{experiment}}.json",
         code=code_inputs("scripts/train.py"),
     output:
         **model_outputs(TRAINED),
+        fingerprint="models/{experiment}/fingerprint.joblib",
         path_choice="models/{experiment}/path.json",
         path_residual="models/{experiment}/path_residual.joblib",
         path_local="models/{experiment}/path_local.joblib",
@@ -41,6 +46,7 @@ rule train:
         measured_dir=MEASURED_DIR,
         scored=EXPERIMENTS,
         experiments={e: config["experiments"][e] for e in EXPERIMENTS},
+        fp_max_train_rows=config["training"]["max_train_rows"],
     script:
         "../scripts/train.py"
 

@@ -17,5 +17,8 @@ path_choice = ({"scores": sm.input.path_scores, "rows": sm.input.path_rows, "reg
                 "measured_dir": sm.params.measured_dir,
                 "all_scores": dict(zip(sm.params.scored, sm.input.all_path_scores)),
                 "experiments": dict(sm.params.experiments)} if "path_choice" in sm.output.keys() else None)
+fingerprint = ({"table": sm.input.fp_table, "meta": sm.input.fp_meta, "registry": sm.input.registry,
+                "measured_dir": sm.params.measured_dir, "max_train_rows": sm.params.fp_max_train_rows,
+                "out": sm.output.fingerprint} if "fingerprint" in sm.output.keys() else None)
 run(sm, lambda: train_models(exp, dict(sm.params.exp), models, int(sm.params.seed), sm.threads,
-                             recipe=sm.input.get("recipe"), path_choice=path_choice))
+                             recipe=sm.input.get("recipe"), path_choice=path_choice, fingerprint=fingerprint))

@@ -297,10 +297,20 @@ def check_chunk_rows(chunk_rows) -> int:
     return -(-int(chunk_rows) // MLP_BLOCK_ROWS) * MLP_BLOCK_ROWS
 
 
+#: how :func:`predict` answers: ``fingerprint``, the experiment's fingerprint predictor (its GPU's constants times a
+#: GPU-invariant correction, :mod:`synperf.model.fingerprint`), or ``paths``, the MLP and the prediction path
+#: recorded beside it (:mod:`synperf.evaluation.path_selection`)
+PREDICTORS = ("fingerprint", "paths")
+#: :func:`predict`'s default: the fingerprint predictor where the experiment folder holds one (``fingerprint.joblib``,
+#: written by the ``train`` and ``deploy`` rules), else the paths
+DEFAULT_PREDICTOR = "fingerprint"
+
+
 def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, experiment: str | None = None,
             models_dir: str | os.PathLike | None = None, registry: Registry | None = None,
             feature_set: str | None = None, experiments: dict | None = None, chunk_rows: int | None = None,
-            progress: bool | Callable[[int, int], None] = False, models: str | None = None) -> pd.DataFrame:
+            progress: bool | Callable[[int, int], None] = False, models: str | None = None,
+            predictor: str | None = None) -> pd.DataFrame:
     """Predict latency for many launches of one kernel family.
 
     Args:
@@ -331,6 +341,10 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
             the same, bit for bit, whatever the chunk size, and only the output columns grow with the launch count.
         progress: with more than one chunk, report progress after each chunk: True draws a bar on stderr
             (:func:`progress_reporter`), a callable gets ``(launches done, launches in total)``.
+        predictor: one of :data:`PREDICTORS`. ``fingerprint`` answers from ``<experiment folder>/fingerprint.joblib``
+            (:func:`predict_fingerprint`, whose columns the output then has). Default: ``fingerprint`` where that
+            file exists and ``feature_set`` is not given, else ``paths``; the output's ``prediction_path`` says
+            which answered.
 
     Returns:
         The canonical parameter columns plus ``theoretical_time_us``, ``predicted_efficiency``,
@@ -359,6 +373,11 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
             intervals recorded for another path than ``path.json``'s.
     """
     chunk_rows = check_chunk_rows(chunk_rows)
+    if predictor is not None and predictor not in PREDICTORS:
+        raise InputError(f"predictor = {predictor!r}; expected one of {list(PREDICTORS)}")
+    if predictor == "fingerprint" and feature_set is not None:
+        raise InputError(f"feature_set = {feature_set!r} names an MLP; the fingerprint predictor has one model "
+                         "per experiment (leave feature_set out, or pass predictor='paths')")
     defaults = default_paths()
     registry = registry or load_registry(defaults["registry"], defaults["measured_dir"])
     # validation and routing see the whole call: the experiment is chosen by every row's dtype
@@ -367,6 +386,14 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
         experiments = _config(defaults["config"]).get("experiments") or {}
     experiment = route_experiment(kernel, table["dtype"], experiment, experiments)
     exp_dir, model_set = model_set_dir(Path(models_dir or defaults["models_dir"]), experiment, models)
+    report = progress_reporter(f"predicting {kernel}", "launches") if progress is True else (progress or None)
+    if predictor is None:
+        from synperf.model.fingerprint import FINGERPRINT_FILE
+
+        predictor = ("fingerprint" if feature_set is None and (exp_dir / FINGERPRINT_FILE).is_file()
+                     else "paths")
+    if predictor == "fingerprint":
+        return predict_fingerprint(table, registry, exp_dir, model_set, chunk_rows, report)
     if feature_set is not None:
         _check_feature_set(exp_dir, feature_set)
     choice = load_choice(exp_dir) if feature_set is None else None
@@ -385,7 +412,6 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
                                  f"{CHOICE_FILE} records {choice.get(key)!r}; rerun the train stage")
     out = table.drop(columns=["latency_us", "latency_stat", "source", "source_version", "source_file"])
     n = len(table)
-    report = progress_reporter(f"predicting {kernel}", "launches") if progress is True else (progress or None)
     parts = []
     for start in range(0, max(n, 1), chunk_rows):
         rows = table.iloc[start:start + chunk_rows].reset_index(drop=True)
@@ -450,4 +476,58 @@ def _predict_chunk(table: pd.DataFrame, registry: Registry, exp_dir: Path, model
             on = table["gpu"].astype(str).isin(choice.get("training_gpus", [])).to_numpy()
             lo[on], hi[on] = interval_bounds(pred[on], labels[on], intervals["seen_intervals"])
         out["predicted_latency_low_us"], out["predicted_latency_high_us"] = lo, hi
+    return out
+
+
+@lru_cache(maxsize=32)
+def _load_fingerprint(path: str, mtime_ns: int):
+    """The fingerprint predictor in ``path``; ``mtime_ns`` only keys the cache (a refit file is read again)."""
+    from synperf.model.fingerprint import FingerprintModel
+
+    return FingerprintModel.load(path)
+
+
+def predict_fingerprint(table: pd.DataFrame, registry: Registry, exp_dir: Path, model_set: str, chunk_rows: int,
+                        report: Callable[[int, int], None] | None = None) -> pd.DataFrame:
+    """:func:`predict` with ``predictor="fingerprint"``: the launch rows ``table`` (of :func:`launch_table`)
+    predicted by ``<exp_dir>/fingerprint.joblib`` ``chunk_rows`` at a time
+    (:meth:`synperf.model.fingerprint.FingerprintModel.describe`).
+
+    Returns:
+        The canonical parameter columns plus ``theoretical_time_us``, ``predicted_latency_us``,
+        ``predicted_efficiency``, ``predicted_latency_low_us`` and ``predicted_latency_high_us`` (80% interval),
+        ``fingerprint_time_us``, ``gpu_constants`` (where the row GPU's constants came from: fitted on its
+        measurements, or predicted from its class's training GPUs), ``evidence`` (which measurements taught the
+        correction), ``unknown_category``, ``prediction_path`` (``fingerprint``), ``source_gpu`` (<NA>) and
+        ``model_set``; ``attrs``: ``model_dir`` (the file), ``model_set``, ``training_gpus``, ``interval``.
+
+    Raises:
+        InputError: no such file (the message names the target that fits it), or a damaged one.
+    """
+    from synperf.model.fingerprint import FINGERPRINT_FILE
+
+    path = exp_dir / FINGERPRINT_FILE
+    if not path.is_file():
+        target = "`snakemake --cores all deploy`" if model_set == "deploy" else "the pipeline (`snakemake --cores all`)"
+        raise InputError(f"{path}: no fingerprint predictor of {exp_dir.name!r}; run {target} first, or pass "
+                         "predictor='paths'")
+    model = _load_fingerprint(str(path), path.stat().st_mtime_ns)
+    out = table.drop(columns=["latency_us", "latency_stat", "source", "source_version", "source_file"])
+    n, parts = len(table), []
+    for start in range(0, max(n, 1), chunk_rows):
+        parts.append(model.describe(table.iloc[start:start + chunk_rows], registry))
+        if report is not None and n > chunk_rows:
+            report(min(start + chunk_rows, n), n)
+    pred = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+    for c in ("theoretical_time_us", "predicted_latency_us", "predicted_latency_low_us", "predicted_latency_high_us",
+              "fingerprint_time_us", "gpu_constants", "evidence", "unknown_category"):
+        out[c] = pred[c].to_numpy()
+    out["predicted_efficiency"] = out["theoretical_time_us"] / out["predicted_latency_us"]
+    out["prediction_path"] = "fingerprint"
+    out["source_gpu"] = pd.Series([pd.NA] * len(out), dtype="string", index=out.index)
+    out["model_set"] = model_set
+    out.attrs.update(model_dir=str(path), model_set=model_set, training_gpus=sorted(model.fitted),
+                     interval=("80% interval from the correction's residuals with each training GPU left out "
+                               "(for a GPU without measurements: the training GPUs' residuals when each was "
+                               f"predicted from the others), widened by the spread of predicted constants ({path})"))
     return out

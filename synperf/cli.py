@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from synperf.api import DEPLOY_DIR, MODEL_SETS, default_paths, predict, progress_reporter
+from synperf.api import DEFAULT_PREDICTOR, DEPLOY_DIR, MODEL_SETS, PREDICTORS, default_paths, predict, progress_reporter
 from synperf.data.hardware import load_registry
 from synperf.data.io import InputError
 from synperf.e2e._deps import default_registry
@@ -87,7 +87,8 @@ def e2e(args: argparse.Namespace) -> int:
         raise InputError("TP/PP > 1 needs the collective tables: pass --collectives "
                          "PUBLIC_DATA/pipeweave/dataset/collective")
     overhead = Overhead.from_json(args.overhead) if args.overhead else Overhead()
-    extra = {} if args.models is None else {"predict_fn": functools.partial(predict, models=args.models)}
+    kw = _predict_kwargs(args)
+    extra = {"predict_fn": functools.partial(predict, **kw)} if kw else {}
     res = compose_trace(model, reqs, args.gpu, tp=args.tp, pp=args.pp, max_batch=args.batch, policy=args.policy,
                         prefill_impl=attention_path(args.gpu, registry), group_iterations=args.group_iterations,
                         models_dir=args.models_dir, registry=registry, collectives=coll, overhead=overhead,
@@ -167,8 +168,8 @@ def plan_cmd(args: argparse.Namespace) -> int:
     needs_comm = max(tps) > 1 or max(pps) > 1
     coll = _collectives(args.collectives, registry, args.config) if needs_comm else None
     overhead = Overhead.from_json(args.overhead) if args.overhead else Overhead()
-    fn = None if args.models is None else functools.partial(lambda *a, **k: planmod.predict(*a, **k),
-                                                            models=args.models)
+    kw = _predict_kwargs(args)
+    fn = functools.partial(lambda *a, **k: planmod.predict(*a, **k), **kw) if kw else None
     df = planmod.plan(model, reqs, gpus, tps, pps, registry=registry, max_batch=max_batch, policy=args.policy,
                       collectives=coll, overhead=overhead, models_dir=args.models_dir, prices=prices,
                       predict_fn=fn, gpu_memory_utilization=args.gpu_memory_utilization,
@@ -234,7 +235,8 @@ def predict_cmd(args: argparse.Namespace) -> int:
                 raise InputError(f"--param {it}: expected key=value, e.g. m=4096")
             params[key.strip()] = _param_value(val.strip())
     registry = load_registry(args.registry) if args.registry else None
-    out = predict(args.kernel, params, args.gpu, models_dir=args.models_dir, registry=registry, models=args.models)
+    out = predict(args.kernel, params, args.gpu, models_dir=args.models_dir, registry=registry,
+                  **_predict_kwargs(args))
     empty = [c for c in out.columns if out[c].isna().all() or (out[c].astype(str) == "").all()]
     if empty:   # e.g. no interval recorded, no unknown category, no transfer source: said once on stderr
         print(f"synperf predict: left out columns empty on every row: {', '.join(empty)}", file=sys.stderr)
@@ -309,6 +311,15 @@ def _models_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--models", choices=MODEL_SETS, default=None,
                         help="model set: deploy (trained on every measured GPU, `snakemake deploy`) or evaluation "
                              "(seen GPUs only); default deploy where an experiment has one, else evaluation")
+    parser.add_argument("--predictor", choices=PREDICTORS, default=None,
+                        help="fingerprint (each GPU's constants times a correction learned across GPUs, "
+                             "docs/fingerprint.md) or paths (the MLP and its recorded path); "
+                             f"default {DEFAULT_PREDICTOR} where the experiment has one, else paths")
+
+
+def _predict_kwargs(args: argparse.Namespace) -> dict:
+    """The model set and predictor the command line names (``--models``, ``--predictor``), for :func:`predict`."""
+    return {k: v for k, v in (("models", args.models), ("predictor", args.predictor)) if v is not None}
 
 
 def build_parser() -> argparse.ArgumentParser:

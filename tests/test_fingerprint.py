@@ -10,7 +10,7 @@ from synperf.model import fingerprint as F
 
 #: constants of the synthetic GPUs: launch floor (us), then one multiplier per pipe of F.PIPES
 TRUE = {"a40": [4.0, 1.5, 1.2, 0.3, 0.8], "l40s": [2.0, 1.1, 1.6, 0.5, 0.4],
-        "a100_sxm4_80gb": [9.0, 3.0, 0.2, 2.0, 0.0], "h100_sxm": [6.0, 0.7, 2.5, 0.0, 1.5]}
+        "a100_sxm4_80gb": [9.0, 3.0, 1.2, 2.0, 0.0], "h100_sxm": [6.0, 0.7, 2.5, 0.0, 1.5]}
 
 
 def gemm_launches(gpus, seed=0, n=60):
@@ -213,3 +213,70 @@ def test_a_gpus_own_measurements_correct_its_rows_and_reach_other_gpus_only_as_c
     xh, fph = with_local._design(h200, F.pipe_times(h200, registry), registry)
     np.testing.assert_allclose(with_local.predict(h200, registry),
                                fph * np.exp(with_local.local["h100_sxm"].predict(xh)), rtol=1e-9)
+
+
+def test_the_dram_multiplier_is_never_fitted_below_the_spec_sheet_bandwidth(registry):
+    # rows made with a DRAM multiplier of 0.4 (faster than the spec-sheet bandwidth): the fit holds it at 1 and
+    # every other constant stays >= 0
+    rows = with_formula_latency(gemm_launches(["a40"]), registry, {"a40": [4.0, 1.5, 0.4, 0.3, 0.8]})
+    terms = F.pipe_times(rows, registry)
+    fp = F.fit_fingerprint("a40", terms, rows["latency_us"].to_numpy())
+    assert fp.multipliers[F.PIPES.index("dram_us")] == pytest.approx(1.0)
+    assert (fp.constants >= F.LOWER_BOUNDS - 1e-12).all()
+    assert F.LOWER_BOUNDS.tolist() == [0.0, 0.0, 1.0, 0.0, 0.0]
+
+
+def test_describe_says_where_each_gpus_constants_and_correction_came_from_and_survives_save_and_load(registry,
+                                                                                                    tmp_path):
+    rng = np.random.default_rng(2)
+    rows = with_formula_latency(gemm_launches(list(TRUE), n=60), registry)
+    rows = rows.assign(latency_us=rows["latency_us"] * np.exp(rng.normal(0, 0.05, len(rows))))
+    model = F.FingerprintModel.fit(rows[rows["gpu"] != "l40s"], {**META, "feature_set": "v2"}, registry, seed=0)
+    assert model.feature_set == "v2"
+    # launch rows without any feature column, as a caller passes them
+    launches = gemm_launches(["a40", "l40s", "h200_sxm", "t4"], n=5).drop(columns=["latency_us"])
+    d = model.describe(launches, registry)
+    np.testing.assert_allclose(d["predicted_latency_us"], model.predict(launches, registry), rtol=1e-12)
+    by = d.assign(gpu=launches["gpu"].to_numpy()).groupby("gpu").first()
+    assert by.loc["a40", "gpu_constants"] == "fitted on a40 measurements (60 rows)"
+    assert by.loc["a40", "evidence"].endswith("own-GPU correction on a40's measurements")
+    # l40s left out: its constants and correction come from its class-mate a40 (sm_8x GDDR), never from a100
+    assert by.loc["l40s", "gpu_constants"].startswith("predicted from spec row: class sm_8x GDDR (a40)")
+    assert by.loc["l40s", "evidence"].endswith("class-mates' own-GPU corrections (a40)")
+    assert by.loc["h200_sxm", "evidence"].endswith("class-mates' own-GPU corrections (h100_sxm)")
+    assert by.loc["t4", "evidence"].endswith("no class-mate of class sm_7x GDDR in training")
+    assert by.loc["t4", "gpu_constants"].startswith("predicted from spec row: all training GPUs")
+    assert (d["predicted_latency_low_us"] < d["predicted_latency_us"]).all()
+    assert (d["predicted_latency_us"] < d["predicted_latency_high_us"]).all()
+    assert (d["unknown_category"] == "").all() and (d["fingerprint_time_us"] > 0).all()
+    model.save(tmp_path / F.FINGERPRINT_FILE)
+    again = F.FingerprintModel.load(tmp_path / F.FINGERPRINT_FILE)
+    np.testing.assert_array_equal(again.describe(launches, registry)["predicted_latency_us"],
+                                  d["predicted_latency_us"])
+
+
+def test_predict_answers_from_the_experiments_fingerprint_file_and_names_what_it_lacks(registry, tmp_path):
+    from synperf.api import predict
+    from synperf.data.io import InputError
+
+    rows = with_formula_latency(gemm_launches(["a40", "h100_sxm"], n=40), registry)
+    model = F.FingerprintModel.fit(rows, {**META, "feature_set": "v2"}, registry, seed=0)
+    experiments = {"gemm": {"kernel": "gemm", "dtypes": ["bfloat16"]}}
+    params = {"m": [1, 64, 4096], "n": 4096, "k": 4096, "dtype": "bfloat16"}
+    call = dict(models_dir=tmp_path, registry=registry, experiments=experiments, predictor="fingerprint")
+    with pytest.raises(InputError, match=r"gemm[/\\]fingerprint.joblib: no fingerprint predictor of 'gemm'"):
+        predict("gemm", params, "l40s", **call)
+    model.save(tmp_path / "gemm" / F.FINGERPRINT_FILE)
+    out = predict("gemm", params, ["l40s", "h100_sxm", "a40"], **call)
+    launches = gemm_launches(["l40s"], n=1).drop(columns=["latency_us"])
+    launches = pd.concat([launches.assign(m=m, n=4096, k=4096, gpu=g)
+                          for m, g in zip([1, 64, 4096], ["l40s", "h100_sxm", "a40"])], ignore_index=True)
+    np.testing.assert_allclose(out["predicted_latency_us"], model.predict(launches, registry), rtol=1e-12)
+    assert (out["prediction_path"] == "fingerprint").all() and out.attrs["training_gpus"] == ["a40", "h100_sxm"]
+    assert out.loc[0, "gpu_constants"].startswith("predicted from spec row: class sm_8x GDDR (a40)")
+    assert out.loc[1, "gpu_constants"].startswith("fitted on h100_sxm")
+    assert (out["predicted_latency_low_us"] < out["predicted_latency_high_us"]).all()
+    with pytest.raises(InputError, match="predictor = 'tree'; expected one of"):
+        predict("gemm", params, "l40s", **{**call, "predictor": "tree"})
+    with pytest.raises(InputError, match="names an MLP"):
+        predict("gemm", params, "l40s", **call, feature_set="v2")

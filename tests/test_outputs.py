@@ -184,3 +184,29 @@ def test_plan_on_the_trained_models_gives_intervals_flags_and_memory(public_data
     flags = ok.set_index(["gpu", "tp"])
     assert flags.loc[("h100_sxm", 4), "flag_gemm"] == "trained"
     assert flags.loc[("l40s", 4), "flag_gemm"] == "unseen"
+
+
+@pytest.mark.parametrize("experiment", sorted(e for e, x in CONFIG["experiments"].items() if x.get("unseen")))
+def test_the_fingerprint_predictor_predict_serves_is_the_one_the_configured_split_scored(experiment):
+    """`models/<experiment>/fingerprint.joblib` is fitted on seen GPUs only, and its MAPE on each unseen GPU is the
+    configured split's `synperf_fp` number: what the report scores is what `predict` serves."""
+    import pandas as pd
+
+    from synperf.data.hardware import load_registry
+    from synperf.model.fingerprint import FINGERPRINT_FILE, FingerprintModel
+
+    exp = CONFIG["experiments"][experiment]
+    model = FingerprintModel.load(need_output(REPO / "models" / experiment / FINGERPRINT_FILE))
+    assert set(model.fitted) <= set(exp["seen"]) and model.feature_set == PRIMARY
+    scores = pd.read_csv(need_output(REPO / "results" / "protocols" / f"{experiment}.csv"))
+    scores = scores[(scores["protocol"] == "configured") & (scores["method"] == "synperf_fp")
+                    & (scores["split"] == "unseen")]
+    table = pd.read_parquet(need_output(REPO / "results" / "features" / PRIMARY / f"{experiment}.parquet"))
+    registry = load_registry(REPO / CONFIG["gpu_registry"], REPO / CONFIG.get("hardware_measurements_dir",
+                                                                               "data/hardware"))
+    assert set(scores["gpu"]) == set(exp["unseen"]) & set(table["gpu"].astype(str))
+    for gpu, want in zip(scores["gpu"], scores["mape_pct"]):
+        rows = table[(table["gpu"].astype(str) == gpu) & (table["split"].astype(str) == "unseen")]
+        y = rows["latency_us"].to_numpy(dtype="float64")
+        got = float(np.mean(np.abs(model.predict(rows, registry) / y - 1.0)) * 100.0)
+        assert got == pytest.approx(want, rel=1e-6, abs=1e-6), gpu

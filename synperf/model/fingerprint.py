@@ -13,7 +13,8 @@ Fingerprint (:class:`Fingerprint`)
 
     * fitted on a training GPU's measurements (:func:`fit_fingerprint`): bounded least squares on relative error
       (:func:`scipy.optimize.lsq_linear`, bounded-variable method; rows scaled by ``1 / latency`` so the objective is
-      ``sum_i (pred_i / y_i - 1)^2``), every constant ``>= 0``;
+      ``sum_i (pred_i / y_i - 1)^2``), every constant ``>= 0`` and the DRAM multiplier ``>= 1``
+      (:data:`LOWER_BOUNDS`: no launch moves its bytes faster than the spec-sheet bandwidth);
     * predicted for a GPU without measurements (:func:`predict_fingerprint`): from the training GPUs of its class
       (:func:`gpu_class`: compute capability major and memory family, HBM or GDDR, from the registry's
       ``compute_capability`` and ``memory_type``, :meth:`synperf.data.hardware.GPUSpec.same_class`), else from
@@ -71,10 +72,18 @@ import pandas as pd
 from scipy.optimize import lsq_linear
 from scipy.stats import norm
 
-from synperf.model.paths import RESIDUAL_TREES, with_spec_columns
+from synperf.model.paths import RESIDUAL_TREES, JoblibModel, with_spec_columns
 
 #: spec-sheet pipe times of the fingerprint, microseconds (see :func:`pipe_times`)
 PIPES = ("compute_us", "dram_us", "l2_us", "smem_us")
+#: an experiment's fitted predictor in its model folder (``models/<experiment>/``, ``models/deploy/<experiment>/``)
+FINGERPRINT_FILE = "fingerprint.joblib"
+#: lower bound of each fitted constant ``[floor_us, *multipliers]``: 0, except the DRAM multiplier, bounded by 1
+#: because the spec-sheet DRAM time (bytes / peak bandwidth) is a lower bound of the time to move those bytes from
+#: DRAM; launches whose bytes an earlier launch left in L2 can beat it, and the correction carries them. Without
+#: the bound the fit trades the DRAM multiplier against the floor and the other pipes (collinear on GPUs whose
+#: rows are mostly memory-bound), and a predicted GPU inherits that trade.
+LOWER_BOUNDS = np.array([0.0, 0.0, 1.0, 0.0, 0.0])
 #: how a GPU without measurements gets its constants from its pool (:func:`pool_constants`), the default first:
 #: ``pooled`` is the estimator of a measured GPU's own constants applied to the pool's rows; ``mean`` averages
 #: constants whose pipes may be collinear on one GPU (an L2 and a DRAM multiplier that trade off). With two training
@@ -174,12 +183,13 @@ def _relative_lsq(terms: np.ndarray, y: np.ndarray, prior: np.ndarray | None = N
         scale = np.where(prior > 0, prior, 1.0)
         x = np.vstack([x, np.diag(prior_weight / scale)])
         b = np.concatenate([b, prior_weight * np.where(prior > 0, 1.0, 0.0)])
-    return lsq_linear(x, b, bounds=(0.0, np.inf), method="bvls").x
+    return lsq_linear(x, b, bounds=(LOWER_BOUNDS, np.inf), method="bvls").x
 
 
 def fit_fingerprint(gpu: str, terms: np.ndarray, latency_us: np.ndarray) -> Fingerprint:
     """Fit a GPU's constants on its measured rows: ``terms`` (:func:`pipe_times`, ``(n, len(PIPES))``) and
-    ``latency_us`` (``(n,)``, > 0), by relative least squares with every constant ``>= 0``.
+    ``latency_us`` (``(n,)``, > 0), by relative least squares with every constant ``>= 0`` and the DRAM
+    multiplier ``>= 1`` (:data:`LOWER_BOUNDS`).
 
     Raises:
         ValueError: no rows, or a latency that is not finite and > 0.
@@ -326,8 +336,9 @@ def gpu_quantiles(values: np.ndarray, gpus: np.ndarray, q: tuple = (0.1, 0.9)) -
 
 
 @dataclass
-class FingerprintModel:
-    """Fingerprints of the training GPUs and the GPU-invariant correction of one kernel family.
+class FingerprintModel(JoblibModel):
+    """Fingerprints of the training GPUs and the GPU-invariant correction of one kernel family; stored as one
+    joblib file (:meth:`save`, :meth:`load`; :data:`FINGERPRINT_FILE` in an experiment's model folder).
 
     Attributes:
         fitted: training GPU id -> its fitted :class:`Fingerprint`.
@@ -342,6 +353,8 @@ class FingerprintModel:
             prior weight (:func:`fewshot_fingerprint`); both chosen by
             :func:`synperf.model.fingerprint_choice.fit_chosen`.
         local: training GPU -> its own-GPU correction (trees on its rows' residual after the shared correction).
+        feature_set: the feature set of the rows it was fitted on (the sidecar's ``feature_set``); a caller builds
+            the same features for the rows it predicts.
     """
 
     fitted: dict
@@ -358,6 +371,7 @@ class FingerprintModel:
     trees_args: dict = field(default_factory=dict)
     choice: dict = field(default_factory=dict)
     unseen_q: dict = field(default_factory=dict)
+    feature_set: str = ""
 
     @classmethod
     def fit(cls, rows: pd.DataFrame, meta: dict, registry, *, max_train_rows: int = 0, seed: int = 0,
@@ -389,7 +403,8 @@ class FingerprintModel:
             sub = np.sort(np.random.default_rng(seed).choice(len(rows), max_train_rows, replace=False))
         srows = rows.iloc[sub]
         levels = {c: {v: i for i, v in enumerate(sorted(srows[c].astype(str).unique()))} for c in columns[2]}
-        model = cls(fitted, None, columns, levels, train_terms=train_terms, rule=rule, trees_args=dict(trees or {}))
+        model = cls(fitted, None, columns, levels, train_terms=train_terms, rule=rule, trees_args=dict(trees or {}),
+                    feature_set=str(meta.get("feature_set", "")))
         x, fp = model._design(srows, terms[sub], registry)
         r = np.log(y[sub] / fp)
         if correct:
@@ -516,20 +531,73 @@ class FingerprintModel:
         """
         if not np.isfinite(self.residual_q).all():
             raise ValueError("fingerprint model: no out-of-fold residuals (fitted on one GPU or with oof=False)")
+        rows = with_spec_columns(with_v2_columns(rows, registry), registry)
         pred = self.predict(rows, registry)
         _, _, spread = self._fingerprints(rows, pipe_times(rows, registry), registry)
+        low, high = self._log_bounds(rows["gpu"].astype(str).to_numpy(), spread, registry, level)
+        return pred * np.exp(low), pred * np.exp(high)
+
+    def _log_bounds(self, gpus: np.ndarray, spread: np.ndarray, registry, level: float) -> tuple[np.ndarray, ...]:
+        """:meth:`interval`'s bounds of ``log(latency / prediction)`` per row (GPU ids ``gpus``, fingerprint
+        spreads ``spread``)."""
         z = norm.ppf(0.5 + level / 2) / norm.ppf(0.9)
         lo, hi = (q * z for q in self.residual_q)
         zs = norm.ppf(0.5 + level / 2)
         lo = -np.sqrt(lo ** 2 + (zs * spread) ** 2) if lo < 0 else lo - zs * spread
         hi = np.sqrt(hi ** 2 + (zs * spread) ** 2) if hi > 0 else hi + zs * spread
-        low, high = np.full(len(rows), lo), np.full(len(rows), hi)
+        low, high = np.broadcast_to(lo, len(gpus)).copy(), np.broadcast_to(hi, len(gpus)).copy()
         if self.unseen_q:
-            gpus = rows["gpu"].astype(str).to_numpy()
             new = ~np.isin(gpus, list(self.fitted))
             for g in np.unique(gpus[new]):
                 found = class_pool(g, list(self.fitted), registry)[1].startswith("class")
                 q = self.unseen_q.get(found, self.unseen_q[None])
                 low[gpus == g], high[gpus == g] = q[0] * z, q[1] * z
-        return pred * np.exp(low), pred * np.exp(high)
+        return low, high
+
+    def evidence(self, gpu: str, registry) -> str:
+        """How the correction of ``gpu``'s rows was learned, in words: the shared correction (or none), plus the
+        GPU's own-GPU correction where it trained, else its class-mates' (:meth:`_local`)."""
+        gpu = str(gpu)
+        shared = ("no correction (fingerprint time alone)" if self.trees is None
+                  else f"shared correction learned on {', '.join(sorted(self.fitted))}")
+        if gpu in self.local:
+            return f"{shared}; own-GPU correction on {gpu}'s measurements"
+        mates = [s for s in sorted(self.local) if registry[s].same_class(registry[gpu])]
+        if mates:
+            return f"{shared}; class-mates' own-GPU corrections ({', '.join(mates)})"
+        return f"{shared}; no class-mate of class {class_text(gpu_class(registry[gpu]))} in training"
+
+    def describe(self, rows: pd.DataFrame, registry, level: float = 0.8) -> pd.DataFrame:
+        """Prediction and provenance per row of ``rows`` (launch rows: ``gpu`` and the key columns), index
+        ``0..len-1``: ``predicted_latency_us``, ``predicted_latency_low_us`` and ``predicted_latency_high_us``
+        (:meth:`interval` at ``level``; NaN without out-of-fold residuals), ``fingerprint_time_us`` (the physical
+        time with the GPU's constants), ``theoretical_time_us`` (feature set v2's), ``gpu_constants`` (where the
+        GPU's constants came from, :attr:`Fingerprint.source`), ``evidence`` (:meth:`evidence`) and
+        ``unknown_category`` (``column=value`` pairs of categorical columns whose value no training row had: the
+        correction sees no level there; empty when none)."""
+        rows = with_spec_columns(with_v2_columns(rows.reset_index(drop=True), registry), registry)
+        terms = pipe_times(rows, registry)
+        fp_time, floor, spread = self._fingerprints(rows, terms, registry)
+        x = correction_design(rows, terms, fp_time, floor, self.columns, self.levels, registry)
+        pred = fp_time * np.exp(self._shared(x) + self._local(rows, x, registry, True))
+        gpus = rows["gpu"].astype(str).to_numpy()
+        out = pd.DataFrame({"predicted_latency_us": pred}, index=rows.index)
+        if np.isfinite(self.residual_q).all():
+            low, high = self._log_bounds(gpus, spread, registry, level)
+            out["predicted_latency_low_us"], out["predicted_latency_high_us"] = pred * np.exp(low), pred * np.exp(high)
+        else:
+            out["predicted_latency_low_us"] = out["predicted_latency_high_us"] = np.nan
+        out["fingerprint_time_us"] = fp_time
+        out["theoretical_time_us"] = (rows["theoretical_time_us"].to_numpy(dtype="float64")
+                                      if "theoretical_time_us" in rows.columns else np.nan)
+        uniq, inv = np.unique(gpus, return_inverse=True)
+        out["gpu_constants"] = np.array([self.fingerprint(g, registry).source for g in uniq], dtype=object)[inv]
+        out["evidence"] = np.array([self.evidence(g, registry) for g in uniq], dtype=object)[inv]
+        unknown = np.full(len(rows), "", dtype=object)
+        for c in self.columns[2]:
+            values = rows[c].astype(str).to_numpy()
+            new = ~np.isin(values, list(self.levels[c]))
+            unknown[new] = [f"{u};{c}={v}" if u else f"{c}={v}" for u, v in zip(unknown[new], values[new])]
+        out["unknown_category"] = unknown
+        return out
 

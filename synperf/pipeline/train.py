@@ -1,4 +1,5 @@
-"""Pipeline stage: train an experiment's efficiency MLPs (primary, comparison and ablation) and score each."""
+"""Pipeline stage: train an experiment's efficiency MLPs (primary, comparison and ablation) and score each, and fit
+its fingerprint predictor (:mod:`synperf.model.fingerprint`)."""
 
 from __future__ import annotations
 
@@ -87,8 +88,37 @@ def deploy_experiment(exp: dict, table):
     return {**exp, "seen": gpus, "unseen": []}, table.assign(split="train")
 
 
+def fit_fingerprint_model(exp_name: str, exp: dict, spec: dict, seed: int, deploy: bool = False) -> None:
+    """Fit an experiment's fingerprint predictor on the ``train`` rows of its feature table (every row of every GPU
+    with ``deploy``, :func:`deploy_experiment`), its options chosen by leaving each training GPU out
+    (:func:`synperf.model.fingerprint_choice.fit_chosen`, with the out-of-fold residuals its intervals need), and
+    write it to ``spec["out"]`` (:meth:`synperf.model.fingerprint.FingerprintModel.save`).
+
+    ``spec``: ``table`` and ``meta`` (the feature table and sidecar), ``registry`` and ``measured_dir`` (the GPU
+    registry), ``max_train_rows`` (the correction's row cap, as the protocols' configured fold uses), ``out``.
+    """
+    from synperf.data.hardware import load_registry
+    from synperf.evaluation.baselines import add_baseline_columns
+    from synperf.model.fingerprint_choice import fit_chosen
+
+    t0 = time.time()
+    registry = load_registry(spec["registry"], spec.get("measured_dir"))
+    table = read_table(spec["table"])
+    if deploy:
+        _, table = deploy_experiment(exp, table)
+    rows = table[table["split"].astype(str).to_numpy() == "train"].reset_index(drop=True)
+    rows = add_baseline_columns(rows, registry, tiles=False)
+    model = fit_chosen(rows, read_artefact(spec["meta"], "features"), registry,
+                       max_train_rows=int(spec.get("max_train_rows") or 0), seed=seed, oof=True)
+    model.save(spec["out"])
+    log.info("%s: fingerprint predictor (%s) on %d rows of %s in %.0f s: %s; constants %s", exp_name,
+             model.choice["option"], len(rows), sorted(model.fitted), time.time() - t0, spec["out"],
+             json.dumps({g: [round(float(c), 4) for c in fp.constants] for g, fp in model.fitted.items()}))
+
+
 def train_models(exp_name: str, exp: dict, models: list[dict], seed: int, threads: int,
-                 recipe: str | None = None, path_choice: dict | None = None, deploy: bool = False) -> None:
+                 recipe: str | None = None, path_choice: dict | None = None, deploy: bool = False,
+                 fingerprint: dict | None = None) -> None:
     """Train and score every model of one experiment, one after the other, each feature table read once.
 
     ``path_choice`` (optional): after the first model (the primary one) is trained, record the experiment's
@@ -102,6 +132,9 @@ def train_models(exp_name: str, exp: dict, models: list[dict], seed: int, thread
     ``registry`` and ``measured_dir`` (the GPU registry), and optionally ``rows`` (the same folds' per-row
     predictions, Parquet): the chosen path's prediction intervals are then written beside it
     (:func:`synperf.model.uncertainty.save_intervals`).
+
+    ``fingerprint`` (optional): also fit the experiment's fingerprint predictor (:func:`fit_fingerprint_model`,
+    that function's ``spec``).
 
     ``recipe``: the experiment's chosen training recipe (JSON of :func:`synperf.evaluation.selection.choose_recipe`);
     its overrides apply over every model's ``training`` (the budget keys stay the model's).
@@ -170,3 +203,5 @@ def train_models(exp_name: str, exp: dict, models: list[dict], seed: int, thread
                                      seen_rows=pd.concat(seen_rows, ignore_index=True) if seen_rows else None)
                 log.info("%s: prediction intervals %s; on the training GPUs %s", exp_name,
                          json.dumps(rec["intervals"]), json.dumps(rec["seen_intervals"]))
+    if fingerprint:
+        fit_fingerprint_model(exp_name, exp, fingerprint, seed, deploy=deploy)

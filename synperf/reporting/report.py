@@ -187,7 +187,12 @@ def evaluation_section(leaks: list[dict], selection_table: str | None, selection
            "of four options chosen by leaving a training GPU out, which under the configured split can never "
            "exercise it (no two seen GPUs share a class); it became a fixed rule after the fast loop had shown its "
            "effect on the configured split's unseen GPUs (H200 and GB200 attention). The configured `synperf_fp` "
-           "numbers of H200 and GB200 are therefore not independent evidence for it.", ""]
+           "numbers of H200 and GB200 are therefore not independent evidence for it.",
+           "- *The fingerprint's DRAM bound was tried after a look at unseen GPUs.* `synperf_fp` fits the DRAM "
+           "multiplier `>= 1` (docs/fingerprint.md). The bound and its alternatives were tried after the fast loop "
+           "had shown the unbounded fit's errors on unseen GPUs (A40, SiLU&Mul); the choice among them used "
+           "seen-GPU scores only (each training GPU left out), but the configured and leave-one-GPU-out "
+           "`synperf_fp` numbers are not independent evidence for the bound.", ""]
     if leaks:
         rows = []
         for r in leaks:
