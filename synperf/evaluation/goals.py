@@ -1,13 +1,13 @@
 """The accuracy and speed goals beside what the pipeline measured and what the best baseline reaches.
 
-One row per goal (:func:`goals_table`). *Measured* is the method ``synperf`` of the protocol tables (the prediction
-path chosen on the seen GPUs, what :func:`synperf.api.predict` returns) where the protocol scores it, else
-``synperf_mlp`` (the efficiency MLP; the detail column names which); *best baseline* is the lowest value of the
-same statistic over the baselines of :mod:`synperf.evaluation.baselines` that cover every row the statistic is
-computed on (coverage 1 on each of its families, so the same rows as the measured value); *fingerprint* is the same
-statistic of ``synperf_fp``, the fingerprint predictor (docs/fingerprint.md), scored beside on the same folds and
-rows but not what :func:`synperf.api.predict` serves (NaN where a goal is not a protocol MAPE or a family lacks
-it). Values are MAPE in percent unless the goal says otherwise.
+One row per goal (:func:`goals_table`). *Measured* is the method ``synperf_fp`` of the protocol tables (the
+fingerprint predictor, docs/fingerprint.md: what :func:`synperf.api.predict` returns by default) where the protocol
+scores it, else ``synperf`` (the prediction paths), else ``synperf_mlp`` (the efficiency MLP; the detail column
+names which); *best baseline* is the lowest value of the same statistic over the baselines of
+:mod:`synperf.evaluation.baselines` that cover every row the statistic is computed on (coverage 1 on each of its
+families, so the same rows as the measured value); *paths* is the same statistic of ``synperf``, the prediction
+paths (``predict(..., predictor="paths")``), scored beside on the same folds and rows (NaN where a goal is not a
+protocol MAPE or a family lacks it). Values are MAPE in percent unless the goal says otherwise.
 
 Per family (experiment) and protocol, a MAPE is the mean over the protocol's folds of each fold's pooled
 ``gpu == "ALL"`` value, as the report's methods comparison computes it (one fold on the configured split).
@@ -20,13 +20,15 @@ import pandas as pd
 
 #: the seven core families the goals are stated over
 CORE_FAMILIES = ["gemm", "gemm_fp8", "attention_prefill", "attention_decode", "rmsnorm", "silu_mul", "fused_moe"]
-#: the measured method, in order of preference: the chosen path where a protocol scores it, else the MLP
-OURS = ("synperf", "synperf_mlp")
-#: our own methods, never counted as a baseline (``synperf_fp``: the fingerprint predictor, reported beside)
+#: the measured method, in order of preference: the fingerprint predictor where a protocol scores it, else the
+#: prediction paths, else the MLP
+OURS = ("synperf_fp", "synperf", "synperf_mlp")
+#: our own methods, never counted as a baseline
 NOT_BASELINES = {"synperf", "synperf_mlp", "synperf_fp"}
 NEAREST = "nearest_gpu_roofline"
-FINGERPRINT = "synperf_fp"
-GOAL_COLUMNS = ["goal", "target", "measured", "best_baseline", "best_baseline_method", "met", "detail", "fingerprint"]
+#: the method reported beside the measured one: the prediction paths (``predict(..., predictor="paths")``)
+PATHS = "synperf"
+GOAL_COLUMNS = ["goal", "target", "measured", "best_baseline", "best_baseline_method", "met", "detail", "paths"]
 
 
 def family_mape(protocols: pd.DataFrame, protocol: str, split: str, scope: str = "all") -> pd.DataFrame:
@@ -71,19 +73,22 @@ def _best_baseline(per: pd.DataFrame, families: list[str], stat) -> tuple[float,
 
 
 def _row(goal, target, measured, limit, baseline=np.nan, baseline_method="", detail="", higher_is_better=False,
-         fingerprint=np.nan):
+         paths=np.nan):
     if measured is None or pd.isna(measured):
         met = "not measured"
     else:
         met = "yes" if (measured >= limit if higher_is_better else measured <= limit) else "no"
     return {"goal": goal, "target": target, "measured": measured, "best_baseline": baseline,
-            "best_baseline_method": baseline_method, "met": met, "detail": detail, "fingerprint": fingerprint}
+            "best_baseline_method": baseline_method, "met": met, "detail": detail, "paths": paths}
 
 
-def _fingerprint(per: pd.DataFrame, families: list[str]) -> pd.Series:
-    """Per family of ``families`` the fingerprint predictor's MAPE in ``per`` (:func:`family_mape`); NaN where
-    it was not scored."""
-    return per[per["method"] == FINGERPRINT].set_index("experiment")["mape_pct"].reindex(families)
+def _beside(per: pd.DataFrame, families: list[str], measured_method: str) -> tuple[pd.Series, str]:
+    """Per family of ``families`` the MAPE in ``per`` (:func:`family_mape`) of the prediction paths
+    (:data:`PATHS`), reported beside the measured method, and its name; NaN where they were not scored or are the
+    measured method themselves."""
+    if measured_method == PATHS:
+        return pd.Series(np.nan, index=pd.Index(families, name="experiment")), PATHS
+    return per[per["method"] == PATHS].set_index("experiment")["mape_pct"].reindex(families), PATHS
 
 
 def _mape_goal(per: pd.DataFrame, families: list[str], goal: str, target: str, limit: float, stat, label: str):
@@ -92,11 +97,11 @@ def _mape_goal(per: pd.DataFrame, families: list[str], goal: str, target: str, l
     measured = float(stat(mine)) if len(mine) else np.nan
     base, name = _best_baseline(per, fams, stat)
     detail = f"{method} {label} over {len(fams)} families: " + ", ".join(f"{e} {v:.1f}" for e, v in mine.items())
-    fp = _fingerprint(per, fams)
-    if len(fams) and fp.notna().all():
-        detail += f"; {FINGERPRINT}: " + ", ".join(f"{e} {v:.1f}" for e, v in fp.items())
-    fp_value = float(stat(fp)) if len(fams) and fp.notna().all() else np.nan
-    return _row(goal, target, measured, limit, base, name, detail, fingerprint=fp_value)
+    other, other_name = _beside(per, fams, method)
+    if len(fams) and other.notna().all():
+        detail += f"; {other_name}: " + ", ".join(f"{e} {v:.1f}" for e, v in other.items())
+    value = float(stat(other)) if len(fams) and other.notna().all() else np.nan
+    return _row(goal, target, measured, limit, base, name, detail, paths=value)
 
 
 #: serving goals: (scope of ``serving_mape.csv``, metric, target text, limit)
@@ -161,17 +166,19 @@ def goals_table(protocols: pd.DataFrame, fewshot: pd.DataFrame | None = None,
     paired = family_mape(protocols, "logo", "unseen", scope="nearest_covered")
     mine, method = ours(paired, families)
     near = paired[paired["method"] == NEAREST].set_index("experiment")["mape_pct"].reindex(mine.index)
-    both = pd.DataFrame({"ours": mine, "nearest": near, "fp": _fingerprint(paired, list(mine.index))})
+    other, other_name = _beside(paired, list(mine.index), method)
+    both = pd.DataFrame({"ours": mine, "nearest": near, "other": other})
     both = both.dropna(subset=["ours", "nearest"])
     lower = int((both["ours"] < both["nearest"]).sum())
     detail = ", ".join(f"{e} {r.ours:.1f} vs {r.nearest:.1f}" for e, r in both.iterrows())
-    fp_lower = float((both["fp"] < both["nearest"]).sum()) if len(both) and both["fp"].notna().all() else np.nan
-    if not np.isnan(fp_lower):
-        detail += f"; {FINGERPRINT}: " + ", ".join(f"{e} {r.fp:.1f}" for e, r in both.iterrows())
+    other_lower = (float((both["other"] < both["nearest"]).sum()) if len(both) and both["other"].notna().all()
+                   else np.nan)
+    if not np.isnan(other_lower):
+        detail += f"; {other_name}: " + ", ".join(f"{e} {r.other:.1f}" for e, r in both.iterrows())
     rows.append(_row("leave-one-GPU-out, unseen GPUs: core families with a lower MAPE than nearest_gpu_roofline "
                      "(paired on its covered rows)", f"all {len(both)} families", float(lower) if len(both) else np.nan,
                      float(len(both)), baseline_method=NEAREST, detail=f"MAPE % {method} vs {NEAREST}: {detail}",
-                     higher_is_better=True, fingerprint=fp_lower))
+                     higher_is_better=True, paths=other_lower))
     rows.append(_mape_goal(family_mape(protocols, "logo", "unseen"), families,
                            "leave-one-GPU-out, unseen GPUs: mean over core families", "<= 15%", 15.0, np.mean,
                            "MAPE %"))

@@ -4,9 +4,10 @@
 
 Fingerprint (:class:`Fingerprint`)
     A handful of effective constants of one GPU: a launch floor ``a`` (microseconds) and one non-negative multiplier
-    per spec-sheet pipe time of :func:`pipe_times` (:data:`PIPES`): the tensor or FMA time of the row's dtype
-    (``bl_compute_us`` of :func:`synperf.evaluation.baselines.add_baseline_columns`: FLOPs / dense peak of the dtype,
-    FP32 CUDA-core peak for RMSNorm and SiLU&Mul), the DRAM time (``bl_memory_us``), the L2 time (feature set v2's
+    per spec-sheet pipe time of :func:`pipe_times` (:data:`PIPES`): the compute time (for the Tensor Core families
+    the most-loaded SM's Tensor/FMA/XU cycles of feature set v2 at the registry's per-SM rates; for RMSNorm and
+    SiLU&Mul ``bl_compute_us`` of :func:`synperf.evaluation.baselines.add_baseline_columns`, FLOPs / FP32 CUDA-core
+    peak), the DRAM time (``bl_memory_us``), the L2 time (feature set v2's
     ``l2_cycle`` / clock) and the shared-memory time of the most-loaded SM (``sm_max_smem_cycle`` / clock), all from
     the registry's numbers (``config/gpus.yaml``, or a ``data/hardware/<gpu>.json`` that replaced them).
     ``fingerprint_time = a + sum_j c_j * t_j``. Each constant records where it came from (:attr:`Fingerprint.source`):
@@ -73,17 +74,20 @@ from scipy.optimize import lsq_linear
 from scipy.stats import norm
 
 from synperf.model.paths import RESIDUAL_TREES, JoblibModel, with_spec_columns
+from synperf.model.pipes import (  # noqa: F401  (the pipe terms are part of this module's interface)
+    LINEAR,
+    LOWER_BOUNDS,
+    PIPES,
+    SM_COMPUTE_CYCLES,
+    V2_COLUMNS,
+    class_text,
+    gpu_class,
+    pipe_times,
+    with_v2_columns,
+)
 
-#: spec-sheet pipe times of the fingerprint, microseconds (see :func:`pipe_times`)
-PIPES = ("compute_us", "dram_us", "l2_us", "smem_us")
 #: an experiment's fitted predictor in its model folder (``models/<experiment>/``, ``models/deploy/<experiment>/``)
 FINGERPRINT_FILE = "fingerprint.joblib"
-#: lower bound of each fitted constant ``[floor_us, *multipliers]``: 0, except the DRAM multiplier, bounded by 1
-#: because the spec-sheet DRAM time (bytes / peak bandwidth) is a lower bound of the time to move those bytes from
-#: DRAM; launches whose bytes an earlier launch left in L2 can beat it, and the correction carries them. Without
-#: the bound the fit trades the DRAM multiplier against the floor and the other pipes (collinear on GPUs whose
-#: rows are mostly memory-bound), and a predicted GPU inherits that trade.
-LOWER_BOUNDS = np.array([0.0, 0.0, 1.0, 0.0, 0.0])
 #: how a GPU without measurements gets its constants from its pool (:func:`pool_constants`), the default first:
 #: ``pooled`` is the estimator of a measured GPU's own constants applied to the pool's rows; ``mean`` averages
 #: constants whose pipes may be collinear on one GPU (an L2 and a DRAM multiplier that trade off). With two training
@@ -93,51 +97,6 @@ RULES = ("pooled", "mean")
 FEWSHOT_PRIOR_WEIGHT = 1.0
 #: tile and launch-geometry columns read by the correction where the feature table has them (``log1p``)
 GEOMETRY = ("waves", "num_tasks", "ctas_per_sm", "sm_max_tasks", "tile_m", "tile_n", "split_k", "block_m", "block_n")
-#: as-is columns of the correction (feature set v2)
-LINEAR = ("wave_efficiency", "l2_footprint_log2")
-#: the feature set v2 columns the predictor reads (built from the key columns where a table lacks them)
-V2_COLUMNS = ("l2_cycle", "sm_max_smem_cycle", "waves", "num_tasks", "ctas_per_sm", "sm_max_tasks") + LINEAR
-
-
-def gpu_class(spec) -> tuple[int, str]:
-    """``(compute capability major, "HBM" or "GDDR")`` of a registry :class:`synperf.data.hardware.GPUSpec`: the
-    key of :meth:`synperf.data.hardware.GPUSpec.same_class` (``compute_capability`` and the family of
-    ``memory_type``, :attr:`synperf.data.hardware.GPUSpec.memory_family`, both from ``config/gpus.yaml``)."""
-    return int(str(spec.compute_capability).split(".")[0]), spec.memory_family
-
-
-def class_text(cls: tuple[int, str]) -> str:
-    """``"sm_9x HBM"`` for ``(9, "HBM")``."""
-    return f"sm_{cls[0]}x {cls[1]}"
-
-
-def with_v2_columns(rows: pd.DataFrame, registry) -> pd.DataFrame:
-    """``rows`` with the feature set v2 columns the predictor reads (:data:`V2_COLUMNS`), built from the canonical
-    key columns (:func:`synperf.model.features.build_features`) when any is missing (row order kept)."""
-    if all(c in rows.columns for c in V2_COLUMNS):
-        return rows
-    from synperf.data.schema import KEY_COLUMNS
-    from synperf.model.features import build_features
-
-    frame = build_features(rows[list(KEY_COLUMNS)].reset_index(drop=True), registry, "v2").frame
-    frame.index = rows.index
-    return pd.concat([rows, frame[[c for c in frame.columns if c not in rows.columns]]], axis=1)
-
-
-def pipe_times(rows: pd.DataFrame, registry) -> np.ndarray:
-    """Spec-sheet pipe times of each row on its GPU, shape ``(len(rows), len(PIPES))``, microseconds.
-
-    ``compute_us = bl_compute_us``, ``dram_us = bl_memory_us`` (:func:`synperf.evaluation.baselines.
-    add_baseline_columns`, added when absent), ``l2_us = l2_cycle / clock``, ``smem_us = sm_max_smem_cycle /
-    clock`` (feature set v2's columns, built when absent, at the registry's boost clock ``bl_clock_hz``).
-    """
-    r = with_spec_columns(with_v2_columns(rows, registry), registry)
-    clock = r["bl_clock_hz"].to_numpy(dtype="float64")
-    cols = [r["bl_compute_us"].to_numpy(dtype="float64"), r["bl_memory_us"].to_numpy(dtype="float64")]
-    cols += [r[c].to_numpy(dtype="float64", na_value=0.0) / clock * 1e6 for c in ("l2_cycle", "sm_max_smem_cycle")]
-    return np.nan_to_num(np.column_stack(cols), nan=0.0)
-
-
 @dataclass
 class Fingerprint:
     """The effective constants of one GPU.

@@ -82,6 +82,7 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
 
     from synperf.evaluation import fold_launches
     from synperf.evaluation.protocols import (
+        FINGERPRINT,
         METHODS,
         MLP,
         SYNPERF,
@@ -202,7 +203,7 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
             continue
         preds = pd.concat(parts, ignore_index=True)
         launch_preds.append(fold_launches.launch_predictions(preds, {f.name: f for f in folds}, launches, n_table,
-                                                             exp_name, SYNPERF))
+                                                             exp_name, FINGERPRINT))
         preds = fold_launches.table_predictions(preds, n_table)
         if protocol == "configured":
             configured_preds = preds

@@ -72,12 +72,14 @@ def goals_section(goals: pd.DataFrame) -> list[str]:
     t["measured"] = t["measured"].map(lambda v: "–" if pd.isna(v) else f"{v:,.1f}")
     t["best baseline"] = [("–" if pd.isna(v) else f"{v:.1f}") + (f" ({m})" if isinstance(m, str) and m else "")
                           for v, m in zip(t["best_baseline"], t["best_baseline_method"])]
-    fp = t["fingerprint"] if "fingerprint" in t.columns else pd.Series(np.nan, index=t.index)
-    t["synperf_fp"] = fp.map(lambda v: "–" if pd.isna(v) else f"{v:,.1f}")
-    t = t[["goal", "target", "measured", "best baseline", "synperf_fp", "met", "detail"]]
+    paths = t["paths"] if "paths" in t.columns else pd.Series(np.nan, index=t.index)
+    t["synperf (paths)"] = paths.map(lambda v: "–" if pd.isna(v) else f"{v:,.1f}")
+    t = t[["goal", "target", "measured", "best baseline", "synperf (paths)", "met", "detail"]]
     return ["## Goals", "",
             "Each goal beside the measured value and the best baseline's value of the same statistic on the same rows "
-            "(baselines that cover every row of every family; MAPE in %). Measured is `synperf` (the chosen "
-            "prediction path) where the protocol scores it, else `synperf_mlp`, as the detail says; `synperf_fp` is "
-            "the fingerprint predictor's value of the same statistic (docs/fingerprint.md), scored beside, not "
-            "served. Machine-readable: `tables/goals.csv`.", "", md_table(t), ""]
+            "(baselines that cover every row of every family; MAPE in %). Measured is `synperf_fp` (the fingerprint "
+            "predictor, docs/fingerprint.md, what `predict` serves by default) where the protocol scores it, else "
+            "`synperf` (the prediction paths), else `synperf_mlp`, as the detail says; `synperf (paths)` is the "
+            "prediction paths' value of the same statistic (`predictor=\"paths\"`), scored beside. The few-shot "
+            "goal calibrates the prediction paths (the fingerprint predictor's few-shot refit is not in the "
+            "pipeline yet). Machine-readable: `tables/goals.csv`.", "", md_table(t), ""]

@@ -188,11 +188,12 @@ def evaluation_section(leaks: list[dict], selection_table: str | None, selection
            "exercise it (no two seen GPUs share a class); it became a fixed rule after the fast loop had shown its "
            "effect on the configured split's unseen GPUs (H200 and GB200 attention). The configured `synperf_fp` "
            "numbers of H200 and GB200 are therefore not independent evidence for it.",
-           "- *The fingerprint's DRAM bound was tried after a look at unseen GPUs.* `synperf_fp` fits the DRAM "
-           "multiplier `>= 1` (docs/fingerprint.md). The bound and its alternatives were tried after the fast loop "
-           "had shown the unbounded fit's errors on unseen GPUs (A40, SiLU&Mul); the choice among them used "
-           "seen-GPU scores only (each training GPU left out), but the configured and leave-one-GPU-out "
-           "`synperf_fp` numbers are not independent evidence for the bound.", ""]
+           "- *The fingerprint's DRAM bound and per-SM compute time were tried after a look at unseen GPUs.* "
+           "`synperf_fp` fits the DRAM multiplier `>= 1` and, for the Tensor Core families, takes the most-loaded "
+           "SM's compute cycles as its compute time (docs/fingerprint.md). Both were tried after the fast loop "
+           "had shown errors on unseen GPUs (A40 and SiLU&Mul; fp8 GEMM's H800 and H20 folds); the choice among "
+           "the variants used seen-GPU scores only (each training GPU left out), but the configured and "
+           "leave-one-GPU-out `synperf_fp` numbers are not independent evidence for them.", ""]
     if leaks:
         rows = []
         for r in leaks:

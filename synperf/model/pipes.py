@@ -1,0 +1,76 @@
+"""Spec-sheet pipe times of a launch on its GPU: the terms the fingerprint predictor's constants multiply
+(:mod:`synperf.model.fingerprint`), and the GPU class that decides which GPUs' constants a new GPU takes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from synperf.data.launches import TENSOR_FAMILIES
+from synperf.model.paths import with_spec_columns
+
+#: spec-sheet pipe times of the fingerprint, microseconds (see :func:`pipe_times`)
+PIPES = ("compute_us", "dram_us", "l2_us", "smem_us")
+#: lower bound of each fitted constant ``[floor_us, *multipliers]``: 0, except the DRAM multiplier, bounded by 1
+#: because the spec-sheet DRAM time (bytes / peak bandwidth) is a lower bound of the time to move those bytes from
+#: DRAM; launches whose bytes an earlier launch left in L2 can beat it, and the correction carries them. Without
+#: the bound the fit trades the DRAM multiplier against the floor and the other pipes (collinear on GPUs whose
+#: rows are mostly memory-bound), and a predicted GPU inherits that trade.
+LOWER_BOUNDS = np.array([0.0, 0.0, 1.0, 0.0, 0.0])
+#: as-is columns of the correction (feature set v2)
+LINEAR = ("wave_efficiency", "l2_footprint_log2")
+#: feature set v2's cycles of the most-loaded SM per compute pipe (our SM simulator: per-SM rates from the registry,
+#: wave quantization included); their maximum is the compute time of a Tensor Core family's launch
+SM_COMPUTE_CYCLES = ("tensor_sm_max_cycle", "fma_sm_max_cycle", "xu_sm_max_cycle")
+#: the feature set v2 columns the predictor reads (built from the key columns where a table lacks them)
+V2_COLUMNS = ("l2_cycle", "sm_max_smem_cycle", "waves", "num_tasks", "ctas_per_sm", "sm_max_tasks") + LINEAR \
+    + SM_COMPUTE_CYCLES
+
+
+
+
+def gpu_class(spec) -> tuple[int, str]:
+    """``(compute capability major, "HBM" or "GDDR")`` of a registry :class:`synperf.data.hardware.GPUSpec`: the
+    key of :meth:`synperf.data.hardware.GPUSpec.same_class` (``compute_capability`` and the family of
+    ``memory_type``, :attr:`synperf.data.hardware.GPUSpec.memory_family`, both from ``config/gpus.yaml``)."""
+    return int(str(spec.compute_capability).split(".")[0]), spec.memory_family
+
+
+def class_text(cls: tuple[int, str]) -> str:
+    """``"sm_9x HBM"`` for ``(9, "HBM")``."""
+    return f"sm_{cls[0]}x {cls[1]}"
+
+
+def with_v2_columns(rows: pd.DataFrame, registry) -> pd.DataFrame:
+    """``rows`` with the feature set v2 columns the predictor reads (:data:`V2_COLUMNS`), built from the canonical
+    key columns (:func:`synperf.model.features.build_features`) when any is missing (row order kept)."""
+    if all(c in rows.columns for c in V2_COLUMNS):
+        return rows
+    from synperf.data.schema import KEY_COLUMNS
+    from synperf.model.features import build_features
+
+    frame = build_features(rows[list(KEY_COLUMNS)].reset_index(drop=True), registry, "v2").frame
+    frame.index = rows.index
+    return pd.concat([rows, frame[[c for c in frame.columns if c not in rows.columns]]], axis=1)
+
+
+def pipe_times(rows: pd.DataFrame, registry) -> np.ndarray:
+    """Spec-sheet pipe times of each row on its GPU, shape ``(len(rows), len(PIPES))``, microseconds.
+
+    ``compute_us``: for the Tensor Core families (:data:`synperf.data.launches.TENSOR_FAMILIES`) the most-loaded
+    SM's compute cycles (the largest of :data:`SM_COMPUTE_CYCLES`) / clock, so a partial last wave and a GPU's
+    per-SM Tensor Core rate (H20's quarter rate) are in it; for RMSNorm and SiLU&Mul ``bl_compute_us`` (FLOPs / FP32
+    CUDA-core peak). ``dram_us = bl_memory_us`` (:func:`synperf.evaluation.baselines.add_baseline_columns`, added
+    when absent), ``l2_us = l2_cycle / clock``, ``smem_us = sm_max_smem_cycle / clock`` (feature set v2's columns,
+    built when absent, at the registry's boost clock ``bl_clock_hz``).
+    """
+    r = with_spec_columns(with_v2_columns(rows, registry), registry)
+    clock = r["bl_clock_hz"].to_numpy(dtype="float64")
+    comp = r["bl_compute_us"].to_numpy(dtype="float64").copy()
+    tensor = r["kernel"].astype(str).isin(TENSOR_FAMILIES).to_numpy()
+    if tensor.any():
+        cyc = np.column_stack([r[c].to_numpy(dtype="float64", na_value=0.0)[tensor] for c in SM_COMPUTE_CYCLES])
+        comp[tensor] = np.nan_to_num(cyc, nan=0.0).max(axis=1) / clock[tensor] * 1e6
+    cols = [comp, r["bl_memory_us"].to_numpy(dtype="float64")]
+    cols += [r[c].to_numpy(dtype="float64", na_value=0.0) / clock * 1e6 for c in ("l2_cycle", "sm_max_smem_cycle")]
+    return np.nan_to_num(np.column_stack(cols), nan=0.0)
