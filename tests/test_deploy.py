@@ -58,7 +58,12 @@ def test_predict_prefers_the_deploy_models_and_says_which_set_answered(deployed,
     params = {"num_tokens": [16, 4096], "hidden_size": 8192, "dtype": "bfloat16"}
     out = predict("silu_mul", params, "a40", models_dir=models, registry=registry)
     assert out.attrs["model_set"] == "deploy" and set(out["model_set"]) == {"deploy"}
-    assert "a40" in out.attrs["training_gpus"] and out.attrs["model_dir"] == str(models / "deploy/silu_mul/mlp")
+    # the deploy set's fingerprint predictor answers, fitted on every measured GPU; its paths answer when asked
+    assert "a40" in out.attrs["training_gpus"]
+    assert out.attrs["model_dir"] == str(models / "deploy/silu_mul/fingerprint.joblib")
+    assert out["gpu_constants"].str.startswith("fitted on a40 measurements").all()
+    paths = predict("silu_mul", params, "a40", models_dir=models, registry=registry, predictor="paths")
+    assert paths.attrs["model_dir"] == str(models / "deploy/silu_mul/mlp") and "a40" in paths.attrs["training_gpus"]
     assert out["predicted_latency_us"].gt(0).all() and out["predicted_latency_low_us"].notna().all()
     same = predict("silu_mul", params, "a40", models_dir=models, registry=registry, models="deploy")
     assert same["predicted_latency_us"].tolist() == out["predicted_latency_us"].tolist()

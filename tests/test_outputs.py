@@ -200,7 +200,7 @@ def test_the_fingerprint_predictor_predict_serves_is_the_one_the_configured_spli
     assert set(model.fitted) <= set(exp["seen"]) and model.feature_set == PRIMARY
     scores = pd.read_csv(need_output(REPO / "results" / "protocols" / f"{experiment}.csv"))
     scores = scores[(scores["protocol"] == "configured") & (scores["method"] == "synperf_fp")
-                    & (scores["split"] == "unseen")]
+                    & (scores["split"] == "unseen") & (scores["scope"] == "all") & (scores["gpu"] != "ALL")]
     table = pd.read_parquet(need_output(REPO / "results" / "features" / PRIMARY / f"{experiment}.parquet"))
     registry = load_registry(REPO / CONFIG["gpu_registry"], REPO / CONFIG.get("hardware_measurements_dir",
                                                                                "data/hardware"))

@@ -34,20 +34,27 @@ def launches(kernel: str, n: int, seed: int = 0) -> tuple[pd.DataFrame, list[str
     return df, [GPUS[i] for i in rng.integers(0, len(GPUS), n)]
 
 
+@pytest.mark.parametrize("predictor", ["paths", "fingerprint"])
 @pytest.mark.parametrize("kernel", ["gemm", "attention_decode", "fused_moe"])
-def test_chunked_predict_equals_one_chunk_bit_for_bit(kernel, registry):
+def test_chunked_predict_equals_one_chunk_bit_for_bit(kernel, predictor, registry):
     params, gpus = launches(kernel, 2 * MLP_BLOCK_ROWS + 404)
-    whole = predict(kernel, params, gpus, models_dir=MODELS, registry=registry, chunk_rows=10**9)
+    whole = predict(kernel, params, gpus, models_dir=MODELS, registry=registry, chunk_rows=10**9,
+                    predictor=predictor)
     calls = []
     chunked = predict(kernel, params, gpus, models_dir=MODELS, registry=registry, chunk_rows=333,
-                      progress=lambda done, total: calls.append((done, total)))
+                      progress=lambda done, total: calls.append((done, total)), predictor=predictor)
     n = len(params)
     assert calls == [(MLP_BLOCK_ROWS, n), (2 * MLP_BLOCK_ROWS, n), (n, n)]  # three chunks
     pd.testing.assert_frame_equal(chunked, whole, check_exact=True)
     assert chunked.attrs == whole.attrs
-    # the comparison covers the recorded path (seen and unseen GPUs) and its intervals
+    # the comparison covers seen and unseen GPUs and the intervals
     assert whole["predicted_latency_low_us"].notna().all() and whole["predicted_latency_high_us"].notna().all()
-    assert whole["prediction_path"].nunique() >= 2 and whole["source_gpu"].isna().any()
+    if predictor == "paths":
+        assert whole["prediction_path"].nunique() >= 2 and whole["source_gpu"].isna().any()
+    else:
+        assert (whole["prediction_path"] == "fingerprint").all()
+        assert whole["gpu_constants"].str.startswith("fitted on").any()
+        assert whole["gpu_constants"].str.startswith("predicted").any()
 
 
 def test_chunk_rows_are_whole_mlp_blocks_and_must_be_positive_integers(tmp_path):
@@ -72,8 +79,10 @@ def test_predict_skipping_an_unread_mlp_equals_predict_with_it(registry, monkeyp
     params, _ = launches("rmsnorm", 700)
     on = [gpus[i % len(gpus)] for i in range(len(params))]
     assert not api.choice_reads_mlp(choice, pd.Series(on))  # the case under test
-    fast = predict("rmsnorm", params, on, models_dir=MODELS, registry=registry, models="evaluation")
+    fast = predict("rmsnorm", params, on, models_dir=MODELS, registry=registry, models="evaluation",
+                   predictor="paths")
     monkeypatch.setattr(api, "choice_reads_mlp", lambda choice, gpus: True)
-    full = predict("rmsnorm", params, on, models_dir=MODELS, registry=registry, models="evaluation")
+    full = predict("rmsnorm", params, on, models_dir=MODELS, registry=registry, models="evaluation",
+                   predictor="paths")
     pd.testing.assert_frame_equal(fast, full, check_exact=True)
     assert fast.attrs == full.attrs and fast["prediction_path"].str.contains("transfer").any()
