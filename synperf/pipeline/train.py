@@ -88,7 +88,8 @@ def deploy_experiment(exp: dict, table):
     return {**exp, "seen": gpus, "unseen": []}, table.assign(split="train")
 
 
-def fit_fingerprint_model(exp_name: str, exp: dict, spec: dict, seed: int, deploy: bool = False) -> None:
+def fit_fingerprint_model(exp_name: str, exp: dict, spec: dict, seed: int, deploy: bool = False,
+                          table=None) -> None:
     """Fit an experiment's fingerprint predictor on the ``train`` rows of its feature table (every row of every GPU
     with ``deploy``, :func:`deploy_experiment`), its options chosen by leaving each training GPU out
     (:func:`synperf.model.fingerprint_choice.fit_chosen`, with the out-of-fold residuals its intervals need), and
@@ -103,7 +104,7 @@ def fit_fingerprint_model(exp_name: str, exp: dict, spec: dict, seed: int, deplo
 
     t0 = time.time()
     registry = load_registry(spec["registry"], spec.get("measured_dir"))
-    table = read_table(spec["table"])
+    table = read_table(spec["table"]) if table is None else table
     if deploy:
         _, table = deploy_experiment(exp, table)
     rows = table[table["split"].astype(str).to_numpy() == "train"].reset_index(drop=True)
@@ -204,4 +205,4 @@ def train_models(exp_name: str, exp: dict, models: list[dict], seed: int, thread
                 log.info("%s: prediction intervals %s; on the training GPUs %s", exp_name,
                          json.dumps(rec["intervals"]), json.dumps(rec["seen_intervals"]))
     if fingerprint:
-        fit_fingerprint_model(exp_name, exp, fingerprint, seed, deploy=deploy)
+        fit_fingerprint_model(exp_name, exp, fingerprint, seed, deploy=deploy, table=tables.get(fingerprint["table"]))
