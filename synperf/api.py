@@ -390,7 +390,7 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
     if predictor is None:
         from synperf.model.fingerprint import FINGERPRINT_FILE
 
-        predictor = ("fingerprint" if feature_set is None and (exp_dir / FINGERPRINT_FILE).is_file()
+        predictor = (DEFAULT_PREDICTOR if feature_set is None and (exp_dir / FINGERPRINT_FILE).is_file()
                      else "paths")
     if predictor == "fingerprint":
         return predict_fingerprint(table, registry, exp_dir, model_set, chunk_rows, report)
