@@ -154,11 +154,7 @@ PATH_ROWS = "results/selection/{experiment}/path_rows.parquet"
 
 # ---- few-shot calibration and goals
 # experiments with unseen GPUs (the few-shot simulation's); the core families the goals are stated over
-FEWSHOT_EXPERIMENTS = [
-    e
-    for e in EXPERIMENTS
-    if config["experiments"][e].get("unseen") and e in PROTOCOL_EXPERIMENTS and e in SELECTION_EXPERIMENTS
-]
+FEWSHOT_EXPERIMENTS = [e for e in EXPERIMENTS if config["experiments"][e].get("unseen") and e in PROTOCOL_EXPERIMENTS]
 CORE_EXPERIMENTS = [e for e in CORE_FAMILIES if e in EXPERIMENTS]
 
 

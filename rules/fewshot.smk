@@ -1,15 +1,15 @@
-# Few-shot calibration (synperf/evaluation/fewshot.py): per experiment with unseen GPUs, the chosen path's
-# leave-one-seen-GPU-out predictions of the seen GPUs (from the selection stage) and its predictions of the unseen
-# rows (from the protocol stage); the calibration per k is chosen, per experiment, on the seen GPUs of the experiments
-# not trained on its unseen GPUs, and scored on the unseen GPUs with k rows of a short sweep (rule fewshot). Rule
+# Few-shot on unseen GPUs (synperf/pipeline/fewshot.py): per experiment with unseen GPUs, its fingerprint predictor
+# (trained on the seen GPUs) refits each unseen GPU's constants on k rows of a short sweep, then applies the
+# correction it chose per k on its training GPUs alone; scored on the other rows (rule fewshot). Rule
 # predict_throughput times batch predict on one CPU core for the report's goals table.
 
 
 rule fewshot:
     input:
-        path_rows=expand(PATH_ROWS, experiment=FEWSHOT_EXPERIMENTS),
-        protocol_rows=expand("results/protocols/{experiment}_rows.parquet", experiment=FEWSHOT_EXPERIMENTS),
-        path_choices=expand("models/{experiment}/path.json", experiment=FEWSHOT_EXPERIMENTS),
+        models=expand("models/{experiment}/fingerprint.joblib", experiment=FEWSHOT_EXPERIMENTS),
+        tables=[f"results/features/{FEATURE_SET}/{e}.parquet" for e in FEWSHOT_EXPERIMENTS],
+        registry=config["gpu_registry"],
+        hardware=MEASURED_FILES,
         code=code_inputs("scripts/fewshot.py"),
     output:
         table=report("results/tables/fewshot.csv", caption="../workflow/report/fewshot.rst", category="2. MAPE tables"),
@@ -24,8 +24,9 @@ rule fewshot:
         "../environment.yml"
     params:
         experiments=FEWSHOT_EXPERIMENTS,
-        configs={e: config["experiments"][e] for e in FEWSHOT_EXPERIMENTS},
+        kernels={e: config["experiments"][e]["kernel"] for e in FEWSHOT_EXPERIMENTS},
         figure_experiments=CORE_EXPERIMENTS,
+        measured_dir=MEASURED_DIR,
     script:
         "../scripts/fewshot.py"
 

@@ -1,5 +1,5 @@
-"""Few-shot calibration (synperf.evaluation.fewshot, synperf.pipeline.fewshot) and the goals table
-(synperf.evaluation.goals)."""
+"""Few-shot calibration (synperf.evaluation.fewshot's short sweep and corrections) and the goals table
+(synperf.evaluation.goals); few-shot on the fingerprint predictor is tested in test_fingerprint."""
 
 from __future__ import annotations
 
@@ -12,12 +12,9 @@ from synperf.evaluation.fewshot import (
     Calibration,
     NeighbourCalibration,
     calibrate,
-    choose_calibrations,
     short_sweep,
-    simulate,
 )
 from synperf.evaluation.goals import NEAREST, goals_table
-from synperf.pipeline.fewshot_summary import fewshot_summary
 
 
 def _rows(n=600, factor=1.0, slope=0.0, seed=0, experiment="gemm", gpu="x", noise=0.0):
@@ -58,25 +55,29 @@ def test_short_sweep_edge_cases():
         short_sweep(rows.drop(columns="theoretical_time_us"), 3)
 
 
-def test_constant_factor_is_recovered_and_k0_is_uncalibrated():
+def _score(rows, k, name, seed=0):
+    """MAPE % on the rows a short sweep of ``k`` rows leaves, after correction ``name`` fitted on the sweep."""
+    cal = short_sweep(rows, k, seed)
+    rest = np.ones(len(rows), dtype=bool)
+    rest[cal] = False
+    c, e = rows.iloc[cal], rows[rest]
+    fitted = CALIBRATIONS[name].fit(c["predicted_latency_us"], c["latency_us"], c["theoretical_time_us"])
+    pred = fitted.apply(e["predicted_latency_us"], e["theoretical_time_us"])
+    return float(np.mean(np.abs(pred / e["latency_us"].to_numpy() - 1.0)) * 100.0)
+
+
+def test_constant_factor_is_recovered_and_none_leaves_the_predictions():
     rows = _rows(800, factor=1.7)
-    sim = simulate(rows, ks=(0, 8, 32, 128), seeds=(0, 1))
-    k0 = sim[sim["k"] == 0]
-    assert np.allclose(k0["mape_pct"], 100 * 0.7 / 1.7)
-    assert np.allclose(k0["mape_pct"], k0["uncalibrated_mape_pct"])
-    assert (k0["n_eval_rows"] == 800).all() and (k0["n_calibration_rows"] == 0).all()
-    fitted = sim[(sim["k"] > 0) & (sim["calibration"] != "none")]
-    assert len(fitted) and fitted["mape_pct"].max() < 1e-6
-    assert (fitted["n_calibration_rows"] + fitted["n_eval_rows"] == 800).all()
-    none = sim[(sim["k"] > 0) & (sim["calibration"] == "none")]
-    assert np.allclose(none["mape_pct"], 100 * 0.7 / 1.7)
+    for name in CALIBRATIONS:
+        score = _score(rows, 8, name)
+        assert np.isclose(score, 100 * 0.7 / 1.7) if name == "none" else score < 1e-6
+    # no calibration rows: every candidate is the identity
+    assert np.allclose(CALIBRATIONS["median_scale"].fit([], [], []).apply([3.0], [1.0]), [3.0])
 
 
 def test_loglinear_calibration_recovers_a_size_dependent_error():
     rows = _rows(2000, factor=1.3, slope=0.15)
-    sim = simulate(rows, ks=(128,), seeds=(0,))
-    by = sim.set_index("calibration")["mape_pct"]
-    assert by["loglinear_k0_8"] < 3.0 < by["median_scale"]
+    assert _score(rows, 128, "loglinear_k0_8") < 3.0 < _score(rows, 128, "median_scale")
 
 
 def test_neighbour_calibration_corrects_each_regime_by_its_own_factor():
@@ -90,8 +91,7 @@ def test_neighbour_calibration_corrects_each_regime_by_its_own_factor():
     meas = pred * np.where(fast, 0.5, 1.5)
     rows = pd.DataFrame({"experiment": "gemm", "kernel": "gemm", "gpu": "x", "latency_us": meas,
                          "predicted_latency_us": pred, "theoretical_time_us": t})
-    by = simulate(rows, ks=(32,), seeds=(0,)).set_index("calibration")["mape_pct"]
-    assert by["neighbours_8"] < 1.0 < 20.0 < by["median_scale"]
+    assert _score(rows, 32, "neighbours_8") < 1.0 < 20.0 < _score(rows, 32, "median_scale")
     # fewer calibration rows than neighbours: the median ratio of all of them
     cal = NeighbourCalibration("n", neighbours=8).fit([1.0, 2.0, 4.0], [2.0, 2.0, 12.0], [1.0, 1.0, 1.0])
     assert np.allclose(cal.apply([10.0, 3.0], [1.0, 2.0]), [20.0, 6.0])
@@ -118,42 +118,6 @@ def test_calibrate_user_measurements_and_errors():
         Calibration("median_scale").fit([1.0, 2.0], [1.0], [1.0, 1.0])
     with pytest.raises(ValueError):
         Calibration("median_scale").fit([1.0, -2.0], [1.0, 1.0], [1.0, 1.0])
-
-
-def test_choice_prefers_the_simpler_candidate_unless_clearly_better():
-    seen = pd.concat([_rows(500, factor=f, seed=s, gpu=g) for f, s, g in ((1.4, 0, "a"), (0.8, 1, "b"))])
-    chosen, table = choose_calibrations(seen, ks=(0, 32), seeds=(0,))
-    assert chosen[0] == "none"
-    assert chosen[32] == "median_scale"  # a pure factor: the slopes gain nothing
-    assert set(table["calibration"]) == set(CALIBRATIONS)
-    assert table.groupby("k")["chosen"].sum().eq(1).all()
-
-
-def test_choice_never_reads_unseen_rows(tmp_path):
-    seen = pd.concat([_rows(400, factor=1.2, slope=0.1, seed=s, gpu=g, noise=0.05)
-                      for s, g in ((0, "a"), (1, "b"))]).assign(role="seen_losgo")
-    unseen = _rows(400, factor=2.0, seed=5, gpu="u").assign(role="unseen")
-    files = []
-    for name, part in (("seen", seen), ("unseen", unseen)):
-        files.append(tmp_path / f"{name}.parquet")
-        part.to_parquet(files[-1])
-    out = {k: tmp_path / f"{k}" for k in ("table.csv", "choice.csv", "fig.png")}
-    fewshot_summary([str(f) for f in files], str(out["table.csv"]), str(out["choice.csv"]), str(out["fig.png"]),
-                    ks=(0, 8, 32), seeds=(0, 1))
-    choice = pd.read_csv(out["choice.csv"])
-    table = pd.read_csv(out["table.csv"])
-    # poison the unseen GPU: a wildly size-dependent error, NaN-free but nothing like the seen GPUs
-    rng = np.random.default_rng(9)
-    poisoned = unseen.assign(latency_us=unseen["latency_us"] * np.exp(rng.normal(0, 2, len(unseen)))
-                             * unseen["theoretical_time_us"] ** 0.8)
-    poisoned.to_parquet(files[1])
-    fewshot_summary([str(f) for f in files], str(out["table.csv"]), str(out["choice.csv"]), str(out["fig.png"]),
-                    ks=(0, 8, 32), seeds=(0, 1))
-    pd.testing.assert_frame_equal(pd.read_csv(out["choice.csv"]), choice)
-    after = pd.read_csv(out["table.csv"])
-    assert list(after["calibration"]) == list(table["calibration"])
-    assert not np.allclose(after["mape_pct"], table["mape_pct"])  # the unseen rows were scored, just not chosen on
-    assert set(table["gpu"]) == {"u"} and set(table["k"]) == {0, 8, 32}
 
 
 def _protocol_rows(values: dict, protocol="configured", split="unseen", scope="all", coverage=None):
@@ -252,69 +216,6 @@ def test_fewshot_and_goals_are_in_the_default_target(default_dry_run):
     for rule in ("fewshot", "predict_throughput", "report"):
         assert f"rule {rule}:" in proc.stdout
     assert "results/tables/goals.csv" in proc.stdout
-
-
-def test_fewshot_rows_take_the_chosen_path_and_its_fallback_from_the_stage_outputs():
-    """The seen rows are the selection stage's leave-one-seen-GPU-out predictions of the chosen path, its fallback
-    where no sibling measured the launch; the unseen rows are the protocol stage's; held-out rows are never used."""
-    from synperf.pipeline.fewshot import fewshot_rows
-
-    path_rows = pd.DataFrame({
-        "experiment": "e", "kernel": "gemm", "gpu": "a", "fold": "losgo:a", "row": [0, 1, 0, 1, 0, 1],
-        "path": ["transfer+physical"] * 2 + ["mlp"] * 2 + ["physical"] * 2, "latency_us": [10.0, 20.0] * 3,
-        "predicted_latency_us": [11.0, 25.0, 12.0, 19.0, 9.0, 25.0],
-        "prediction_path": ["transfer+physical", "physical", "mlp", "mlp", "physical", "physical"],
-        "theoretical_time_us": [5.0, 8.0] * 3})
-    protocol_rows = pd.DataFrame({"experiment": "e", "kernel": "gemm", "gpu": ["u", "u", "a"],
-                                  "split": ["unseen", "unseen", "test_seen"], "row": [7, 8, 9],
-                                  "latency_us": [3.0, 4.0, 5.0], "predicted_latency_us": [3.3, 4.4, 5.5],
-                                  "theoretical_time_us": [1.0, 2.0, 3.0]})
-    choice = {"path": "transfer+physical", "base": "physical", "fallback": "mlp"}
-    rows = fewshot_rows(path_rows, protocol_rows, choice, "e")
-    seen = rows[rows.role == "seen_losgo"]
-    assert seen["predicted_latency_us"].tolist() == [11.0, 19.0]      # row 1 had no sibling: the MLP's 19
-    assert seen["prediction_path"].tolist() == ["transfer+physical", "mlp"]
-    unseen = rows[rows.role == "unseen"]
-    assert unseen["gpu"].tolist() == ["u", "u"] and unseen["predicted_latency_us"].tolist() == [3.3, 4.4]
-    # without a fallback record the base stays; a path the rows do not hold is refused
-    base = fewshot_rows(path_rows, protocol_rows, {"path": "transfer+physical", "base": "physical"}, "e")
-    assert base[base.role == "seen_losgo"]["predicted_latency_us"].tolist() == [11.0, 25.0]
-    with pytest.raises(ValueError, match="shift"):
-        fewshot_rows(path_rows, protocol_rows, {"path": "shift+mlp", "base": "mlp"}, "e")
-
-
-def test_each_experiment_chooses_without_the_experiments_trained_on_its_unseen_gpus(tmp_path):
-    # experiment "a" tests GPU "u"; experiment "b" trains on "u" and its seen rows carry a size-dependent error that
-    # only the slope-fitting candidates correct; "a"'s own seen rows are a pure factor
-    a_seen = pd.concat([_rows(400, factor=f, seed=s, experiment="a", gpu=g)
-                        for f, s, g in ((1.3, 0, "x"), (0.8, 1, "y"))]).assign(role="seen_losgo")
-    b_seen = pd.concat([_rows(400, factor=1.0, slope=0.6, seed=s, experiment="b", gpu=g)
-                        for s, g in ((2, "u"), (3, "z"))]).assign(role="seen_losgo")
-    a_unseen = _rows(400, factor=2.0, seed=5, experiment="a", gpu="u").assign(role="unseen")
-    b_unseen = _rows(400, factor=1.5, slope=0.6, seed=6, experiment="b", gpu="w").assign(role="unseen")
-    rows = pd.concat([a_seen, b_seen, a_unseen, b_unseen], ignore_index=True)
-    configs = {"a": {"kernel": "gemm", "seen": ["x", "y"], "unseen": ["u"]},
-               "b": {"kernel": "rmsnorm", "seen": ["u", "z"], "unseen": ["w"]}}
-    out = {k: tmp_path / f"{k}" for k in ("table.csv", "choice.csv", "fig.png")}
-    fewshot_summary([rows], str(out["table.csv"]), str(out["choice.csv"]), str(out["fig.png"]), ks=(0, 32),
-                    seeds=(0,), experiments=configs)
-    choice = pd.read_csv(out["choice.csv"])
-    picked = choice[choice["chosen"]].set_index(["for_experiment", "k"])["calibration"]
-    # "a" reads its own rows only ("b" trained on "u"); "b" reads both ("a" never trained on "w")
-    assert set(choice.loc[choice.for_experiment == "a", "n_folds"]) == {2}
-    assert set(choice.loc[choice.for_experiment == "b", "n_folds"]) == {4}
-    assert picked[("a", 32)] == "median_scale" and picked[("a", 0)] == picked[("b", 0)] == "none"
-    pooled, _ = choose_calibrations(rows[rows.role == "seen_losgo"], ks=(0, 32), seeds=(0,))
-    assert picked[("b", 32)] == pooled[32] != picked[("a", 32)]  # "b" reads every row, as the pooled choice does
-    own_a, _ = choose_calibrations(a_seen, ks=(0, 32), seeds=(0,))
-    assert picked[("a", 32)] == own_a[32]
-    table = pd.read_csv(out["table.csv"])
-    got = table.set_index(["experiment", "k"])["calibration"]
-    assert got[("a", 32)] == "median_scale" and got[("b", 32)] == picked[("b", 32)]
-    # an experiment of the rows without a config entry is refused, by name
-    with pytest.raises(KeyError, match="b"):
-        fewshot_summary([rows], str(out["table.csv"]), str(out["choice.csv"]), str(out["fig.png"]), ks=(0, 32),
-                        seeds=(0,), experiments={"a": configs["a"]})
 
 
 def test_the_goals_measure_the_fingerprint_predictor_and_report_the_paths_beside():

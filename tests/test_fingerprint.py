@@ -280,3 +280,50 @@ def test_predict_answers_from_the_experiments_fingerprint_file_and_names_what_it
         predict("gemm", params, "l40s", **{**call, "predictor": "tree"})
     with pytest.raises(InputError, match="names an MLP"):
         predict("gemm", params, "l40s", **call, feature_set="v2")
+
+
+def test_fewshot_stage_reads_each_models_choice_and_scores_only_the_unseen_rows(registry, tmp_path):
+    """The correction after the few-shot refit is chosen per k on the training GPUs (fit_chosen); the stage scores
+    the unseen GPU with that choice, and poisoning the unseen GPU's rows moves its MAPE, never the choice."""
+    from conftest import GPUS
+
+    from synperf.model.fingerprint_choice import fit_chosen
+    from synperf.pipeline.fewshot import CHOICE_COLUMNS, TABLE_COLUMNS, fewshot_stage
+
+    truth = {**TRUE, "l40": [3.0, 1.3, 1.0, 0.4, 0.7]}
+    rng = np.random.default_rng(4)
+    rows = with_formula_latency(gemm_launches(list(truth), n=80), registry, truth)
+    rows = rows.assign(latency_us=rows["latency_us"] * np.exp(rng.normal(0, 0.05, len(rows))),
+                       theoretical_time_us=F.pipe_times(rows, registry).sum(axis=1),
+                       split=np.where(rows["gpu"] == "l40", "unseen", "train"))
+    model = fit_chosen(rows[rows["split"] == "train"], META, registry, seed=0)
+    chosen = model.choice["fewshot_calibration"]
+    scores = pd.DataFrame(model.choice["fewshot_scores"])
+    assert sorted(chosen) == [8, 32] and set(scores["k"]) == {8, 32}   # 80 rows per GPU: no k = 128
+    for k, g in scores.groupby("k"):
+        best = g["mape_pct"].min()
+        first = next(n for n in g["calibration"] if g.set_index("calibration")["mape_pct"][n] <= 1.05 * best)
+        assert chosen[k] == first and g.set_index("calibration")["chosen"].sum() == 1
+    model.save(tmp_path / "fingerprint.joblib")
+    out = {k: str(tmp_path / k) for k in ("table.csv", "choice.csv", "fig.png")}
+
+    def stage(table_rows):
+        table_rows.to_parquet(tmp_path / "e.parquet")
+        fewshot_stage(["e"], [str(tmp_path / "fingerprint.joblib")], [str(tmp_path / "e.parquet")], {"e": "gemm"},
+                      str(GPUS), None, out["table.csv"], out["choice.csv"], out["fig.png"])
+        return pd.read_csv(out["table.csv"]), pd.read_csv(out["choice.csv"])
+
+    table, choice = stage(rows)
+    assert list(table.columns) == TABLE_COLUMNS and list(choice.columns) == CHOICE_COLUMNS
+    assert set(table["gpu"]) == {"l40"} and sorted(table["k"]) == [0, 8, 32, 128][:3]
+    got = table.set_index("k")
+    assert got.loc[0, "calibration"] == "none"
+    assert np.isclose(got.loc[0, "mape_pct"], got.loc[0, "uncalibrated_mape_pct"])
+    assert all(got.loc[k, "calibration"] == chosen[k] for k in (8, 32))
+    assert got.loc[32, "mape_pct"] < got.loc[0, "mape_pct"]
+    poisoned = rows.copy()
+    on = (poisoned["gpu"] == "l40").to_numpy()
+    poisoned.loc[on, "latency_us"] *= np.exp(rng.normal(0, 1.0, on.sum()))
+    table2, choice2 = stage(poisoned)
+    pd.testing.assert_frame_equal(choice2, choice)
+    assert not np.allclose(table2["mape_pct"], table["mape_pct"])

@@ -138,27 +138,30 @@ def test_prediction_intervals_belong_to_the_recorded_path_and_come_from_seen_gpu
             assert 0 < q["low_ratio"] <= q["high_ratio"]
 
 
-@pytest.mark.parametrize("experiment", sorted(e for e, x in CONFIG["experiments"].items() if x.get("unseen")))
-def test_fewshot_rows_keep_seen_and_unseen_apart_and_match_the_chosen_path(experiment):
+def test_fewshot_scores_each_unseen_gpu_from_what_predict_serves_and_chooses_once_per_k():
+    """The few-shot table's k = 0 rows are the configured split's `synperf_fp` MAPE of each unseen GPU (the same
+    predictor, uncalibrated); every experiment with unseen GPUs has one chosen correction per k > 0, chosen on its
+    training GPUs (the model's record)."""
     import pandas as pd
 
-    from synperf.evaluation.path_selection import load_choice
-    from synperf.pipeline.fewshot import fewshot_rows
+    from synperf.model.fingerprint import FINGERPRINT_FILE, FingerprintModel
 
-    exp = CONFIG["experiments"][experiment]
-    rows = fewshot_rows(pd.read_parquet(need_output(REPO / "results" / "selection" / experiment / "path_rows.parquet")),
-                        pd.read_parquet(need_output(REPO / "results" / "protocols" / f"{experiment}_rows.parquet")),
-                        load_choice(need_output(REPO / "models" / experiment)), experiment)
-    role = rows["role"].astype(str)
-    assert set(rows.loc[role == "seen_losgo", "gpu"]) <= set(exp["seen"])
-    assert set(rows.loc[role == "unseen", "gpu"]) == set(exp["unseen"])
-    # the unseen predictions are the chosen path's: the configured split's `synperf` MAPE per unseen GPU
-    prot = pd.read_csv(need_output(REPO / "results" / "protocols" / f"{experiment}.csv"))
-    ref = prot[(prot["protocol"] == "configured") & (prot["method"] == "synperf") & (prot["scope"] == "all")
-               & (prot["split"] == "unseen") & (prot["gpu"] != "ALL")].set_index("gpu")["mape_pct"]
-    u = rows[role == "unseen"]
-    ours = (100 * (u["predicted_latency_us"] - u["latency_us"]).abs() / u["latency_us"]).groupby(u["gpu"]).mean()
-    assert np.allclose(ours.sort_index(), ref.reindex(ours.index).sort_index(), rtol=1e-6)
+    table = pd.read_csv(need_output(REPO / "results" / "tables" / "fewshot.csv"))
+    choice = pd.read_csv(need_output(REPO / "results" / "tables" / "fewshot_choice.csv"))
+    for experiment, exp in sorted(CONFIG["experiments"].items()):
+        if not exp.get("unseen") or experiment not in set(table["experiment"]):
+            continue
+        t = table[table["experiment"] == experiment]
+        assert set(t["gpu"]) == set(exp["unseen"]), experiment
+        prot = pd.read_csv(need_output(REPO / "results" / "protocols" / f"{experiment}.csv"))
+        ref = prot[(prot["protocol"] == "configured") & (prot["method"] == "synperf_fp") & (prot["scope"] == "all")
+                   & (prot["split"] == "unseen") & (prot["gpu"] != "ALL")].set_index("gpu")["mape_pct"]
+        k0 = t[t["k"] == 0].set_index("gpu")["mape_pct"]
+        assert np.allclose(k0.sort_index(), ref.reindex(k0.index).sort_index(), rtol=1e-6), experiment
+        model = FingerprintModel.load(REPO / "models" / experiment / FINGERPRINT_FILE)
+        picked = choice[(choice["for_experiment"] == experiment) & choice["chosen"]].set_index("k")["calibration"]
+        assert {int(k): v for k, v in model.choice["fewshot_calibration"].items()} == picked.to_dict(), experiment
+        assert (t[t["k"] > 0].set_index("k")["calibration"].groupby(level=0).first() == picked).all(), experiment
 
 
 def test_plan_on_the_trained_models_gives_intervals_flags_and_memory(public_data, capsys):

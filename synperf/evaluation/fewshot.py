@@ -357,60 +357,68 @@ def evaluate_unseen(unseen_rows: pd.DataFrame, chosen: dict, ks=KS, seeds=SEEDS,
 
 
 def fingerprint_fewshot(model, rows: pd.DataFrame, registry, ks=KS, seeds=SEEDS, level: float = 0.8,
-                        prior_weights=(None,)) -> pd.DataFrame:
+                        prior_weights=(None,), experiment: str = "") -> pd.DataFrame:
     """Few-shot on the fingerprint predictor: the constants of a GPU without training rows are refitted on its
-    short sweep (:func:`synperf.model.fingerprint.fewshot_fingerprint`, the predicted constants as prior), not a
-    ratio on the predictions; the correction and the class-mates' correction stay as fitted.
+    short sweep (:meth:`synperf.model.fingerprint.FingerprintModel.calibrated`, its predicted constants as
+    prior), not a ratio on the predictions; then the correction the model chose per ``k`` on its training GPUs
+    (``model.choice["fewshot_calibration"]``, a :data:`CALIBRATIONS` name; ``none`` where it has none) is fitted
+    on the sweep's rows and applied.
 
     Args:
         model: a fitted :class:`synperf.model.fingerprint.FingerprintModel` (its :attr:`overrides` are restored).
         rows: the measured rows of the GPUs to calibrate (feature-table rows with ``theoretical_time_us``).
         ks, seeds: short-sweep sizes and draws (``k = 0``: the predicted constants, once per seed on every row).
-        level: the interval level whose coverage is reported (``interval_coverage``; NaN where the model has no
-            out-of-fold residuals).
-        prior_weights: weights of the prior's pseudo-rows to try (None: the module default,
-            model's chosen :attr:`synperf.model.fingerprint.FingerprintModel.prior_weight`), one result row each.
+        level: the interval level whose coverage is reported (``interval_coverage``, of the refitted constants'
+            interval; NaN where the model has no out-of-fold residuals).
+        prior_weights: weights of the prior's pseudo-rows to try (None: the model's chosen
+            :attr:`synperf.model.fingerprint.FingerprintModel.prior_weight`), one result row each.
+        experiment: the ``experiment`` column's value.
 
     Returns:
-        One row per (GPU, k, seed, prior weight): ``gpu``, ``k``, ``seed``, ``prior_weight``,
-        ``n_calibration_rows``, ``n_eval_rows``, ``mape_pct`` (on the rows not measured by the sweep) and
-        ``interval_coverage`` (share of those rows inside the interval, 0..1).
+        One row per (GPU, k, seed, prior weight): ``experiment``, ``gpu``, ``k``, ``seed``, ``prior_weight``,
+        ``calibration``, ``n_calibration_rows``, ``n_eval_rows``, ``mape_pct`` (on the rows not measured by the
+        sweep), ``uncalibrated_mape_pct`` (the same rows at ``k = 0``) and ``interval_coverage`` (0..1).
 
     Raises:
         ValueError: ``rows`` hold a GPU the model trained on (its fitted constants would be the prior).
     """
-    from synperf.model.fingerprint import fewshot_fingerprint, pipe_times, with_v2_columns
-
     trained = sorted(set(rows["gpu"].astype(str)) & set(model.fitted))
     if trained:
         raise ValueError(f"few-shot on the fingerprint: {trained} trained the model; few-shot rows must be of GPUs "
                          "without training rows")
+    chosen = {int(k): v for k, v in (model.choice.get("fewshot_calibration") or {}).items()}
     out = []
     saved = dict(model.overrides)
-    rows = with_v2_columns(rows, registry)
     for gpu, g in rows.groupby(rows["gpu"].astype(str), sort=True):
         g = g.reset_index(drop=True)
-        prior = model.fingerprint(gpu, registry)
-        terms = pipe_times(g, registry)
-        y = g["latency_us"].to_numpy(dtype="float64")
+        y, theo = g["latency_us"].to_numpy(dtype="float64"), g["theoretical_time_us"].to_numpy(dtype="float64")
+        model.overrides.pop(gpu, None)
+        uncalibrated = model.predict(g, registry)
         for k in ks:
             if 0 < k and len(g) <= k:
                 continue
+            name = chosen.get(int(k), "none") if k else "none"
             for seed, w in ((s, w) for s in seeds for w in prior_weights):
                 w = model.prior_weight if w is None else w
                 cal = short_sweep(g, k, seed)
                 rest = np.ones(len(g), dtype=bool)
                 rest[cal] = False
-                model.overrides[gpu] = fewshot_fingerprint(prior, terms[cal], y[cal], prior_weight=w)
-                pred = model.predict(g[rest], registry)
+                model.overrides[gpu] = model.calibrated(gpu, g.iloc[cal], registry, prior_weight=w)
+                pred = model.predict(g, registry)
+                fitted = CALIBRATIONS[name].fit(pred[cal], y[cal], theo[cal])
                 cover = float("nan")
                 if np.isfinite(model.residual_q).all():
                     lo, hi = model.interval(g[rest], registry, level)
-                    cover = float(np.mean((y[rest] >= lo) & (y[rest] <= hi)))
-                out.append({"gpu": gpu, "k": int(k), "seed": int(seed), "prior_weight": float(w),
-                            "n_calibration_rows": len(cal), "n_eval_rows": int(rest.sum()),
-                            "mape_pct": float(ape(pred, y[rest]).mean()), "interval_coverage": cover})
-            model.overrides = dict(saved)
+                    scale = fitted.apply(pred[rest], theo[rest]) / pred[rest]
+                    cover = float(np.mean((y[rest] >= lo * scale) & (y[rest] <= hi * scale)))
+                out.append({"experiment": experiment, "gpu": gpu, "k": int(k), "seed": int(seed),
+                            "prior_weight": float(w), "calibration": name, "n_calibration_rows": len(cal),
+                            "n_eval_rows": int(rest.sum()),
+                            "mape_pct": float(ape(fitted.apply(pred[rest], theo[rest]), y[rest]).mean()),
+                            "uncalibrated_mape_pct": float(ape(uncalibrated[rest], y[rest]).mean()),
+                            "interval_coverage": cover})
+                model.overrides.pop(gpu, None)
     model.overrides = saved
-    return pd.DataFrame(out, columns=["gpu", "k", "seed", "prior_weight", "n_calibration_rows", "n_eval_rows",
-                                      "mape_pct", "interval_coverage"])
+    return pd.DataFrame(out, columns=["experiment", "gpu", "k", "seed", "prior_weight", "calibration",
+                                      "n_calibration_rows", "n_eval_rows", "mape_pct", "uncalibrated_mape_pct",
+                                      "interval_coverage"])

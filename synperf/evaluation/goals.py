@@ -145,7 +145,7 @@ def goals_table(protocols: pd.DataFrame, fewshot: pd.DataFrame | None = None,
 
     Args:
         protocols: the protocol tables of (at least) the core families, concatenated.
-        fewshot: ``results/tables/fewshot.csv`` (:func:`synperf.evaluation.fewshot.evaluate_unseen`), or None.
+        fewshot: ``results/tables/fewshot.csv`` (:func:`synperf.pipeline.fewshot.fewshot_stage`), or None.
         throughput: batch predict throughput on one core (:func:`synperf.pipeline.throughput.predict_throughput`'s
             result: ``launches_per_s`` over all launches, ``per_experiment`` rates), or None.
         families: the families the goals are stated over (default :data:`CORE_FAMILIES`).
@@ -192,7 +192,7 @@ def goals_table(protocols: pd.DataFrame, fewshot: pd.DataFrame | None = None,
         f = fewshot[(fewshot["k"] == 32) & fewshot["experiment"].isin(families)]
         per = f.groupby("experiment")[["mape_pct", "uncalibrated_mape_pct"]].mean()
         measured = float(per["mape_pct"].mean()) if len(per) else np.nan
-        detail = (f"MAPE % over {len(per)} families (mean over their unseen GPUs; uncalibrated on the same rows "
+        detail = (f"MAPE % over {len(per)} families (mean over their unseen GPUs; predicted constants on the same rows "
                   f"{per['uncalibrated_mape_pct'].mean():.1f}): "
                   + ", ".join(f"{e} {v:.1f}" for e, v in per["mape_pct"].items()))
         rows.append(_row("few-shot, k = 32 measured rows per unseen GPU: mean over core families", "<= 5%",

@@ -382,7 +382,7 @@ def _iter_fold_predictions(table, folds, methods, registry, train_cfg, features,
                 from synperf.model.fingerprint_choice import fit_chosen
 
                 fp_model = fit_chosen(tr, meta, registry, max_train_rows=fold_bcfg.max_train_rows, seed=seed,
-                                      oof=False)
+                                      oof=False, fewshot=False)
                 pred = fp_model.predict(te, registry)
                 budget = f"{fp_model.choice['option']} (chosen by leave-one-training-GPU-out); {budget}"
             elif method == MLP and fold.name in (pretrained or {}):

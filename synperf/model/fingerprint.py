@@ -40,7 +40,9 @@ Correction
 Own-GPU evidence (:attr:`FingerprintModel.local`)
     A training GPU's own measurements also fit a second, per-GPU correction: the same trees on that GPU's rows'
     residual ``log(latency / (fingerprint time * exp(shared correction)))``; it is added for that GPU's rows (held-out
-    problems of a seen GPU) and never for another GPU's, except as class-mates' evidence (below).
+    problems of a seen GPU) and never for another GPU's, except as class-mates' evidence (below). Its budget is set
+    on the GPU's own rows: :data:`OWN_GPU_TREES`, scikit-learn's early stopping on a seeded tenth of at most
+    :data:`OWN_GPU_MAX_ROWS` of them.
 
 Class-mates' evidence (:meth:`FingerprintModel.predict`, ``sibling=True``)
     One documented correction, fixed beforehand (never chosen): for a GPU without measurements, the mean of the
@@ -95,6 +97,12 @@ FINGERPRINT_FILE = "fingerprint.joblib"
 RULES = ("pooled", "mean")
 #: relative weight of each prior pseudo-row in a few-shot fit (one measured row weighs 1)
 FEWSHOT_PRIOR_WEIGHT = 1.0
+#: the own-GPU correction's trees (``HistGradientBoostingRegressor``): the number of trees set by early stopping on
+#: a seeded 10% of the GPU's rows (no improvement of the validation loss in 20 iterations)
+OWN_GPU_TREES = {"max_iter": 1000, "learning_rate": 0.1, "max_leaf_nodes": 31, "early_stopping": True,
+                 "validation_fraction": 0.1, "n_iter_no_change": 20}
+#: the own-GPU correction's row cap per GPU (a seeded subsample above it)
+OWN_GPU_MAX_ROWS = 20000
 #: tile and launch-geometry columns read by the correction where the feature table has them (``log1p``)
 GEOMETRY = ("waves", "num_tasks", "ctas_per_sm", "sm_max_tasks", "tile_m", "tile_n", "split_k", "block_m", "block_n")
 @dataclass
@@ -335,14 +343,14 @@ class FingerprintModel(JoblibModel):
     @classmethod
     def fit(cls, rows: pd.DataFrame, meta: dict, registry, *, max_train_rows: int = 0, seed: int = 0,
             oof: bool = True, rule: str = "pooled", correct: bool = True, trees: dict | None = None,
-            local: bool = True) -> "FingerprintModel":
+            local: bool | list = True) -> "FingerprintModel":
         """Fit on feature-table ``rows`` (``gpu``, ``latency_us`` > 0, feature set v2 columns; ``meta`` its
         sidecar). Fingerprints on every row of each GPU; the correction on a seeded subsample of at most
         ``max_train_rows`` rows (0: all). ``oof``: also the out-of-fold residuals for :meth:`interval`.
         ``rule``: :data:`RULES` (:func:`pool_constants`). ``correct``: False leaves the correction out (the
         prediction is the fingerprint time). ``trees``: arguments over :data:`synperf.model.paths.RESIDUAL_TREES`.
-        ``local``: also fit each GPU's own-GPU correction (:attr:`local`) on a seeded subsample of at most
-        ``max_train_rows`` of its rows.
+        ``local``: also fit each GPU's own-GPU correction (:attr:`local`; :data:`OWN_GPU_TREES` on a seeded
+        subsample of at most :data:`OWN_GPU_MAX_ROWS` of its rows); a list: only for those GPUs.
 
         Raises:
             ValueError: no rows, or a latency that is not finite and > 0.
@@ -369,19 +377,20 @@ class FingerprintModel(JoblibModel):
         if correct:
             model.trees = model._fit_trees(x, r, seed)
         if local:
-            model._fit_local(rows, terms, registry, max_train_rows, seed)
+            model._fit_local(rows, terms, registry, seed, sorted(fitted) if local is True else sorted(local))
         if oof:
             model.residual_q = model._oof_quantiles(x, r, gpus[sub], seed) if correct else gpu_quantiles(r, gpus[sub])
         return model
 
-    def _fit_trees(self, x: np.ndarray, r: np.ndarray, seed: int):
+    def _fit_trees(self, x: np.ndarray, r: np.ndarray, seed: int, args: dict | None = None):
         from sklearn.ensemble import HistGradientBoostingRegressor
         from threadpoolctl import threadpool_limits
 
         n_cat = len(self.columns[2])
         is_cat = np.array([False] * (x.shape[1] - n_cat) + [True] * n_cat)
-        trees = HistGradientBoostingRegressor(**{**RESIDUAL_TREES, **self.trees_args}, early_stopping=False,
-                                              categorical_features=is_cat if n_cat else None, random_state=seed)
+        args = {**RESIDUAL_TREES, **self.trees_args, "early_stopping": False} if args is None else args
+        trees = HistGradientBoostingRegressor(**args, categorical_features=is_cat if n_cat else None,
+                                              random_state=seed)
         with threadpool_limits(1, user_api="openmp"):
             return trees.fit(x, r)
 
@@ -393,15 +402,19 @@ class FingerprintModel(JoblibModel):
         with threadpool_limits(1, user_api="openmp"):
             return self.trees.predict(x)
 
-    def _fit_local(self, rows: pd.DataFrame, terms: np.ndarray, registry, max_train_rows: int, seed: int) -> None:
+    def _fit_local(self, rows: pd.DataFrame, terms: np.ndarray, registry, seed: int, gpus_to_fit: list) -> None:
         gpus = rows["gpu"].astype(str).to_numpy()
         y = rows["latency_us"].to_numpy(dtype="float64")
-        for g in sorted(self.fitted):
+        for g in gpus_to_fit:
+            if g not in self.fitted:
+                continue
             on = np.flatnonzero(gpus == g)
-            if max_train_rows and len(on) > max_train_rows:
-                on = np.sort(np.random.default_rng(seed).choice(on, max_train_rows, replace=False))
+            if len(on) > OWN_GPU_MAX_ROWS:
+                on = np.sort(np.random.default_rng(seed).choice(on, OWN_GPU_MAX_ROWS, replace=False))
             x, fp = self._design(rows.iloc[on], terms[on], registry)
-            self.local[g] = self._fit_trees(x, np.log(y[on] / fp) - self._shared(x), seed)
+            r = np.log(y[on] / fp) - self._shared(x)
+            # early stopping needs rows to hold out; a GPU with few rows gets the shared correction's budget
+            self.local[g] = self._fit_trees(x, r, seed, OWN_GPU_TREES if len(on) >= 200 else None)
 
     def _local(self, rows: pd.DataFrame, x: np.ndarray, registry, sibling: bool) -> np.ndarray:
         """The own-GPU correction per row: its GPU's own where it trained; else, with ``sibling``, the mean of its
@@ -449,6 +462,30 @@ class FingerprintModel(JoblibModel):
         if (gpu, rule) not in self.predicted:
             self.predicted[(gpu, rule)] = predict_fingerprint(gpu, self.fitted, registry, self.train_terms, rule)
         return self.predicted[(gpu, rule)]
+
+    def calibrated(self, gpu: str, rows: pd.DataFrame, registry, prior_weight: float | None = None,
+                   rule: str | None = None) -> Fingerprint:
+        """Few-shot constants of ``gpu`` from its measured ``rows`` (``latency_us`` > 0; e.g. a short sweep):
+        its fitted or predicted constants (not :attr:`overrides`) refitted by :func:`fewshot_fingerprint` on
+        ``latency_us / exp(correction)``, the correction (shared plus class-mates') taken at those constants, so
+        the constants absorb what the correction leaves. ``prior_weight``: default :attr:`prior_weight`.
+        Set the result in :attr:`overrides` to predict with it."""
+        gpu = str(gpu)
+        saved = self.overrides.pop(gpu, None)
+        try:
+            prior = self.fingerprint(gpu, registry, rule)
+            if len(rows) == 0:
+                return prior
+            rows = with_spec_columns(with_v2_columns(rows.reset_index(drop=True), registry), registry)
+            terms = pipe_times(rows, registry)
+            x, _ = self._design(rows, terms, registry, rule)
+            target = rows["latency_us"].to_numpy(dtype="float64") / np.exp(
+                self._shared(x) + self._local(rows, x, registry, True))
+        finally:
+            if saved is not None:
+                self.overrides[gpu] = saved
+        return fewshot_fingerprint(prior, terms, target,
+                                   prior_weight=self.prior_weight if prior_weight is None else prior_weight)
 
     def _fingerprints(self, rows: pd.DataFrame, terms: np.ndarray, registry, rule: str | None = None
                       ) -> tuple[np.ndarray, ...]:

@@ -22,9 +22,7 @@ from synperf.model.fingerprint import (
     RULES,
     FingerprintModel,
     class_pool,
-    fewshot_fingerprint,
     gpu_quantiles,
-    pipe_times,
 )
 
 #: correction options of :meth:`FingerprintModel.fit`, simplest first: the fingerprint time alone, the correction
@@ -68,11 +66,13 @@ def choose_options(rows: pd.DataFrame, meta: dict, registry, *, max_train_rows: 
         y = te["latency_us"].to_numpy(dtype="float64")
         models: dict = {}
         found = class_pool(h, sorted(set(gpus[gpus != h])), registry)[1].startswith("class")
+        mates = [g for g in sorted(set(gpus[gpus != h])) if registry[g].same_class(registry[h])]
         for name, opts, rule in grid:
             key = repr(sorted(opts.items()))
             if key not in models:
+                # only the left-out GPU's class-mates' own-GPU corrections reach its predictions
                 models[key] = FingerprintModel.fit(tr, meta, registry, max_train_rows=max_train_rows, seed=seed,
-                                                   oof=False, **opts)
+                                                   oof=False, local=mates, **opts)
                 fold_models.setdefault(key, []).append((h, te, models[key]))
             pred = models[key].predict(te, registry, rule=rule)
             scores[name].append(float(np.mean(np.abs(pred / y - 1.0)) * 100.0))
@@ -87,37 +87,83 @@ def choose_prior_weight(folds: list, registry, rule: str, *, weights=PRIOR_WEIGH
                         ks=PRIOR_KS, seed: int = 0) -> tuple[float, dict]:
     """The few-shot prior weight: each left-out training GPU of ``folds`` (:func:`choose_options`) gets its
     predicted constants refitted on its short sweep of ``k`` rows (:func:`synperf.evaluation.fewshot.short_sweep`,
-    ``k`` in ``ks``) with each weight of ``weights``, and its other rows are scored (MAPE %); a weight scores the
-    mean over (GPU, k); the first within :data:`MARGIN` of the lowest wins. Without folds, or without
-    ``theoretical_time_us`` (the sweep's order), the first weight.
+    ``k`` in ``ks``; :meth:`FingerprintModel.calibrated`) with each weight of ``weights``, and its other rows are
+    scored (MAPE %); a weight scores the mean over (GPU, k); the first within :data:`MARGIN` of the lowest wins.
+    Without folds, or without ``theoretical_time_us`` (the sweep's order), the first weight.
 
     Returns:
         ``(weight, {weight: score})``.
     """
-    from synperf.evaluation.fewshot import short_sweep
-
-    if not folds or any("theoretical_time_us" not in te.columns for _, te, _ in folds):
-        return weights[0], {}
     scores: dict[float, list] = {w: [] for w in weights}
-    for h, te, model in folds:
-        te = te.reset_index(drop=True)
-        prior = model.fingerprint(h, registry, rule)
-        terms, y = pipe_times(te, registry), te["latency_us"].to_numpy(dtype="float64")
-        for k in ks:
-            if len(te) <= k:
-                continue
-            cal = short_sweep(te, k, seed)
-            rest = np.ones(len(te), dtype=bool)
-            rest[cal] = False
-            for w in weights:
-                model.overrides[h] = fewshot_fingerprint(prior, terms[cal], y[cal], prior_weight=w)
-                pred = model.predict(te[rest], registry, rule=rule)
-                scores[w].append(float(np.mean(np.abs(pred / y[rest] - 1.0)) * 100.0))
-            model.overrides.pop(h, None)
+    for _, _, _, (_, w), _, mape in _fewshot_draws(folds, registry, rule, ks, (seed,), weights):
+        scores[w].append(mape)
     mean = {w: float(np.mean(v)) for w, v in scores.items() if v}
     if not mean:
         return weights[0], {}
     return next(w for w in weights if w in mean and mean[w] <= min(mean.values()) * (1.0 + MARGIN)), mean
+
+
+def _fewshot_draws(folds: list, registry, rule: str, ks, seeds, weights, calibrations: dict | None = None):
+    """Per (left-out GPU of ``folds``, k, seed, prior weight): the short sweep refits its constants
+    (:meth:`FingerprintModel.calibrated`). Yields ``(gpu, k, seed, (calibration name, weight), rest mask,
+    MAPE % on the rest)``, one per calibration of ``calibrations`` (:data:`synperf.evaluation.fewshot.
+    CALIBRATIONS` members, fitted on the sweep's rows after the refit); without ``calibrations``, ``name`` is
+    ``"none"``. Nothing without ``theoretical_time_us`` (the sweep's order)."""
+    from synperf.evaluation.fewshot import short_sweep
+
+    for h, te, model in folds:
+        if "theoretical_time_us" not in te.columns:
+            continue
+        te = te.reset_index(drop=True)
+        y, theo = te["latency_us"].to_numpy(dtype="float64"), te["theoretical_time_us"].to_numpy(dtype="float64")
+        for k in ks:
+            if len(te) <= k:
+                continue
+            for seed in seeds:
+                cal = short_sweep(te, k, seed)
+                rest = np.ones(len(te), dtype=bool)
+                rest[cal] = False
+                for w in weights:
+                    model.overrides[h] = model.calibrated(h, te.iloc[cal], registry, prior_weight=w, rule=rule)
+                    pred = model.predict(te, registry, rule=rule)
+                    model.overrides.pop(h, None)
+                    for name, c in (calibrations or {"none": None}).items():
+                        p = pred[rest] if c is None else c.fit(pred[cal], y[cal], theo[cal]).apply(pred[rest],
+                                                                                                   theo[rest])
+                        yield h, int(k), seed, (name, w), rest, float(np.mean(np.abs(p / y[rest] - 1.0)) * 100.0)
+
+
+def choose_fewshot_calibration(folds: list, registry, rule: str, weight: float, *, ks=None,
+                               seeds=None) -> tuple[dict, pd.DataFrame]:
+    """Per ``k``, the correction applied after the few-shot refit of the constants: each left-out training GPU of
+    ``folds`` gets its constants refitted on its short sweep (prior ``weight``), every candidate of
+    :data:`synperf.evaluation.fewshot.CALIBRATIONS` is fitted on the sweep's rows and scored on the others; a
+    candidate scores the mean over (GPU, seed) of its MAPE %, and the first (simplest) within
+    :data:`synperf.evaluation.fewshot.MIN_RELATIVE_GAIN` of the lowest wins.
+
+    Returns:
+        ``({k: calibration name}, table)``: one table row per (k, calibration): ``k``, ``calibration``,
+        ``mape_pct``, ``n_folds`` (GPU x seed draws), ``chosen``. Empty without folds.
+    """
+    from synperf.evaluation.fewshot import CALIBRATIONS, KS, MIN_RELATIVE_GAIN, SEEDS
+
+    ks = tuple(k for k in (KS if ks is None else ks) if k > 0)
+    seeds = SEEDS if seeds is None else seeds
+    res = pd.DataFrame([{"k": k, "calibration": c[0], "mape_pct": m} for _, k, _, c, _, m in
+                        _fewshot_draws(folds, registry, rule, ks, seeds, (weight,), CALIBRATIONS)],
+                       columns=["k", "calibration", "mape_pct"])
+    if not len(res):
+        return {}, pd.DataFrame(columns=["k", "calibration", "mape_pct", "n_folds", "chosen"])
+    table = (res.groupby(["k", "calibration"], sort=False).agg(mape_pct=("mape_pct", "mean"),
+                                                                 n_folds=("mape_pct", "size")).reset_index())
+    chosen = {}
+    for k, g in table.groupby("k"):
+        best = g["mape_pct"].min()
+        chosen[int(k)] = next(n for n in CALIBRATIONS if n in set(g["calibration"])
+                              and float(g.loc[g["calibration"] == n, "mape_pct"].iloc[0])
+                              <= best * (1.0 + MIN_RELATIVE_GAIN))
+    table["chosen"] = [chosen.get(int(k)) == c for k, c in zip(table["k"], table["calibration"])]
+    return chosen, table
 
 
 def unseen_quantiles(residuals: pd.DataFrame) -> dict:
@@ -131,18 +177,24 @@ def unseen_quantiles(residuals: pd.DataFrame) -> dict:
 
 
 def fit_chosen(rows: pd.DataFrame, meta: dict, registry, *, max_train_rows: int = 0, seed: int = 0,
-               oof: bool = True) -> FingerprintModel:
-    """:meth:`FingerprintModel.fit` on ``rows`` with the options :func:`choose_options` and the prior weight
-    :func:`choose_prior_weight` pick on the same rows; the choice and its scores are kept in
-    :attr:`FingerprintModel.choice`."""
+               oof: bool = True, fewshot: bool = True) -> FingerprintModel:
+    """:meth:`FingerprintModel.fit` on ``rows`` with the options :func:`choose_options` picks on the same rows,
+    and with ``fewshot`` the prior weight (:func:`choose_prior_weight`) and the correction per ``k`` after the
+    refit (:func:`choose_fewshot_calibration`); the choices and their scores are kept in
+    :attr:`FingerprintModel.choice` (``fewshot_calibration``: ``{k: name}``; ``fewshot_scores``: the table's
+    records)."""
     name, opts, rule, scores, residuals, folds = choose_options(rows, meta, registry, max_train_rows=max_train_rows,
                                                                 seed=seed)
-    weight, weight_scores = choose_prior_weight(folds, registry, rule, seed=seed)
+    weight, weight_scores = choose_prior_weight(folds, registry, rule, seed=seed) if fewshot else (
+        FEWSHOT_PRIOR_WEIGHT, {})
+    calibration, calibration_scores = (choose_fewshot_calibration(folds, registry, rule, weight) if fewshot
+                                       else ({}, pd.DataFrame()))
     model = FingerprintModel.fit(rows, meta, registry, max_train_rows=max_train_rows, seed=seed, oof=oof,
                                  rule=rule, **opts)
     model.prior_weight = weight
     model.choice = {"option": name, "scores_mape_pct": scores, "prior_weight": weight,
-                    "prior_weight_scores_mape_pct": weight_scores}
+                    "prior_weight_scores_mape_pct": weight_scores, "fewshot_calibration": calibration,
+                    "fewshot_scores": calibration_scores.to_dict("records")}
     if len(residuals):
         model.unseen_q = unseen_quantiles(residuals)
     return model

@@ -1,64 +1,76 @@
-"""Pipeline stage: the rows the few-shot calibration simulation calibrates (:mod:`synperf.evaluation.fewshot`).
+"""Pipeline stage: few-shot on the unseen GPUs of each experiment with the fingerprint predictor (table, choice
+table, figure).
 
-Nothing is trained or predicted here: both kinds of rows already exist.
-
-* ``seen_losgo`` rows (the only rows the calibration choice reads): every seen GPU's training rows predicted by the
-  experiment's chosen path fitted on the other seen GPUs, i.e. the selection stage's leave-one-seen-GPU-out path
-  predictions (``results/selection/<exp>/path_rows.parquet``,
-  :func:`synperf.evaluation.path_selection.score_paths`) of the path recorded in ``models/<exp>/path.json``, its
-  fallback on the rows no sibling measured.
-* ``unseen`` rows: the configured split's unseen-GPU rows predicted by that path as :func:`synperf.api.predict`
-  predicts them, i.e. the protocol stage's per-row ``synperf`` predictions (``results/protocols/<exp>_rows.parquet``).
-
-:func:`synperf.pipeline.fewshot_summary.fewshot_summary` then chooses the calibration per k on the ``seen_losgo``
-rows of every experiment and scores it on the ``unseen`` rows.
+Per experiment, the fingerprint predictor the train rule fitted on the seen GPUs' training rows
+(``models/<exp>/fingerprint.joblib``) predicts each unseen GPU of the configured split; ``k`` of its rows, drawn by
+the short-sweep rule, refit its constants and then the correction the predictor chose per ``k`` on its training
+GPUs alone (:func:`synperf.model.fingerprint_choice.choose_fewshot_calibration`); MAPE is scored on its other rows
+(:func:`synperf.evaluation.fewshot.fingerprint_fewshot`). Nothing of an unseen GPU informs a choice.
 """
 
 from __future__ import annotations
 
-import numpy as np
+import logging
+
 import pandas as pd
 
-#: columns of :func:`fewshot_rows`'s output
-ROWS_COLUMNS = ["experiment", "kernel", "gpu", "role", "latency_us", "predicted_latency_us", "theoretical_time_us",
-                "prediction_path"]
+from synperf.data.io import write_csv
+
+#: columns of the few-shot table, one row per (experiment, unseen GPU, k); means over the short-sweep seeds
+TABLE_COLUMNS = ["experiment", "kernel", "gpu", "k", "calibration", "prior_weight", "n_calibration_rows",
+                 "n_eval_rows", "mape_pct", "mape_pct_min", "mape_pct_max", "uncalibrated_mape_pct",
+                 "interval_coverage", "n_seeds"]
+#: columns of the choice table, one row per (experiment, k, candidate correction)
+CHOICE_COLUMNS = ["for_experiment", "k", "calibration", "mape_pct", "n_folds", "chosen"]
 
 
-def fewshot_rows(path_rows: pd.DataFrame, protocol_rows: pd.DataFrame, choice: dict, experiment: str) -> pd.DataFrame:
-    """The ``seen_losgo`` and ``unseen`` rows of one experiment (:data:`ROWS_COLUMNS`, latencies in microseconds).
+def fewshot_table(draws: pd.DataFrame, kernels: dict[str, str]) -> pd.DataFrame:
+    """:data:`TABLE_COLUMNS` from :func:`synperf.evaluation.fewshot.fingerprint_fewshot` rows (one per draw):
+    MAPE's mean, min and max over seeds; ``kernels``: experiment -> kernel family."""
+    keys = ["experiment", "gpu", "k", "calibration", "prior_weight"]
+    out = (draws.groupby(keys, observed=True, sort=True)
+           .agg(n_calibration_rows=("n_calibration_rows", "first"), n_eval_rows=("n_eval_rows", "first"),
+                mape_pct=("mape_pct", "mean"), mape_pct_min=("mape_pct", "min"), mape_pct_max=("mape_pct", "max"),
+                uncalibrated_mape_pct=("uncalibrated_mape_pct", "mean"),
+                interval_coverage=("interval_coverage", "mean"), n_seeds=("seed", "nunique"))
+           .reset_index())
+    out["kernel"] = out["experiment"].map(kernels)
+    return out[TABLE_COLUMNS]
 
-    Args:
-        path_rows: the selection stage's per-row path predictions
-            (:data:`synperf.evaluation.path_selection.PATH_ROW_COLUMNS`).
-        protocol_rows: the protocol stage's per-row configured ``synperf`` predictions
-            (:data:`synperf.pipeline.protocols.ROW_COLUMNS`).
-        choice: the experiment's recorded path (:func:`synperf.evaluation.path_selection.load_choice`).
+
+def fewshot_stage(experiments: list[str], model_files: list[str], feature_tables: list[str], kernels: dict[str, str],
+                  registry_path: str, measured_dir: str | None, out_table: str, out_choice: str, out_figure: str,
+                  figure_experiments: list[str] | None = None) -> None:
+    """Few-shot on every unseen GPU (``split == "unseen"`` rows of each experiment's feature table) with the
+    experiment's fingerprint predictor; writes the table (:data:`TABLE_COLUMNS`), the choice table
+    (:data:`CHOICE_COLUMNS`, from each predictor's ``choice["fewshot_scores"]``) and the figure (MAPE against
+    ``k``, ``figure_experiments``, default all).
 
     Raises:
-        ValueError: ``path_rows`` lack the chosen path (or its fallback) while holding other paths.
+        InputError: a feature table without a ``split`` column; as :meth:`FingerprintModel.load`.
     """
-    path = choice["path"]
-    fallback = choice.get("fallback") or choice.get("base") or path
-    parts = []
-    if len(path_rows):
-        mine = path_rows[path_rows["path"] == path].reset_index(drop=True).astype({"prediction_path": str})
-        if mine.empty:
-            raise ValueError(f"{experiment}: the path rows hold no prediction of the chosen path {path!r}")
-        uncovered = mine["prediction_path"].astype(str).to_numpy() != path
-        if uncovered.any() and fallback != path:
-            fb = path_rows[path_rows["path"] == fallback].set_index(["fold", "row"])["predicted_latency_us"]
-            keys = pd.MultiIndex.from_frame(mine.loc[uncovered, ["fold", "row"]])
-            if not keys.isin(fb.index).all():
-                raise ValueError(f"{experiment}: the path rows hold no prediction of the fallback {fallback!r}")
-            mine.loc[uncovered, "predicted_latency_us"] = fb.reindex(keys).to_numpy()
-            mine.loc[uncovered, "prediction_path"] = fallback
-        parts.append(mine.assign(role="seen_losgo")[ROWS_COLUMNS])
-    unseen = protocol_rows[protocol_rows["split"].astype(str) == "unseen"]
-    if len(unseen):
-        parts.append(unseen.assign(role="unseen", prediction_path=path)[ROWS_COLUMNS])
-    if not parts:
-        return pd.DataFrame(columns=ROWS_COLUMNS)
-    out = pd.concat(parts, ignore_index=True)
-    out["experiment"] = experiment
-    return out.astype({"latency_us": "float64", "predicted_latency_us": "float64",
-                       "theoretical_time_us": "float64"}).replace([np.inf, -np.inf], np.nan)
+    from synperf.data.hardware import load_registry
+    from synperf.data.io import InputError, read_table
+    from synperf.evaluation.fewshot import fingerprint_fewshot
+    from synperf.model.fingerprint import FingerprintModel
+    from synperf.reporting.fewshot_report import fewshot_figure
+
+    registry = load_registry(registry_path, measured_dir)
+    draws, choices = [], []
+    for exp, model_file, table_file in zip(experiments, model_files, feature_tables, strict=True):
+        model = FingerprintModel.load(model_file)
+        table = read_table(table_file)
+        if "split" not in table.columns:
+            raise InputError(f"{table_file}: no 'split' column (expected the feature stage's split labels)")
+        unseen = table[table["split"].astype(str) == "unseen"]
+        draws.append(fingerprint_fewshot(model, unseen, registry, experiment=exp))
+        scores = pd.DataFrame(model.choice.get("fewshot_scores") or [], columns=CHOICE_COLUMNS[1:])
+        choices.append(scores.assign(for_experiment=exp)[CHOICE_COLUMNS])
+        logging.getLogger(__name__).info("%s: few-shot correction per k %s, prior weight %s", exp,
+                                         model.choice.get("fewshot_calibration"), model.prior_weight)
+    table = fewshot_table(pd.concat(draws, ignore_index=True), kernels)
+    write_csv(pd.concat(choices, ignore_index=True), out_choice)
+    write_csv(table, out_table)
+    fewshot_figure(table, out_figure, figure_experiments)
+    logging.getLogger(__name__).info("mean unseen MAPE per k: %s",
+                                     table.groupby("k")["mape_pct"].mean().round(2).to_dict())

@@ -1,4 +1,4 @@
-"""The report's few-shot calibration and goals sections (tables of :mod:`synperf.evaluation.fewshot` and
+"""The report's few-shot and goals sections (tables of :mod:`synperf.pipeline.fewshot` and
 :mod:`synperf.evaluation.goals`) and the figure of MAPE against the number of calibration rows."""
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ def fewshot_figure(table: pd.DataFrame, path: str, experiments: list[str] | None
     ax.yaxis.set_major_formatter(ScalarFormatter())
     ax.yaxis.set_minor_formatter(ScalarFormatter())
     ax.axhline(5.0, color="grey", linestyle="--", linewidth=1)
-    ax.set_xlabel("measured rows of the unseen GPU used for calibration (k)")
+    ax.set_xlabel("measured rows of the unseen GPU (k)")
     ax.set_ylabel("MAPE on the remaining rows (%)")
-    ax.set_title("Few-shot calibration on unseen GPUs (mean over GPUs and draws)")
+    ax.set_title("Few-shot on unseen GPUs: fingerprint refitted on k rows (mean over GPUs and draws)")
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
@@ -33,32 +33,29 @@ def fewshot_figure(table: pd.DataFrame, path: str, experiments: list[str] | None
 
 def fewshot_section(table: pd.DataFrame, choice: pd.DataFrame, figure_rel: str,
                     experiments: list[str] | None = None) -> list[str]:
-    """Markdown lines: how rows are drawn and the calibration chosen, the per-experiment MAPE per k and the figure."""
+    """Markdown lines: how rows are drawn, what is refitted and the correction chosen per k, the per-experiment
+    MAPE per k and the figure."""
     chosen = choice[choice["chosen"].astype(bool)]
-    if "for_experiment" in chosen.columns:  # one choice per experiment: how many experiments chose each
-        pick = "; ".join(f"k = {k}: " + ", ".join(f"`{c}` ({n} experiment{'s' if n > 1 else ''})"
-                                                  for c, n in g["calibration"].value_counts().items())
-                         for k, g in chosen.groupby("k"))
-        rule = ("per experiment, on the seen GPUs of the experiments not trained on any of its unseen GPUs "
-                "(the experiment's own included): ")
-    else:
-        pick = "; ".join(f"k = {r.k}: `{r.calibration}` ({r.mape_pct:.1f}%)" for r in chosen.itertuples())
-        rule = "on the seen GPUs only: "
+    pick = "; ".join(f"k = {k}: " + ", ".join(f"`{c}` ({n} experiment{'s' if n > 1 else ''})"
+                                              for c, n in g["calibration"].value_counts().items())
+                     for k, g in chosen.groupby("k"))
     per = table.pivot_table(index="experiment", columns="k", values="mape_pct", aggfunc="mean")
     per.columns = [f"k = {k} MAPE %" for k in per.columns]  # mean over the experiment's unseen GPUs
     per = per.reset_index()
-    lines = ["## Few-shot calibration on unseen GPUs", "",
-             "A user who can measure a few launches on a new GPU corrects the predictions for it. Simulated here "
-             "per unseen GPU: k of its measured rows are drawn by the short-sweep rule (rows ordered by theoretical "
-             "time, cut into k strata of equal size, one row drawn per stratum; seeds 0, 1, 2 and their mean), the "
-             "chosen path's predictions are corrected on those k rows, and MAPE is scored on the remaining rows "
-             "(k = 0: every row, uncalibrated). An experiment's MAPE is the mean over its unseen GPUs (each GPU's "
-             "MAPE over its own rows, so not the pooled MAPE of the tables above). The correction per k is chosen "
-             f"{rule}each seen GPU in turn predicted by the path refitted on the other seen GPUs, the "
-             "same draws, every candidate scored "
-             "(`results/tables/fewshot_choice.csv`; a more complex candidate needs a 5% lower MAPE). "
+    lines = ["## Few-shot on unseen GPUs", "",
+             "A user who can measure a few launches on a new GPU refits its fingerprint. Simulated here per unseen "
+             "GPU with the fingerprint predictor `predict` serves: k of its measured rows are drawn by the "
+             "short-sweep rule (rows ordered by theoretical time, cut into k strata of equal size, one row drawn "
+             "per stratum; seeds 0, 1, 2 and their mean); its predicted constants are refitted on them (each "
+             "constant pulled to its predicted value by a pseudo-row; the correction learned on the training GPUs "
+             "stays), then a correction of the predictions fitted on the same k rows, chosen per k, is applied; "
+             "MAPE is scored on the remaining rows (k = 0: every row, the predicted constants). An experiment's "
+             "MAPE is the mean over its unseen GPUs. The correction per k (`none` included) and the prior's weight "
+             "are chosen on the experiment's training GPUs only: each in turn left out, its constants predicted "
+             "from the others and refitted on its own short sweep, every candidate scored on its other rows "
+             "(`results/tables/fewshot_choice.csv`; the simplest candidate within 5% of the lowest). "
              f"Chosen: {pick}.", "",
-             md_table(per), "", f"![Few-shot calibration]({figure_rel})", ""]
+             md_table(per), "", f"![Few-shot]({figure_rel})", ""]
     core = per[per["experiment"].isin(experiments)] if experiments else per
     if len(core) and "k = 32 MAPE %" in core.columns:
         lines += [f"Mean over the {len(core)} core families at k = 32: {core['k = 32 MAPE %'].mean():.1f}% "
