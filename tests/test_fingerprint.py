@@ -98,7 +98,7 @@ def test_few_shot_refits_the_constants_from_the_prior(registry):
     assert fp.log_spread < prior.log_spread
 
 
-def test_synperf_fp_runs_in_predict_protocol_and_is_deterministic(registry):
+def test_synperf_runs_in_predict_protocol_and_is_deterministic(registry):
     from synperf.evaluation.protocols import feature_table, leave_one_gpu_out, predict_protocol
 
     same = {g: [3.0, 1.4, 1.1, 0.2, 0.6] for g in ("a40", "l40s", "l40", "a100_sxm4_80gb")}
@@ -106,10 +106,10 @@ def test_synperf_fp_runs_in_predict_protocol_and_is_deterministic(registry):
     latency = with_formula_latency(launches, registry, same)["latency_us"].to_numpy()
     table, meta = feature_table(launches.assign(latency_us=latency), registry, "v2")
     folds = leave_one_gpu_out(table, ["a40", "l40s", "l40"])
-    preds = [predict_protocol(table, folds, ["synperf_fp"], registry, None, meta, log=lambda *_: None)
+    preds = [predict_protocol(table, folds, ["synperf"], registry, None, meta, log=lambda *_: None)
              for _ in range(2)]
     p = preds[0]
-    assert set(p["method"]) == {"synperf_fp"} and np.isfinite(p["predicted_latency_us"]).all()
+    assert set(p["method"]) == {"synperf"} and np.isfinite(p["predicted_latency_us"]).all()
     # every GPU shares the constants: an unseen GPU's predicted constants give its latency within 2%
     unseen = p[p["split"] == "unseen"]
     assert unseen["ape_pct"].mean() < 2.0
