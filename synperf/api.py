@@ -433,7 +433,6 @@ def _predict_chunk(table: pd.DataFrame, registry: Registry, model_dir: Path) -> 
     return out
 
 
-@lru_cache(maxsize=32)
 def measured_table(kernel: str, measured: pd.DataFrame, registry: Registry) -> pd.DataFrame:
     """``measured`` launches (parameter columns, ``gpu``, ``latency_us``) as canonical rows (:func:`launch_table`)
     with their measured ``latency_us``.
@@ -448,7 +447,7 @@ def measured_table(kernel: str, measured: pd.DataFrame, registry: Registry) -> p
     y = pd.to_numeric(measured["latency_us"], errors="coerce").to_numpy(dtype="float64")
     bad = np.flatnonzero(~(np.isfinite(y) & (y > 0)))
     if len(bad):
-        raise InputError(f"measured: row {int(bad[0])}: latency_us = {measured['latency_us'].iloc[bad[0]]!r}; "
+        raise InputError(f"measured: row {int(bad[0])}: latency_us = {measured['latency_us'].iloc[bad[0]]}; "
                          "expected a finite number > 0 (microseconds)")
     rows = measured.drop(columns=["gpu", "latency_us"]).reset_index(drop=True)
     out = launch_table(kernel, rows, measured["gpu"].astype(str).tolist(), registry)
@@ -456,6 +455,7 @@ def measured_table(kernel: str, measured: pd.DataFrame, registry: Registry) -> p
     return out
 
 
+@lru_cache(maxsize=32)
 def _load_fingerprint(path: str, mtime_ns: int):
     """The fingerprint predictor in ``path``; ``mtime_ns`` only keys the cache (a refit file is read again)."""
     from synperf.model.fingerprint import FingerprintModel
