@@ -11,7 +11,6 @@ from synperf.evaluation.fewshot import (
     CALIBRATIONS,
     Calibration,
     NeighbourCalibration,
-    calibrate,
     short_sweep,
 )
 from synperf.evaluation.goals import NEAREST, goals_table
@@ -101,19 +100,9 @@ def test_neighbour_calibration_corrects_each_regime_by_its_own_factor():
         NeighbourCalibration("n", neighbours=0).fit([1.0], [1.0], [1.0])
     with pytest.raises(ValueError):
         NeighbourCalibration("n").fit([1.0, 2.0], [1.0], [1.0, 1.0])
-    # the user-facing entry point takes it by name
-    out = calibrate(rows.iloc[:200], rows.iloc[short_sweep(rows, 64, 0)], "neighbours_8")
-    assert np.allclose(out["predicted_latency_us"], rows["latency_us"].iloc[:200], rtol=1e-9)
 
 
-def test_calibrate_user_measurements_and_errors():
-    rows = _rows(200, factor=0.5)
-    measured = rows.iloc[short_sweep(rows, 16, 0)]
-    out = calibrate(rows, measured, "median_scale")
-    assert np.allclose(out["predicted_latency_us"], rows["latency_us"])
-    assert np.allclose(out["uncalibrated_latency_us"], rows["predicted_latency_us"])
-    with pytest.raises(KeyError):
-        calibrate(rows, measured, "nope")
+def test_a_calibration_refuses_mismatched_or_non_positive_rows():
     with pytest.raises(ValueError):
         Calibration("median_scale").fit([1.0, 2.0], [1.0], [1.0, 1.0])
     with pytest.raises(ValueError):

@@ -208,33 +208,6 @@ CALIBRATIONS = {
 }
 
 
-def calibrate(predictions: pd.DataFrame, measured: pd.DataFrame, method: str = "median_scale") -> pd.DataFrame:
-    """Correct one GPU's ``predictions`` with that GPU's ``measured`` launches (e.g. a short sweep's output).
-
-    Args:
-        predictions: rows to correct, with ``predicted_latency_us`` and ``theoretical_time_us`` (as returned by
-            :func:`synperf.api.predict`).
-        measured: the measured launches with ``latency_us`` (measured), ``predicted_latency_us`` and
-            ``theoretical_time_us`` (the model's prediction of the same launches).
-        method: a key of :data:`CALIBRATIONS` (the pipeline's choice per ``k`` is in ``results/tables/fewshot.csv``).
-
-    Returns:
-        A copy of ``predictions`` with ``predicted_latency_us`` corrected and ``uncalibrated_latency_us`` added.
-
-    Raises:
-        KeyError: an unknown method.
-        ValueError: as :meth:`Calibration.fit`.
-    """
-    if method not in CALIBRATIONS:
-        raise KeyError(f"unknown calibration {method!r}; known: {list(CALIBRATIONS)}")
-    cal = CALIBRATIONS[method].fit(measured["predicted_latency_us"], measured["latency_us"],
-                                   measured["theoretical_time_us"])
-    out = predictions.copy()
-    out["uncalibrated_latency_us"] = out["predicted_latency_us"]
-    out["predicted_latency_us"] = cal.apply(out["predicted_latency_us"], out["theoretical_time_us"])
-    return out
-
-
 def chosen_calibration(model, k: int) -> str:
     """The correction ``model`` (a :class:`synperf.model.fingerprint.FingerprintModel`) chose for a short sweep of
     ``k`` rows: the choice of the largest chosen ``k`` not above it (``model.choice["fewshot_calibration"]``), else
