@@ -75,10 +75,10 @@ include: "rules/profile.smk"
 include: "rules/characterize.smk"
 
 
-# the report and, as products in their own right, the prediction-path files `synperf.api.predict` reads (so a
+# the report and, as products in their own right, the fingerprint predictors `synperf.api.predict` reads (so a
 # missing one retrains its experiment even when everything that read it is up to date)
 rule all:
     default_target: True
     input:
         "results/report.md",
-        path_model_files(EXPERIMENTS),
+        fingerprint_files(EXPERIMENTS),

@@ -65,19 +65,9 @@ def model_outputs(models):
     }
 
 
-def path_model_files(experiments):
-    """The files of each experiment's recorded prediction path that `synperf.api.predict` reads."""
-    return [
-        f"models/{e}/{name}"
-        for e in experiments
-        for name in (
-            "path.json",
-            "path_residual.joblib",
-            "path_local.joblib",
-            "path_local_mlp.joblib",
-            "path_sources.parquet",
-        )
-    ]
+def fingerprint_files(experiments):
+    """Each experiment's fingerprint predictor, the file `synperf.api.predict` answers from."""
+    return [f"models/{e}/fingerprint.joblib" for e in experiments]
 
 
 def primary_fs(experiment):
@@ -146,10 +136,6 @@ SELECTION_EXPERIMENTS = list(SELECTION.get("experiments") or EXPERIMENTS)
 # Training recipes (`selection.recipes`, overrides of `training`) are scored on each experiment's primary set in
 # the same job; the experiment's models then train with the recipe its scores chose (RECIPE_CHOICE, see the Snakefile).
 RECIPE_OUTPUTS = {"recipes": "results/selection/{experiment}/recipes.csv", "recipe": RECIPE_CHOICE} if RECIPES else {}
-# prediction paths scored in the same job on the chosen recipe's folds; `train` records the chosen one
-PATH_SCORES = "results/selection/{experiment}/paths.csv"
-# the same folds' per-row predictions of every path (the few-shot choice and the prediction intervals read them)
-PATH_ROWS = "results/selection/{experiment}/path_rows.parquet"
 
 
 # ---- few-shot calibration and goals
@@ -304,19 +290,11 @@ def characterize_local_target(wildcards):
 
 
 # ---- deploy models (rules/deploy.smk)
-DEPLOY_FILES = [
-    "path.json",
-    "path_residual.joblib",
-    "path_local.joblib",
-    "path_local_mlp.joblib",
-    "path_sources.parquet",
-    "intervals.json",
-    "fingerprint.joblib",
-]
+DEPLOY_FILES = ["fingerprint.joblib"]
 
 
 def deploy_outputs(experiments):
-    """The deploy target's files: each experiment's primary MLP and recorded path under models/deploy/."""
+    """The deploy target's files: each experiment's fingerprint predictor and primary MLP under models/deploy/."""
     return [
         f
         for e in experiments

@@ -1,7 +1,7 @@
-# Deploy models (target `deploy`): each core family's primary model trained on EVERY GPU its feature table
-# measured, seen and unseen alike, with the recipe, feature set, training settings and path choice of its
-# evaluation model (synperf.pipeline.train.train_models, deploy=True), in models/deploy/<experiment>/ (the MLP in
-# mlp/, named in path.json), and the fingerprint predictor fitted on every GPU (fingerprint.joblib).
+# Deploy models (target `deploy`): each core family's fingerprint predictor fitted on EVERY GPU its feature table
+# measured, seen and unseen alike (models/deploy/<experiment>/fingerprint.joblib), and its primary MLP trained the
+# same way with the recipe, feature set and training settings of its evaluation model (mlp/;
+# synperf.pipeline.train.train_models, deploy=True).
 # `synperf.api.predict`, `synperf plan` and `synperf e2e` answer with them where they exist (models="deploy");
 # every evaluation, the report and the end-to-end scoring keep the evaluation models of models/<experiment>/.
 rule deploy_model:
@@ -11,9 +11,6 @@ rule deploy_model:
         meta=primary_input("results/features/{fs}/{experiment}.json"),
         registry=config["gpu_registry"],
         hardware=MEASURED_FILES,
-        path_scores=PATH_SCORES,
-        path_rows=PATH_ROWS,
-        all_path_scores=expand(PATH_SCORES, experiment=EXPERIMENTS),
         fp_table=f"results/features/{FEATURE_SET}/{{experiment}}.parquet",
         fp_meta=f"results/features/{FEATURE_SET}/{{experiment}}.json",
         code=code_inputs("scripts/deploy.py"),
@@ -34,8 +31,6 @@ rule deploy_model:
         fp_max_train_rows=config["training"]["max_train_rows"],
         seed=config["seed"],
         measured_dir=MEASURED_DIR,
-        scored=EXPERIMENTS,
-        experiments={e: config["experiments"][e] for e in EXPERIMENTS},
     script:
         "../scripts/deploy.py"
 

@@ -1,6 +1,6 @@
 # End-to-end inference latency (synperf/e2e/): every serving configuration with a real run in the public data
 # (pipeweave e2e/real) is generated from its model config and trace, composed from each kernel family's bulk
-# `synperf.api.predict` of the evaluation models (the experiment's recorded prediction path), NCCL collectives and a
+# `synperf.api.predict` of the evaluation models (the fingerprint predictors), NCCL collectives and a
 # per-iteration overhead fitted leave-one-configuration-out, and scored; its tables and figure are in the HTML report
 # (`snakemake --report`, category "5. End-to-end").
 E2E_FAMILIES = ["gemm", "attention_prefill", "attention_decode", "rmsnorm", "silu_mul", "fused_moe"]
@@ -8,8 +8,7 @@ E2E_FAMILIES = ["gemm", "attention_prefill", "attention_decode", "rmsnorm", "sil
 
 rule e2e:
     input:
-        models=[primary_file("models/{experiment}/{fs}-all/meta.json", e) for e in E2E_FAMILIES if e in EXPERIMENTS],
-        path_models=path_model_files([e for e in E2E_FAMILIES if e in EXPERIMENTS]),
+        models=fingerprint_files([e for e in E2E_FAMILIES if e in EXPERIMENTS]),
         registry=config["gpu_registry"],
         code=code_inputs("scripts/e2e.py"),
         hardware=MEASURED_FILES,

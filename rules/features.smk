@@ -52,12 +52,12 @@ rule check_leaks:
         "../scripts/check_leaks.py"
 
 
-# convenience target: only the feature tables `python -m synperf.lab` (the fast accuracy loop) reads, the primary
+# convenience target: only the feature tables `python -m synperf.lab` (the fast accuracy loop) reads, the top-level
 # feature set of every protocol family
 rule lab_features:
     input:
         [
-            f"results/features/{primary_feature_set(config['experiments'][e], FEATURE_SET)}/{e}.{ext}"
+            f"results/features/{FEATURE_SET}/{e}.{ext}"
             for e in PROTOCOLS.get("experiments", EXPERIMENTS)
             for ext in ("parquet", "json")
         ],

@@ -34,8 +34,7 @@ rule fewshot:
 rule predict_throughput:
     input:
         features=[primary_file("results/features/{fs}/{experiment}.parquet", e) for e in CORE_EXPERIMENTS],
-        path_choices=[f"models/{e}/path.json" for e in CORE_EXPERIMENTS],
-        path_models=path_model_files(CORE_EXPERIMENTS),
+        models=fingerprint_files(CORE_EXPERIMENTS),
         registry=config["gpu_registry"],
         hardware=MEASURED_FILES,
         code=code_inputs("scripts/predict_throughput.py"),

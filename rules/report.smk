@@ -19,8 +19,6 @@ rule report:
         leak_checks=[primary_file("results/leak_check/{fs}/{experiment}.json", e) for e in EXPERIMENTS],
         selection_table="results/tables/selection.csv",
         selection_choice="results/selection/choice.json",
-        path_choices=[f"models/{e}/path.json" for e in EXPERIMENTS],
-        intervals=[f"models/{e}/intervals.json" for e in EXPERIMENTS],
         recipe_choices=[RECIPE_CHOICE.format(experiment=e) for e in SELECTION_EXPERIMENTS] if RECIPES else [],
         e2e_summary="results/e2e/e2e_summary.csv",
         e2e_configs="results/e2e/e2e_configs.csv",

@@ -17,8 +17,6 @@ rule score_selection:
     output:
         **RECIPE_OUTPUTS,
         tables=expand("results/selection/{{experiment}}/{fs}.csv", fs=SELECTION["candidates"]),
-        paths=PATH_SCORES,
-        path_rows=PATH_ROWS,
     log:
         "results/logs/selection/{experiment}.log",
     benchmark:

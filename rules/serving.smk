@@ -6,8 +6,7 @@ SERVING_FAMILIES = ["gemm", "gemm_fp8_aiconfigurator", "attention_prefill", "att
 
 rule serving:
     input:
-        models=[primary_file("models/{experiment}/{fs}-all/meta.json", e) for e in SERVING_FAMILIES if e in EXPERIMENTS],
-        path_models=path_model_files([e for e in SERVING_FAMILIES if e in EXPERIMENTS]),
+        models=fingerprint_files([e for e in SERVING_FAMILIES if e in EXPERIMENTS]),
         registry=config["gpu_registry"],
         code=code_inputs("scripts/serving.py"),
         hardware=MEASURED_FILES,
@@ -68,8 +67,7 @@ rule serving_logo:
     input:
         scores="results/serving/serving_scores.csv",
         predictions=expand("results/protocols/{experiment}_serving_logo.parquet", experiment=SERVING_LOGO_EXPERIMENTS),
-        models=[primary_file("models/{experiment}/{fs}-all/meta.json", e) for e in SERVING_FAMILIES if e in EXPERIMENTS],
-        path_models=path_model_files([e for e in SERVING_FAMILIES if e in EXPERIMENTS]),
+        models=fingerprint_files([e for e in SERVING_FAMILIES if e in EXPERIMENTS]),
         registry=config["gpu_registry"],
         code=code_inputs("scripts/serving_logo.py"),
         hardware=MEASURED_FILES,

@@ -16,21 +16,12 @@ rule train:
         leak_checks=[f"results/leak_check/{fs}/{{experiment}}.json" for fs, _ in TRAINED],
         registry=config["gpu_registry"],
         hardware=MEASURED_FILES,
-        path_scores=PATH_SCORES,
-        path_rows=PATH_ROWS,
-        all_path_scores=expand(PATH_SCORES, experiment=EXPERIMENTS),
         fp_table=f"results/features/{FEATURE_SET}/{{experiment}}.parquet",
         fp_meta=f"results/features/{FEATURE_SET}/{{experiment}}.json",
         code=code_inputs("scripts/train.py"),
     output:
         **model_outputs(TRAINED),
         fingerprint="models/{experiment}/fingerprint.joblib",
-        path_choice="models/{experiment}/path.json",
-        path_residual="models/{experiment}/path_residual.joblib",
-        path_local="models/{experiment}/path_local.joblib",
-        path_local_mlp="models/{experiment}/path_local_mlp.joblib",
-        path_sources="models/{experiment}/path_sources.parquet",
-        intervals="models/{experiment}/intervals.json",
     log:
         "results/logs/train/{experiment}.log",
     benchmark:
@@ -44,8 +35,6 @@ rule train:
         models=lambda wc: model_specs(TRAINED, wc.experiment),
         seed=config["seed"],
         measured_dir=MEASURED_DIR,
-        scored=EXPERIMENTS,
-        experiments={e: config["experiments"][e] for e in EXPERIMENTS},
         fp_max_train_rows=config["training"]["max_train_rows"],
     script:
         "../scripts/train.py"

@@ -11,13 +11,9 @@ sm = snakemake  # noqa: F821
 exp = sm.wildcards.experiment
 model = {"feature_set": sm.params.feature_set, "group": "all", "primary": True, "training": dict(sm.params.training),
          "table": sm.input.table, "meta": sm.input.meta, "model_dir": sm.output.mlp}
-path_choice = {"scores": sm.input.path_scores, "rows": sm.input.path_rows, "registry": sm.input.registry,
-               "measured_dir": sm.params.measured_dir,
-               "all_scores": dict(zip(sm.params.scored, sm.input.all_path_scores)),
-               "experiments": dict(sm.params.experiments)}
 fingerprint = {"table": sm.input.fp_table, "meta": sm.input.fp_meta, "registry": sm.input.registry,
                "measured_dir": sm.params.measured_dir, "max_train_rows": sm.params.fp_max_train_rows,
                "out": sm.output.fingerprint}
 run(sm, lambda: train_models(exp, dict(sm.params.exp), [model], int(sm.params.seed), sm.threads,
-                             recipe=sm.input.get("recipe"), path_choice=path_choice, deploy=True,
+                             recipe=sm.input.get("recipe"), deploy=True,
                              fingerprint=fingerprint))

@@ -13,7 +13,7 @@ run(sm, lambda: evaluate_protocols(
     int(sm.params.seed), dict(sm.params.training), list(sm.params.names),
     list(sm.params.methods) if sm.params.methods else None, sm.threads, sm.output.table, out_cdf=sm.output.cdf,
     model_dir=str(Path(sm.input.model).parent), measured_dir=sm.params.measured_dir, out_rows=sm.output.rows,
-    path_scores=dict(zip(sm.params.scored, sm.input.all_path_scores)), experiments=dict(sm.params.experiments),
+    experiments=dict(sm.params.experiments),
     feature_tables=dict(zip(sm.params.candidates, zip(sm.input.candidate_tables, sm.input.candidate_metas))),
     feature_scores=list(sm.input.feature_scores), configured_feature_set=sm.params.feature_set,
     serving_launches=sm.input.serving_launches, out_launches=sm.output.serving_logo, logo_gpus=sm.params.logo_gpus))

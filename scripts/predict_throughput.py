@@ -9,6 +9,6 @@ from synperf.pipeline.throughput import predict_throughput
 
 sm = snakemake  # noqa: F821
 run(sm, lambda: print(predict_throughput(dict(sm.params.experiments), list(sm.input.features),
-                                         str(Path(sm.input.path_choices[0]).parents[1]), sm.input.registry,
+                                         str(Path(sm.input.models[0]).parents[1]), sm.input.registry,
                                          sm.output[0], n_launches=int(sm.params.n_launches),
                                          measured_dir=sm.params.measured_dir)))

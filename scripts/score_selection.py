@@ -12,5 +12,4 @@ run(sm, lambda: score_selection(list(zip(sm.input.tables, sm.input.metas, sm.out
                                 sm.input.registry, int(sm.params.seed), dict(sm.params.training), sm.threads,
                                 measured_dir=sm.params.measured_dir, recipes=dict(sm.params.recipes),
                                 recipe_features=(sm.input.primary_table, sm.input.primary_meta),
-                                out_recipes=sm.output.get("recipes"), out_recipe=sm.output.get("recipe"),
-                                out_paths=sm.output.paths, out_path_rows=sm.output.path_rows))
+                                out_recipes=sm.output.get("recipes"), out_recipe=sm.output.get("recipe")))

@@ -12,13 +12,9 @@ exp = sm.wildcards.experiment
 models = [{**m, "table": m["table"].format(experiment=exp), "meta": m["meta"].format(experiment=exp),
            "model_dir": str(Path(model).parent), "predictions": pred, "mape": mape}
           for m, model, pred, mape in zip(sm.params.models, sm.output.models, sm.output.predictions, sm.output.mape)]
-models.sort(key=lambda m: not m.get("primary"))  # the primary model first: the path choice is recorded beside it
-path_choice = ({"scores": sm.input.path_scores, "rows": sm.input.path_rows, "registry": sm.input.registry,
-                "measured_dir": sm.params.measured_dir,
-                "all_scores": dict(zip(sm.params.scored, sm.input.all_path_scores)),
-                "experiments": dict(sm.params.experiments)} if "path_choice" in sm.output.keys() else None)
+models.sort(key=lambda m: not m.get("primary"))  # the primary model first
 fingerprint = ({"table": sm.input.fp_table, "meta": sm.input.fp_meta, "registry": sm.input.registry,
                 "measured_dir": sm.params.measured_dir, "max_train_rows": sm.params.fp_max_train_rows,
                 "out": sm.output.fingerprint} if "fingerprint" in sm.output.keys() else None)
 run(sm, lambda: train_models(exp, dict(sm.params.exp), models, int(sm.params.seed), sm.threads,
-                             recipe=sm.input.get("recipe"), path_choice=path_choice, fingerprint=fingerprint))
+                             recipe=sm.input.get("recipe"), fingerprint=fingerprint))

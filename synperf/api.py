@@ -8,7 +8,8 @@ Example::
 
 Models are those the pipeline trained (``models/<experiment>/``); by default the experiment of the kernel family
 trained on the launches' dtype (:func:`route_experiment`: the one named like the family when it was, e.g. ``gemm``
-for bfloat16, ``gemm_fp32_neusight`` for float32).
+for bfloat16, ``gemm_fp32_neusight`` for float32), and its fingerprint predictor (:mod:`synperf.model.fingerprint`:
+the launch's spec-sheet pipe times with the GPU's constants, times a correction learned on the training GPUs).
 """
 
 from __future__ import annotations
@@ -27,11 +28,9 @@ from synperf.data.hardware import Registry, load_registry
 from synperf.data.io import InputError, brief_error, close_match
 from synperf.data.launches import TENSOR_FAMILIES, check_launches, check_param_keys
 from synperf.data.schema import KERNEL_PARAMS, LAUNCH_COLUMNS, conform
-from synperf.evaluation.path_selection import CHOICE_FILE, choice_reads_mlp, load_choice, predict_with_choice
 from synperf.model.estimator import TrainedModel
 from synperf.model.features import FEATURE_SETS, build_features, primary_feature_set
 from synperf.model.kernels.dtypes import DTYPE_BYTES
-from synperf.model.uncertainty import INTERVAL_QUANTILES, INTERVALS_FILE, interval_bounds, load_intervals
 
 DEFAULT_IMPLEMENTATION = {
     "gemm": "cublas", "gemm_fp8": "torch_scaled_mm", "attention_prefill": "vllm_flash_attn",
@@ -232,8 +231,7 @@ DEPLOY_DIR = "deploy"
 
 def model_set_dir(models_dir: Path, experiment: str, models: str | None) -> tuple[Path, str]:
     """The experiment folder of the model set ``models`` (``deploy``, ``evaluation`` or None: ``deploy`` where
-    ``<models_dir>/deploy/<experiment>`` records a path (``path.json``, naming its MLP folder), else
-    ``evaluation``) and the set's name.
+    ``<models_dir>/deploy/<experiment>`` holds a fingerprint predictor, else ``evaluation``) and the set's name.
 
     Raises:
         InputError: ``models`` not one of :data:`MODEL_SETS`, or ``deploy`` without a deploy model of
@@ -241,8 +239,10 @@ def model_set_dir(models_dir: Path, experiment: str, models: str | None) -> tupl
     """
     if models is not None and models not in MODEL_SETS:
         raise InputError(f"models = {models!r}; expected one of {sorted(MODEL_SETS)} or None")
+    from synperf.model.fingerprint import FINGERPRINT_FILE
+
     deploy = models_dir / DEPLOY_DIR / experiment
-    has_deploy = (deploy / CHOICE_FILE).is_file()
+    has_deploy = (deploy / FINGERPRINT_FILE).is_file()
     if models == "deploy" and not has_deploy:
         raise InputError(f"{deploy}: no deploy model of {experiment!r}; run `snakemake --cores all deploy` first")
     if models != "evaluation" and has_deploy:
@@ -250,8 +250,8 @@ def model_set_dir(models_dir: Path, experiment: str, models: str | None) -> tupl
     return models_dir / experiment, "evaluation"
 
 
-#: launches :func:`predict` models at a time unless told (``chunk_rows``): the features, encoded features and path
-#: predictions of one chunk exist at once, so a call's peak memory grows with the chunk and the output columns, not
+#: launches :func:`predict` models at a time unless told (``chunk_rows``): the features and predictions of one chunk
+#: exist at once, so a call's peak memory grows with the chunk and the output columns, not
 #: with the launch count (``benchmarks/predict_memory.py`` measures it)
 CHUNK_ROWS = 200_000
 #: rows the MLP takes per matrix product (:meth:`TrainedModel.predict_efficiency`'s ``batch``), counted from the
@@ -298,11 +298,10 @@ def check_chunk_rows(chunk_rows) -> int:
 
 
 #: how :func:`predict` answers: ``fingerprint``, the experiment's fingerprint predictor (its GPU's constants times a
-#: GPU-invariant correction, :mod:`synperf.model.fingerprint`), or ``paths``, the MLP and the prediction path
-#: recorded beside it (:mod:`synperf.evaluation.path_selection`)
-PREDICTORS = ("fingerprint", "paths")
-#: :func:`predict`'s default: the fingerprint predictor where the experiment folder holds one (``fingerprint.joblib``,
-#: written by the ``train`` and ``deploy`` rules), else the paths
+#: GPU-invariant correction, :mod:`synperf.model.fingerprint`), or ``mlp``, the SynPerf paper's efficiency MLP
+#: (:mod:`synperf.model.estimator`), kept to compare with the paper
+PREDICTORS = ("fingerprint", "mlp")
+#: :func:`predict`'s default
 DEFAULT_PREDICTOR = "fingerprint"
 
 
@@ -310,7 +309,7 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
             models_dir: str | os.PathLike | None = None, registry: Registry | None = None,
             feature_set: str | None = None, experiments: dict | None = None, chunk_rows: int | None = None,
             progress: bool | Callable[[int, int], None] = False, models: str | None = None,
-            predictor: str | None = None) -> pd.DataFrame:
+            predictor: str | None = None, measured: pd.DataFrame | None = None) -> pd.DataFrame:
     """Predict latency for many launches of one kernel family.
 
     Args:
@@ -331,53 +330,49 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
         experiments: the ``experiments`` block of the config the models in ``models_dir`` were trained with, which
             routes the rows by dtype (:func:`route_experiment`); default the ``config`` of :func:`default_paths`.
             A pipeline stage running another config passes its own.
-        feature_set: which model of the experiment (``models/<experiment>/<feature_set>-all``); default the
-            MLP folder of the recorded path (``path.json``), else the experiment's primary feature set in the
+        feature_set: with the ``mlp`` predictor, which MLP of the experiment
+            (``models/<experiment>/<feature_set>-all``); default the experiment's primary feature set in the
             ``config`` of :func:`default_paths` (its entry's ``feature_set``, else the top-level one), else the first
-            of v2_paper, v2, v1 that was trained.
+            of v2_paper, v2, v1 that was trained. Giving it selects the ``mlp`` predictor.
         chunk_rows: launches modelled at a time (default :data:`CHUNK_ROWS`; rounded up to a multiple of
             :data:`MLP_BLOCK_ROWS`). Validation and the choice of experiment see every launch; every later step
-            (features, encoding, MLP blocks, recorded path, intervals) treats rows independently, so the result is
+            (features, pipe times, correction, MLP blocks, intervals) treats rows independently, so the result is
             the same, bit for bit, whatever the chunk size, and only the output columns grow with the launch count.
         progress: with more than one chunk, report progress after each chunk: True draws a bar on stderr
             (:func:`progress_reporter`), a callable gets ``(launches done, launches in total)``.
-        predictor: one of :data:`PREDICTORS`. ``fingerprint`` answers from ``<experiment folder>/fingerprint.joblib``
-            (:func:`predict_fingerprint`, whose columns the output then has). Default: ``fingerprint`` where that
-            file exists and ``feature_set`` is not given, else ``paths``; the output's ``prediction_path`` says
-            which answered.
+        predictor: one of :data:`PREDICTORS` (default ``fingerprint``, or ``mlp`` when ``feature_set`` is given).
+            ``fingerprint`` answers from ``<experiment folder>/fingerprint.joblib`` (:func:`predict_fingerprint`,
+            whose columns the output then has); ``mlp`` from the MLP folder.
+        measured: few-shot, fingerprint predictor only: measured launches of GPUs the model did not train on (e.g.
+            the short sweep of ``profiling.short``): the parameter columns, ``gpu`` and ``latency_us``
+            (microseconds). Each such GPU's constants are refitted on its rows and the correction the predictor
+            chose for that many rows is applied (:func:`synperf.evaluation.fewshot.fewshot_predictor`); its
+            rows' ``gpu_constants`` then say "few-shot fit on k rows".
 
     Returns:
         The canonical parameter columns plus ``theoretical_time_us``, ``predicted_efficiency``,
-        ``predicted_latency_us`` (microseconds), ``prediction_path`` (how the row was predicted) and
-        ``source_gpu``, ``unknown_category`` (``column=value`` pairs of categorical features, e.g. an implementation
-        label, that the MLP never saw in training: encoded as no level, so the prediction is less certain; empty
-        when none), one row per launch; ``attrs["model_dir"]`` names the MLP folder. When the experiment
-        folder records a chosen path (``path.json``, :func:`synperf.evaluation.path_selection.save_choice`) and
-        ``feature_set`` is not given, that path predicts: ``prediction_path`` is a base model (``mlp``,
-        ``physical``, ``residual`` or ``ensemble``) or ``<mode>+<base>`` (mode ``transfer``, ``shift``,
-        ``sibling`` or ``sibling_roofline``, :data:`synperf.model.paths.TRANSFER_MODES`) where a seen GPU's
-        training row measured the launch (``source_gpu`` names that GPU; <NA> elsewhere), except on the experiment's
-        training GPUs, where the recorded seen path (a base model or ``local``, chosen on held-out training problems)
-        predicts, and ``attrs["path_choice"]`` names the record, ``attrs["training_gpus"]`` those GPUs. Otherwise
-        every row is ``mlp:<model folder>`` with ``source_gpu`` <NA>.
-        ``predicted_latency_low_us`` and ``predicted_latency_high_us`` bound an 80% interval per row
-        (:mod:`synperf.model.uncertainty`: the measured/predicted spread of the row's path on the rows it was
-        checked on without training on them), when the folder records intervals beside the path
-        (``intervals.json``); NaN otherwise.
+        ``predicted_latency_us`` (microseconds), ``predicted_latency_low_us`` and ``predicted_latency_high_us``
+        (80% interval; NaN for the MLP), ``prediction_path`` (``fingerprint`` or ``mlp:<model folder>``),
+        ``source_gpu`` (<NA>), ``unknown_category`` (``column=value`` pairs of categorical features, e.g. an
+        implementation label, that training never saw: less certain; empty when none) and ``model_set``, one row
+        per launch; the fingerprint predictor adds ``fingerprint_time_us``, ``gpu_constants`` and ``evidence``
+        (:func:`predict_fingerprint`). ``attrs``: ``model_dir``, ``model_set``, and for the fingerprint
+        predictor ``training_gpus`` and ``interval``.
 
     Raises:
         InputError: ``chunk_rows`` not an integer >= 1, ``models`` not a model set or ``deploy`` without a deploy
             model of the experiment, what :func:`launch_table` refuses, a dtype the experiment
             was not trained on (:func:`route_experiment`), a ``feature_set`` that is not one of
-            :data:`synperf.model.features.FEATURE_SETS` or was not trained for the experiment, no trained model, or
-            intervals recorded for another path than ``path.json``'s.
+            :data:`synperf.model.features.FEATURE_SETS` or was not trained for the experiment, ``feature_set`` with
+            the ``fingerprint`` predictor, or no trained model; ``measured`` with the ``mlp`` predictor, without
+            ``gpu`` or ``latency_us``, with a latency not finite and > 0, or of a GPU the model trained on.
     """
     chunk_rows = check_chunk_rows(chunk_rows)
     if predictor is not None and predictor not in PREDICTORS:
         raise InputError(f"predictor = {predictor!r}; expected one of {list(PREDICTORS)}")
     if predictor == "fingerprint" and feature_set is not None:
         raise InputError(f"feature_set = {feature_set!r} names an MLP; the fingerprint predictor has one model "
-                         "per experiment (leave feature_set out, or pass predictor='paths')")
+                         "per experiment (leave feature_set out, or pass predictor='mlp')")
     defaults = default_paths()
     registry = registry or load_registry(defaults["registry"], defaults["measured_dir"])
     # validation and routing see the whole call: the experiment is chosen by every row's dtype
@@ -387,35 +382,26 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
     experiment = route_experiment(kernel, table["dtype"], experiment, experiments)
     exp_dir, model_set = model_set_dir(Path(models_dir or defaults["models_dir"]), experiment, models)
     report = progress_reporter(f"predicting {kernel}", "launches") if progress is True else (progress or None)
-    if predictor is None:
-        from synperf.model.fingerprint import FINGERPRINT_FILE
-
-        predictor = (DEFAULT_PREDICTOR if feature_set is None and (exp_dir / FINGERPRINT_FILE).is_file()
-                     else "paths")
+    predictor = predictor or ("mlp" if feature_set is not None else DEFAULT_PREDICTOR)
+    if measured is not None and predictor != "fingerprint":
+        raise InputError("measured: few-shot refits the fingerprint predictor; leave predictor and feature_set out")
     if predictor == "fingerprint":
-        return predict_fingerprint(table, registry, exp_dir, model_set, chunk_rows, report)
+        return predict_fingerprint(table, registry, exp_dir, model_set, chunk_rows, report,
+                                   measured=None if measured is None else measured_table(kernel, measured, registry))
     if feature_set is not None:
         _check_feature_set(exp_dir, feature_set)
-    choice = load_choice(exp_dir) if feature_set is None else None
     primary = _primary_feature_set(defaults["config"], experiment)
     order = (feature_set, primary, "v2_paper", "v2", "v1")
-    candidates = ([exp_dir / choice["mlp_dir"]] if choice and choice.get("mlp_dir") else []) + \
+    candidates = ([exp_dir / "mlp"] if model_set == "deploy" else []) + \
         [exp_dir / f"{fs}-all" for fs in dict.fromkeys(order) if fs] + [exp_dir]
     model_dir = next((d for d in candidates if (d / "meta.json").exists()), None)
     if model_dir is None:
-        raise InputError(f"{exp_dir}: no trained model; run the pipeline (`snakemake --cores all`) first")
-    intervals = load_intervals(exp_dir) if choice is not None else None
-    if intervals is not None:
-        for key in ("path", "seen_path"):
-            if intervals.get(key) != choice.get(key):
-                raise InputError(f"{exp_dir / INTERVALS_FILE}: intervals of {key} {intervals.get(key)!r}, but "
-                                 f"{CHOICE_FILE} records {choice.get(key)!r}; rerun the train stage")
+        raise InputError(f"{exp_dir}: no trained MLP; run the pipeline (`snakemake --cores all`) first")
     out = table.drop(columns=["latency_us", "latency_stat", "source", "source_version", "source_file"])
     n = len(table)
     parts = []
     for start in range(0, max(n, 1), chunk_rows):
-        rows = table.iloc[start:start + chunk_rows].reset_index(drop=True)
-        parts.append(_predict_chunk(rows, registry, exp_dir, model_dir, choice, intervals))
+        parts.append(_predict_chunk(table.iloc[start:start + chunk_rows].reset_index(drop=True), registry, model_dir))
         if report is not None and n > chunk_rows:
             report(min(start + chunk_rows, n), n)
     del table
@@ -426,56 +412,46 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
     out["model_set"] = model_set
     out.attrs["model_dir"] = str(model_dir)
     out.attrs["model_set"] = model_set
-    if choice is not None:
-        out.attrs["path_choice"] = str(exp_dir / CHOICE_FILE)
-        out.attrs["training_gpus"] = [str(g) for g in choice.get("training_gpus", [])]
-        if intervals is not None:
-            out.attrs["interval"] = (f"{INTERVAL_QUANTILES[1] - INTERVAL_QUANTILES[0]:.0%} interval from each "
-                                     "path's errors on seen GPUs left out in turn (on a training GPU: on problems "
-                                     f"its MLP held out) ({exp_dir / INTERVALS_FILE})")
     return out
 
 
-def _predict_chunk(table: pd.DataFrame, registry: Registry, exp_dir: Path, model_dir: Path, choice: dict | None,
-                   intervals: dict | None) -> pd.DataFrame:
-    """:func:`predict`'s output columns for the launch rows ``table`` (index ``0..len-1``): ``theoretical_time_us``,
+def _predict_chunk(table: pd.DataFrame, registry: Registry, model_dir: Path) -> pd.DataFrame:
+    """The MLP's output columns for the launch rows ``table`` (index ``0..len-1``): ``theoretical_time_us``,
     ``predicted_latency_us``, ``predicted_efficiency``, ``prediction_path``, ``unknown_category``, ``source_gpu``,
-    ``predicted_latency_low_us``, ``predicted_latency_high_us``; one row per launch, each from that row alone."""
+    ``predicted_latency_low_us``, ``predicted_latency_high_us`` (NaN); one row per launch, each from that row alone."""
     model = _load(str(model_dir))
     ff = build_features(table, registry, model.meta.get("feature_set", "v1"))
     out = pd.DataFrame(index=table.index)
     out["theoretical_time_us"] = ff.frame["theoretical_time_us"].to_numpy()
-    reads_mlp = choice is None or choice_reads_mlp(choice, table["gpu"])
-    if reads_mlp:
-        out["predicted_latency_us"] = model.predict_latency_us(ff)
-    else:  # the chosen paths answer every row without the MLP: its encoder still checks and names unknown levels
-        model.encoder.transform(ff.frame)
-        out["predicted_latency_us"] = np.nan
+    out["predicted_latency_us"] = model.predict_latency_us(ff)
     out["predicted_efficiency"] = out["theoretical_time_us"] / out["predicted_latency_us"]
     out["prediction_path"] = f"mlp:{model_dir}"
     out["unknown_category"] = model.encoder.unknown.to_numpy()
     out["source_gpu"] = pd.Series([pd.NA] * len(out), dtype="string")
     out["predicted_latency_low_us"] = np.nan
     out["predicted_latency_high_us"] = np.nan
-    if choice is None:
-        return out
-    mlp = _load(str(exp_dir / choice["mlp_dir"])) if choice.get("mlp_dir") else model
-    # the features and MLP predictions above serve the path when it uses the same feature set and MLP
-    same_fs = choice.get("feature_set", "v2") == model.meta.get("feature_set", "v1")
-    chosen = predict_with_choice(choice, exp_dir, table, registry, mlp, features=ff if same_fs else None,
-                                 mlp_pred=out["predicted_latency_us"].to_numpy()
-                                 if same_fs and mlp is model and reads_mlp else None)
-    out["predicted_latency_us"] = chosen["predicted_latency_us"].to_numpy()
-    out["predicted_efficiency"] = out["theoretical_time_us"] / out["predicted_latency_us"]
-    out["prediction_path"] = chosen["prediction_path"].to_numpy()
-    out["source_gpu"] = chosen["source_gpu"].astype("string").to_numpy()
-    if intervals is not None:
-        pred, labels = out["predicted_latency_us"].to_numpy(), out["prediction_path"].to_numpy()
-        lo, hi = interval_bounds(pred, labels, intervals["intervals"])
-        if choice.get("seen_path") and intervals.get("seen_intervals"):  # rows on a training GPU
-            on = table["gpu"].astype(str).isin(choice.get("training_gpus", [])).to_numpy()
-            lo[on], hi[on] = interval_bounds(pred[on], labels[on], intervals["seen_intervals"])
-        out["predicted_latency_low_us"], out["predicted_latency_high_us"] = lo, hi
+    return out
+
+
+def measured_table(kernel: str, measured: pd.DataFrame, registry: Registry) -> pd.DataFrame:
+    """``measured`` launches (parameter columns, ``gpu``, ``latency_us``) as canonical rows (:func:`launch_table`)
+    with their measured ``latency_us``.
+
+    Raises:
+        InputError: no ``gpu`` or ``latency_us`` column, a latency that is not finite and > 0, or what
+            :func:`launch_table` refuses.
+    """
+    missing = [c for c in ("gpu", "latency_us") if c not in measured.columns]
+    if missing:
+        raise InputError(f"measured: needs the columns {missing} beside the launch parameters")
+    y = pd.to_numeric(measured["latency_us"], errors="coerce").to_numpy(dtype="float64")
+    bad = np.flatnonzero(~(np.isfinite(y) & (y > 0)))
+    if len(bad):
+        raise InputError(f"measured: row {int(bad[0])}: latency_us = {measured['latency_us'].iloc[bad[0]]}; "
+                         "expected a finite number > 0 (microseconds)")
+    rows = measured.drop(columns=["gpu", "latency_us"]).reset_index(drop=True)
+    out = launch_table(kernel, rows, measured["gpu"].astype(str).tolist(), registry)
+    out["latency_us"] = y
     return out
 
 
@@ -488,10 +464,12 @@ def _load_fingerprint(path: str, mtime_ns: int):
 
 
 def predict_fingerprint(table: pd.DataFrame, registry: Registry, exp_dir: Path, model_set: str, chunk_rows: int,
-                        report: Callable[[int, int], None] | None = None) -> pd.DataFrame:
+                        report: Callable[[int, int], None] | None = None,
+                        measured: pd.DataFrame | None = None) -> pd.DataFrame:
     """:func:`predict` with ``predictor="fingerprint"``: the launch rows ``table`` (of :func:`launch_table`)
     predicted by ``<exp_dir>/fingerprint.joblib`` ``chunk_rows`` at a time
-    (:meth:`synperf.model.fingerprint.FingerprintModel.describe`).
+    (:meth:`synperf.model.fingerprint.FingerprintModel.describe`); with ``measured`` (:func:`measured_table`
+    rows), refitted on them first (:func:`synperf.evaluation.fewshot.fewshot_predictor`).
 
     Returns:
         The canonical parameter columns plus ``theoretical_time_us``, ``predicted_latency_us``,
@@ -502,7 +480,8 @@ def predict_fingerprint(table: pd.DataFrame, registry: Registry, exp_dir: Path, 
         ``model_set``; ``attrs``: ``model_dir`` (the file), ``model_set``, ``training_gpus``, ``interval``.
 
     Raises:
-        InputError: no such file (the message names the target that fits it), or a damaged one.
+        InputError: no such file (the message names the target that fits it), a damaged one, or ``measured`` of
+            a GPU the model trained on.
     """
     from synperf.model.fingerprint import FINGERPRINT_FILE
 
@@ -510,8 +489,16 @@ def predict_fingerprint(table: pd.DataFrame, registry: Registry, exp_dir: Path, 
     if not path.is_file():
         target = "`snakemake --cores all deploy`" if model_set == "deploy" else "the pipeline (`snakemake --cores all`)"
         raise InputError(f"{path}: no fingerprint predictor of {exp_dir.name!r}; run {target} first, or pass "
-                         "predictor='paths'")
+                         "predictor='mlp'")
     model = _load_fingerprint(str(path), path.stat().st_mtime_ns)
+    corrections = {}
+    if measured is not None:
+        from synperf.evaluation.fewshot import fewshot_predictor
+
+        try:
+            model, corrections = fewshot_predictor(model, measured, registry)
+        except ValueError as err:
+            raise InputError(f"measured: {err}") from None
     out = table.drop(columns=["latency_us", "latency_stat", "source", "source_version", "source_file"])
     n, parts = len(table), []
     for start in range(0, max(n, 1), chunk_rows):
@@ -519,6 +506,14 @@ def predict_fingerprint(table: pd.DataFrame, registry: Registry, exp_dir: Path, 
         if report is not None and n > chunk_rows:
             report(min(start + chunk_rows, n), n)
     pred = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+    gpus = table["gpu"].astype(str).to_numpy()
+    for gpu, (name, fitted) in corrections.items():
+        on = gpus == gpu
+        p = pred["predicted_latency_us"].to_numpy()[on]
+        scale = fitted.apply(p, pred["theoretical_time_us"].to_numpy()[on]) / p
+        for c in ("predicted_latency_us", "predicted_latency_low_us", "predicted_latency_high_us"):
+            pred.loc[on, c] = pred.loc[on, c].to_numpy() * scale
+        pred.loc[on, "gpu_constants"] = pred.loc[on, "gpu_constants"].astype(str) + f"; then correction {name}"
     for c in ("theoretical_time_us", "predicted_latency_us", "predicted_latency_low_us", "predicted_latency_high_us",
               "fingerprint_time_us", "gpu_constants", "evidence", "unknown_category"):
         out[c] = pred[c].to_numpy()

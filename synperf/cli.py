@@ -215,7 +215,8 @@ def _param_value(v: str):
 
 def predict_cmd(args: argparse.Namespace) -> int:
     """``synperf predict``: :func:`synperf.api.predict` of ``--param key=value`` (one launch) or ``--launches``
-    (a CSV, one launch per row) on ``--gpu``, written as CSV to ``--out`` (else stdout)."""
+    (a CSV, one launch per row) on ``--gpu``, written as CSV to ``--out`` (else stdout); ``--measured`` (a CSV of
+    measured launches, ``gpu`` defaulting to ``--gpu``) refits the GPU's fingerprint first."""
     from synperf.api import predict
 
     if bool(args.param) == bool(args.launches):
@@ -235,7 +236,15 @@ def predict_cmd(args: argparse.Namespace) -> int:
                 raise InputError(f"--param {it}: expected key=value, e.g. m=4096")
             params[key.strip()] = _param_value(val.strip())
     registry = load_registry(args.registry) if args.registry else None
-    out = predict(args.kernel, params, args.gpu, models_dir=args.models_dir, registry=registry,
+    measured = None
+    if args.measured:
+        try:
+            measured = pd.read_csv(args.measured)
+        except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+            raise InputError(f"--measured {args.measured}: cannot read CSV ({e})") from None
+        if "gpu" not in measured.columns:
+            measured = measured.assign(gpu=args.gpu)
+    out = predict(args.kernel, params, args.gpu, models_dir=args.models_dir, registry=registry, measured=measured,
                   **_predict_kwargs(args))
     empty = [c for c in out.columns if out[c].isna().all() or (out[c].astype(str) == "").all()]
     if empty:   # e.g. no interval recorded, no unknown category, no transfer source: said once on stderr
@@ -313,8 +322,8 @@ def _models_arg(parser: argparse.ArgumentParser) -> None:
                              "(seen GPUs only); default deploy where an experiment has one, else evaluation")
     parser.add_argument("--predictor", choices=PREDICTORS, default=None,
                         help="fingerprint (each GPU's constants times a correction learned across GPUs, "
-                             "docs/fingerprint.md) or paths (the MLP and its recorded path); "
-                             f"default {DEFAULT_PREDICTOR} where the experiment has one, else paths")
+                             "docs/fingerprint.md) or mlp (the SynPerf paper's efficiency MLP); "
+                             f"default {DEFAULT_PREDICTOR}")
 
 
 def _predict_kwargs(args: argparse.Namespace) -> dict:
@@ -390,6 +399,9 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--param", action="append", default=None, metavar="KEY=VALUE",
                    help="one launch's parameter (repeatable), e.g. --param m=4096 --param dtype=bfloat16")
     k.add_argument("--launches", default=None, metavar="FILE.csv", help="launches, one per row (parameter columns)")
+    k.add_argument("--measured", default=None, metavar="FILE.csv",
+                   help="few-shot: measured launches of the GPU (parameter columns and latency_us, e.g. a short "
+                        "sweep); its fingerprint is refitted on them (docs/fingerprint.md)")
     k.add_argument("--out", default=None, help="write the CSV here (default: stdout)")
     k.add_argument("--models-dir", default=None, help="trained models (default: models/ of this checkout)")
     k.add_argument("--registry", default=None, help="GPU registry (default config/gpus.yaml)")

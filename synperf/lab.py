@@ -15,10 +15,9 @@ experiment per CPU core, and prints the goals table (:func:`synperf.evaluation.g
 What differs from the full job, so its numbers are for iterating, never the record:
 
 * a sample of problems, not every row (``--problems``, default :data:`DEFAULT_PROBLEMS` per experiment);
-* every fold's MLP methods read the experiment's primary feature set (the full job's leave-one-out folds choose
-  one from the other experiments' selection scores);
-* the ``synperf`` method's default path is chosen from the cached path scores (``results/selection/<exp>/paths.csv``)
-  of the experiments that may inform the fold, as in the full job, or ``mlp`` where none are cached;
+* every method reads the configured top-level ``feature_set``'s table, as ``synperf`` and the baselines do in the
+  full job (there the MLP reads the experiment's primary feature set, or in a leave-one-out fold the one the other
+  experiments' selection scores pick);
 * only the protocols asked for (default leave-one-GPU-out); the goals of other protocols read "not measured".
 
 Families: the config's ``protocols.experiments`` (the seven core families of ``config/config.yaml``), or
@@ -43,7 +42,6 @@ import yaml
 
 from synperf.api import default_paths
 from synperf.data.io import InputError
-from synperf.model.features import primary_feature_set
 
 #: problems sampled per experiment (every GPU's rows of each), sized so the default run answers within a few minutes
 #: on 2 cores
@@ -90,9 +88,8 @@ def score_experiment(job: dict) -> pd.DataFrame:
 
     from synperf.data.hardware import load_registry
     from synperf.data.io import read_table
-    from synperf.evaluation.protocols import SYNPERF, make_folds, predict_protocol, summarize_predictions
+    from synperf.evaluation.protocols import make_folds, predict_protocol, summarize_predictions
     from synperf.model.estimator import TrainConfig
-    from synperf.pipeline.protocols import tested_gpus
 
     torch.set_num_threads(1)
     t0 = time.time()
@@ -106,17 +103,8 @@ def score_experiment(job: dict) -> pd.DataFrame:
     for protocol in job["protocols"]:
         folds = make_folds(protocol, table, registry, gpus=gpus, heldout_frac=exp.get("heldout_frac", 0.2),
                            seed=job["seed"], heldout_source_files=exp.get("heldout_source_files"))
-        defaults = {}
-        if SYNPERF in job["methods"] and job["path_scores"] and protocol != "configured":
-            from synperf.pipeline.selection import path_default
-
-            for fold in folds:
-                d = path_default(name, job["experiments"], job["path_scores"], tested_gpus(fold, registry),
-                                 own_scores=False)
-                defaults[fold.name] = d["default"]
         preds = predict_protocol(table, folds, list(job["methods"]), registry, cfg, meta,
-                                 max_train_rows=cfg.max_train_rows, seed=job["seed"], log=lambda *_: None,
-                                 defaults=defaults or None)
+                                 max_train_rows=cfg.max_train_rows, seed=job["seed"], log=lambda *_: None)
         if not len(preds):
             continue
         summaries.append(summarize_predictions(preds).assign(scope="all"))
@@ -129,7 +117,7 @@ def score_experiment(job: dict) -> pd.DataFrame:
                                                           seconds=time.time() - t0)
 
 
-def _jobs(cfg: dict, families: list[str], features_dir: Path, results_dir: Path, methods: list[str],
+def _jobs(cfg: dict, families: list[str], features_dir: Path, methods: list[str],
           protocols: list[str], problems: int, root: Path) -> list[dict]:
     experiments = cfg["experiments"]
     unknown = [f for f in families if f not in experiments]
@@ -138,20 +126,17 @@ def _jobs(cfg: dict, families: list[str], features_dir: Path, results_dir: Path,
     training = {**(cfg.get("training") or {}), **((cfg.get("protocols") or {}).get("training") or {})}
     measured = root / cfg.get("hardware_measurements_dir", "data/hardware")
     measured_dir = str(measured) if (cfg.get("characterize") or {}).get("use_measured", True) else None
-    scores = {e: str(results_dir / "selection" / e / "paths.csv") for e in experiments
-              if (results_dir / "selection" / e / "paths.csv").is_file()}
     jobs = []
     for name in families:
         exp = experiments[name]
-        table, meta = _feature_paths(features_dir, primary_feature_set(exp, cfg["feature_set"]), name)
+        table, meta = _feature_paths(features_dir, cfg["feature_set"], name)
         jobs.append({"experiment": name, "exp": exp, "table": str(table), "meta": str(meta),
                      "registry": str(root / cfg["gpu_registry"]), "measured_dir": measured_dir, "training": training,
-                     "methods": methods, "protocols": protocols, "problems": problems, "seed": int(cfg.get("seed", 0)),
-                     "path_scores": scores, "experiments": experiments})
+                     "methods": methods, "protocols": protocols, "problems": problems, "seed": int(cfg.get("seed", 0))})
     return jobs
 
 
-def run_lab(cfg: dict, families: list[str], features_dir: Path, results_dir: Path, methods: list[str],
+def run_lab(cfg: dict, families: list[str], features_dir: Path, methods: list[str],
             protocols: list[str], problems: int, workers: int, root: Path | None = None
             ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Score ``methods`` under ``protocols`` on every family; ``(protocol summary, goals table)``. The config's
@@ -168,7 +153,7 @@ def run_lab(cfg: dict, families: list[str], features_dir: Path, results_dir: Pat
         bad = [m for m in given if m not in known]
         if bad:
             raise InputError(f"{label}: unknown {bad}; known: {list(known)}")
-    jobs = _jobs(cfg, families, features_dir, results_dir, methods, protocols, problems, Path(root or "."))
+    jobs = _jobs(cfg, families, features_dir, methods, protocols, problems, Path(root or "."))
     # the longest first: the experiments with the most GPUs
     jobs.sort(key=lambda j: -len(list(j["exp"]["seen"]) + list(j["exp"].get("unseen", []))))
     if workers <= 1 or len(jobs) == 1:
@@ -203,8 +188,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", type=Path, default=config, help="pipeline config (default: this checkout's)")
     ap.add_argument("--features", type=Path, default=checkout / "results" / "features",
                     help="cached feature tables, <features>/<feature set>/<experiment>.parquet")
-    ap.add_argument("--results", type=Path, default=checkout / "results",
-                    help="results folder whose selection/<experiment>/paths.csv give the synperf method's default")
     ap.add_argument("--families", help="comma-separated experiments (default: the config's protocols.experiments)")
     ap.add_argument("--methods", default=",".join(DEFAULT_METHODS), help="comma-separated protocol methods")
     ap.add_argument("--protocols", default=",".join(DEFAULT_PROTOCOLS), help="comma-separated: configured,logo,loao")
@@ -222,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
                     else list((cfg.get("protocols") or {}).get("experiments") or []))
         if not families:
             raise InputError(f"{args.config}: no protocols.experiments; name the families with --families")
-        summary, goals = run_lab(cfg, families, args.features, args.results, args.methods.split(","),
+        summary, goals = run_lab(cfg, families, args.features, args.methods.split(","),
                                  args.protocols.split(","), args.problems, args.workers,
                                  root=checkout)
     except InputError as err:

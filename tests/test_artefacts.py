@@ -50,7 +50,7 @@ def _truncate(f):
 def test_a_truncated_model_file_is_named_with_the_stage_that_writes_it(model_dir, tmp_path, registry, name, kind):
     d = _copy(model_dir, tmp_path)
     params = {k: v[:3] if isinstance(v, list) else v for k, v in GEMM.items()}
-    ok = predict("gemm", params, "h100_sxm", models_dir=tmp_path, registry=registry)
+    ok = predict("gemm", params, "h100_sxm", models_dir=tmp_path, registry=registry, predictor="mlp")
     assert ok["prediction_path"].tolist() == [f"mlp:{d}"] * 3 and (ok["predicted_latency_us"] > 0).all()
     _truncate(d / name)
     with pytest.raises(InputError) as err:
@@ -82,37 +82,20 @@ def test_meta_without_its_keys_and_a_foreign_encoder_are_refused(model_dir, tmp_
         TrainedModel.load(d)
 
 
-@pytest.mark.parametrize("text, match", [
-    ('{"path": "mlp", "mlp_dir"', r"path.json: not a valid JSON file \(truncated\?\) \(JSONDecodeError: .+\); rerun "
-                                  r"the train stage$"),
-    ('["mlp"]', r"path.json: expected a JSON object, found list; rerun the train stage$"),
-    ('{"mlp_dir": "v1-all"}', r"path.json: missing \['path'\]; rerun the train stage$"),
-    # the recorded path's MLP is absent: refused, not replaced by the v1 model that is there
-    ('{"path": "mlp", "mlp_dir": "v2-all"}', r"v2-all/meta.json: file not found; rerun the train stage$"),
-])
-def test_an_invalid_path_choice_is_refused_by_name(model_dir, tmp_path, registry, text, match):
-    d = _copy(model_dir, tmp_path)
-    (d.parent / "path.json").write_text(text)
-    with pytest.raises(InputError, match=rf"^{re.escape(str(d.parent))}/{match}"):
+def test_an_invalid_fingerprint_file_is_refused_by_name(tmp_path, registry):
+    from synperf.model.fingerprint import FINGERPRINT_FILE, FingerprintModel
+
+    (tmp_path / FINGERPRINT_FILE).write_bytes(b"\x80\x04\x95")
+    with pytest.raises(InputError, match=r"fingerprint.joblib: not a valid joblib file \(truncated\?\)"):
+        FingerprintModel.load(tmp_path / FINGERPRINT_FILE)
+    with pytest.raises(InputError, match=r"absent.joblib: file not found; rerun the train stage$"):
+        FingerprintModel.load(tmp_path / "absent.joblib")
+    # predict names the file and the target that writes it
+    (tmp_path / "gemm").mkdir()
+    with pytest.raises(InputError, match=r"gemm/fingerprint.joblib: no fingerprint predictor of 'gemm'; run the "
+                                         r"pipeline"):
         predict("gemm", {"m": 8, "n": 1024, "k": 4096, "dtype": "bfloat16"}, "h100_sxm", models_dir=tmp_path,
                 registry=registry)
-
-
-def test_invalid_intervals_and_residual_files_are_refused_by_name(tmp_path):
-    from synperf.model.paths import ResidualModel
-    from synperf.model.uncertainty import INTERVALS_FILE, load_intervals
-
-    (tmp_path / INTERVALS_FILE).write_text('{"path": "mlp", "intervals": {"*": [0.8')
-    with pytest.raises(InputError, match=rf"^{re.escape(str(tmp_path / INTERVALS_FILE))}: not a valid JSON file"):
-        load_intervals(tmp_path)
-    (tmp_path / INTERVALS_FILE).write_text('{"path": "mlp"}')
-    with pytest.raises(InputError, match=r"intervals.json: missing \['intervals'\]; rerun the train stage$"):
-        load_intervals(tmp_path)
-    (tmp_path / "path_residual.joblib").write_bytes(b"\x80\x04\x95")
-    with pytest.raises(InputError, match=r"path_residual.joblib: not a valid joblib file \(truncated\?\)"):
-        ResidualModel.load(tmp_path / "path_residual.joblib")
-    with pytest.raises(InputError, match=r"absent.joblib: file not found; rerun the train stage$"):
-        ResidualModel.load(tmp_path / "absent.joblib")
 
 
 def test_read_artefact_refuses_an_unknown_suffix(tmp_path):

@@ -17,6 +17,7 @@ from synperf.api import predict
 from synperf.data.io import InputError
 from synperf.data.schema import KEY_COLUMNS
 from synperf.model.estimator import data_hash
+from synperf.model.fingerprint import FingerprintModel
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +47,8 @@ def test_deploy_trains_on_every_measured_gpu_with_the_evaluation_choices(deploye
     # the recipe the selection chose on the seen GPUs, the same feature set and training settings
     recipe = json.loads((deployed / "results/selection/silu_mul/recipe.json").read_text())
     assert meta["recipe"] == recipe["chosen"] and meta["feature_set"] == "v2"
-    choice = json.loads((exp / "path.json").read_text())
-    assert choice["mlp_dir"] == "mlp" and choice["training_gpus"] == meta["train_gpus"]
+    fp = FingerprintModel.load(exp / "fingerprint.joblib")
+    assert sorted(fp.fitted) == meta["train_gpus"]
     # the target trains no evaluation model and scores nothing
     assert not (deployed / "models/silu_mul").exists() and not (deployed / "results/predictions").exists()
 
@@ -58,16 +59,16 @@ def test_predict_prefers_the_deploy_models_and_says_which_set_answered(deployed,
     params = {"num_tokens": [16, 4096], "hidden_size": 8192, "dtype": "bfloat16"}
     out = predict("silu_mul", params, "a40", models_dir=models, registry=registry)
     assert out.attrs["model_set"] == "deploy" and set(out["model_set"]) == {"deploy"}
-    # the deploy set's fingerprint predictor answers, fitted on every measured GPU; its paths answer when asked
+    # the deploy set's fingerprint predictor answers, fitted on every measured GPU; its MLP answers when asked
     assert "a40" in out.attrs["training_gpus"]
     assert out.attrs["model_dir"] == str(models / "deploy/silu_mul/fingerprint.joblib")
     assert out["gpu_constants"].str.startswith("fitted on a40 measurements").all()
-    paths = predict("silu_mul", params, "a40", models_dir=models, registry=registry, predictor="paths")
-    assert paths.attrs["model_dir"] == str(models / "deploy/silu_mul/mlp") and "a40" in paths.attrs["training_gpus"]
+    mlp = predict("silu_mul", params, "a40", models_dir=models, registry=registry, predictor="mlp")
+    assert mlp.attrs["model_dir"] == str(models / "deploy/silu_mul/mlp") and mlp["predicted_latency_us"].gt(0).all()
     assert out["predicted_latency_us"].gt(0).all() and out["predicted_latency_low_us"].notna().all()
     same = predict("silu_mul", params, "a40", models_dir=models, registry=registry, models="deploy")
     assert same["predicted_latency_us"].tolist() == out["predicted_latency_us"].tolist()
-    with pytest.raises(InputError, match="no trained model"):        # no evaluation model in this folder
+    with pytest.raises(InputError, match="no fingerprint predictor"):        # no evaluation model in this folder
         predict("silu_mul", params, "a40", models_dir=models, registry=registry, models="evaluation")
     with pytest.raises(InputError, match="no deploy model of 'gemm'"):
         predict("gemm", {"m": 1, "n": 1, "k": 1, "dtype": "bfloat16"}, "a40", models_dir=models, registry=registry,

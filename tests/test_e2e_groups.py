@@ -50,7 +50,7 @@ def test_grouped_trace_equals_the_whole_workload_with_collectives(public_data, r
 
 def test_grouped_trace_equals_the_whole_workload_with_the_trained_models(public_data, registry):
     for family in ("gemm", "attention_prefill", "attention_decode", "rmsnorm", "silu_mul"):
-        need_output(MODELS / family / "path.json")
+        need_output(MODELS / family / "fingerprint.joblib")
     pw = public_data / "pipeweave"
     model = load_model_config(pw / "config/Qwen2.5-14B.json")
     reqs = read_trace(pw / "workload/arxiv_8.csv")

@@ -11,7 +11,6 @@ from synperf.evaluation.fewshot import (
     CALIBRATIONS,
     Calibration,
     NeighbourCalibration,
-    calibrate,
     short_sweep,
 )
 from synperf.evaluation.goals import NEAREST, goals_table
@@ -101,19 +100,9 @@ def test_neighbour_calibration_corrects_each_regime_by_its_own_factor():
         NeighbourCalibration("n", neighbours=0).fit([1.0], [1.0], [1.0])
     with pytest.raises(ValueError):
         NeighbourCalibration("n").fit([1.0, 2.0], [1.0], [1.0, 1.0])
-    # the user-facing entry point takes it by name
-    out = calibrate(rows.iloc[:200], rows.iloc[short_sweep(rows, 64, 0)], "neighbours_8")
-    assert np.allclose(out["predicted_latency_us"], rows["latency_us"].iloc[:200], rtol=1e-9)
 
 
-def test_calibrate_user_measurements_and_errors():
-    rows = _rows(200, factor=0.5)
-    measured = rows.iloc[short_sweep(rows, 16, 0)]
-    out = calibrate(rows, measured, "median_scale")
-    assert np.allclose(out["predicted_latency_us"], rows["latency_us"])
-    assert np.allclose(out["uncalibrated_latency_us"], rows["predicted_latency_us"])
-    with pytest.raises(KeyError):
-        calibrate(rows, measured, "nope")
+def test_a_calibration_refuses_mismatched_or_non_positive_rows():
     with pytest.raises(ValueError):
         Calibration("median_scale").fit([1.0, 2.0], [1.0], [1.0, 1.0])
     with pytest.raises(ValueError):
@@ -162,7 +151,7 @@ def test_goals_table_marks_met_and_not_met():
                                                   "cold_launches": 2000, "cold_launches_per_s": 900.0},
                     families=fams).set_index("goal")
     assert g["detail"].iloc[7] == ("launches/s per family (a batch after the first call): gemm 40,000, rmsnorm 60,000; "
-                                   "first call of 1,000 launches per family, loading models and sources: 900")
+                                   "first call of 1,000 launches per family, loading the models: 900")
     # the partial-coverage baseline is not the best baseline; the full-coverage one is
     assert g["best_baseline"].iloc[0] == 25.0 and g["best_baseline_method"].iloc[0] == "gbt"
     assert g["best_baseline"].iloc[3] == 45.0 and g["best_baseline_method"].iloc[3] == "roofline"
@@ -218,26 +207,26 @@ def test_fewshot_and_goals_are_in_the_default_target(default_dry_run):
     assert "results/tables/goals.csv" in proc.stdout
 
 
-def test_the_goals_measure_the_fingerprint_predictor_and_report_the_paths_beside():
-    """``synperf_fp`` is what ``predict`` serves: the measured value, never the best baseline; the prediction
-    paths (``synperf``) are reported beside in their own column with the same statistic over the same families."""
-    rows = _protocol_rows({("gemm", "synperf"): 8.0, ("gemm", "gbt"): 20.0, ("gemm", "synperf_fp"): 5.0})
+def test_the_goals_measure_the_fingerprint_predictor_and_report_the_papers_mlp_beside():
+    """``synperf`` is what ``predict`` serves: the measured value, never the best baseline; the paper's MLP
+    (``synperf_mlp``) is reported beside in its own column with the same statistic over the same families."""
+    rows = _protocol_rows({("gemm", "synperf_mlp"): 8.0, ("gemm", "gbt"): 20.0, ("gemm", "synperf"): 5.0})
     g = goals_table(pd.DataFrame(rows), None, None, families=["gemm"]).set_index("goal")
     first = g.iloc[0]
     assert first["best_baseline_method"] == "gbt" and first["best_baseline"] == 20.0
-    assert first["measured"] == 5.0 and first["detail"].startswith("synperf_fp MAPE %")
-    assert first["paths"] == 8.0 and "; synperf: gemm 8.0" in first["detail"]
-    two = _protocol_rows({("gemm", "synperf"): 8.0, ("gemm", "synperf_fp"): 5.0, ("rmsnorm", "synperf"): 9.0,
-                          ("rmsnorm", "synperf_fp"): 15.0})
-    two += _protocol_rows({("gemm", "synperf"): 8.0, ("gemm", "synperf_fp"): 7.0, ("gemm", NEAREST): 6.0,
-                           ("rmsnorm", "synperf"): 9.0, ("rmsnorm", "synperf_fp"): 15.0, ("rmsnorm", NEAREST): 20.0},
+    assert first["measured"] == 5.0 and first["detail"].startswith("synperf MAPE %")
+    assert first["paper_mlp"] == 8.0 and "; synperf_mlp: gemm 8.0" in first["detail"]
+    two = _protocol_rows({("gemm", "synperf_mlp"): 8.0, ("gemm", "synperf"): 5.0, ("rmsnorm", "synperf_mlp"): 9.0,
+                          ("rmsnorm", "synperf"): 15.0})
+    two += _protocol_rows({("gemm", "synperf_mlp"): 8.0, ("gemm", "synperf"): 7.0, ("gemm", NEAREST): 6.0,
+                           ("rmsnorm", "synperf_mlp"): 9.0, ("rmsnorm", "synperf"): 15.0, ("rmsnorm", NEAREST): 20.0},
                           protocol="logo", scope="nearest_covered")
     g = goals_table(pd.DataFrame(two), None, None, families=["gemm", "rmsnorm"])
     assert g["measured"].iloc[0] == 10.0 and g["measured"].iloc[1] == 15.0
-    assert g["paths"].iloc[0] == 8.5 and g["paths"].iloc[1] == 9.0
+    assert g["paper_mlp"].iloc[0] == 8.5 and g["paper_mlp"].iloc[1] == 9.0
     # paired with nearest-GPU: each is lower on rmsnorm only
-    assert g["measured"].iloc[2] == 1.0 and g["paths"].iloc[2] == 1.0
-    # a family the fingerprint predictor was not scored on: the paths are measured, and it is reported beside
+    assert g["measured"].iloc[2] == 1.0 and g["paper_mlp"].iloc[2] == 1.0
+    # a family the fingerprint predictor was not scored on: the MLP is measured, nothing beside
     g = goals_table(pd.DataFrame(two[:3]), None, None, families=["gemm", "rmsnorm"])
-    assert g["measured"].iloc[0] == 8.5 and g["detail"].iloc[0].startswith("synperf MAPE %")
-    assert np.isnan(g["paths"].iloc[0])
+    assert g["measured"].iloc[0] == 8.5 and g["detail"].iloc[0].startswith("synperf_mlp MAPE %")
+    assert np.isnan(g["paper_mlp"].iloc[0])

@@ -98,7 +98,7 @@ def test_few_shot_refits_the_constants_from_the_prior(registry):
     assert fp.log_spread < prior.log_spread
 
 
-def test_synperf_fp_runs_in_predict_protocol_and_is_deterministic(registry):
+def test_synperf_runs_in_predict_protocol_and_is_deterministic(registry):
     from synperf.evaluation.protocols import feature_table, leave_one_gpu_out, predict_protocol
 
     same = {g: [3.0, 1.4, 1.1, 0.2, 0.6] for g in ("a40", "l40s", "l40", "a100_sxm4_80gb")}
@@ -106,10 +106,10 @@ def test_synperf_fp_runs_in_predict_protocol_and_is_deterministic(registry):
     latency = with_formula_latency(launches, registry, same)["latency_us"].to_numpy()
     table, meta = feature_table(launches.assign(latency_us=latency), registry, "v2")
     folds = leave_one_gpu_out(table, ["a40", "l40s", "l40"])
-    preds = [predict_protocol(table, folds, ["synperf_fp"], registry, None, meta, log=lambda *_: None)
+    preds = [predict_protocol(table, folds, ["synperf"], registry, None, meta, log=lambda *_: None)
              for _ in range(2)]
     p = preds[0]
-    assert set(p["method"]) == {"synperf_fp"} and np.isfinite(p["predicted_latency_us"]).all()
+    assert set(p["method"]) == {"synperf"} and np.isfinite(p["predicted_latency_us"]).all()
     # every GPU shares the constants: an unseen GPU's predicted constants give its latency within 2%
     unseen = p[p["split"] == "unseen"]
     assert unseen["ape_pct"].mean() < 2.0
@@ -280,6 +280,54 @@ def test_predict_answers_from_the_experiments_fingerprint_file_and_names_what_it
         predict("gemm", params, "l40s", **{**call, "predictor": "tree"})
     with pytest.raises(InputError, match="names an MLP"):
         predict("gemm", params, "l40s", **call, feature_set="v2")
+
+
+def test_predict_with_measured_launches_refits_that_gpus_fingerprint_and_says_so(registry, tmp_path, capsys):
+    """Few-shot through the user entry point: measured launches of a GPU the model never trained on refit its
+    constants (the predictions move towards the truth), the rows say so, and bad measurements are refused by row."""
+    from synperf import cli
+    from synperf.api import predict
+    from synperf.data.io import InputError
+
+    truth = {**TRUE, "l40": [3.0, 1.3, 1.0, 0.4, 0.7]}
+    rows = with_formula_latency(gemm_launches(["a40", "l40s", "h100_sxm", "l40"], n=80), registry, truth)
+    model = F.FingerprintModel.fit(rows[rows["gpu"] != "l40"], {**META, "feature_set": "v2"}, registry, seed=0,
+                                   correct=False)
+    model.save(tmp_path / "gemm" / F.FINGERPRINT_FILE)
+    l40 = rows[rows["gpu"] == "l40"].reset_index(drop=True)
+    cols = ["m", "n", "k", "dtype"]
+    measured, rest = l40.iloc[:32], l40.iloc[32:].reset_index(drop=True)
+    call = dict(models_dir=tmp_path, registry=registry, experiments={"gemm": {"kernel": "gemm",
+                                                                                "dtypes": ["bfloat16"]}})
+    zero = predict("gemm", rest[cols], "l40", **call)
+    few = predict("gemm", rest[cols], "l40", **call, measured=measured[cols + ["latency_us"]].assign(gpu="l40"))
+    y = rest["latency_us"].to_numpy()
+    mape = lambda p: float(np.mean(np.abs(p / y - 1.0)))  # noqa: E731
+    assert mape(few["predicted_latency_us"].to_numpy()) < 0.25 * mape(zero["predicted_latency_us"].to_numpy())
+    assert few["gpu_constants"].str.startswith("few-shot fit on 32 rows").all()
+    assert zero["gpu_constants"].str.startswith("predicted from spec row").all()
+    # the cached model is left as it was
+    again = predict("gemm", rest[cols], "l40", **call)
+    np.testing.assert_array_equal(again["predicted_latency_us"], zero["predicted_latency_us"])
+    with pytest.raises(InputError, match=r"measured: row 1: latency_us = -3.0; expected a finite number > 0"):
+        predict("gemm", rest[cols], "l40", **call,
+                measured=measured[cols].assign(gpu="l40", latency_us=[1.0, -3.0] + [1.0] * 30))
+    with pytest.raises(InputError, match=r"measured: few-shot: \[.a40.\] trained the model"):
+        predict("gemm", rest[cols], "l40", **call, measured=measured[cols + ["latency_us"]].assign(gpu="a40"))
+    with pytest.raises(InputError, match="measured: needs the columns"):
+        predict("gemm", rest[cols], "l40", **call, measured=measured[cols])
+    # the command line: --measured FILE.csv, its gpu column defaulting to --gpu
+    measured[cols + ["latency_us"]].to_csv(tmp_path / "sweep.csv", index=False)
+    rest[cols].iloc[:5].to_csv(tmp_path / "launches.csv", index=False)
+    import yaml
+
+    cfg = tmp_path / "config" / "config.yaml"
+    cfg.parent.mkdir()
+    cfg.write_text(yaml.safe_dump({"experiments": call["experiments"]}))
+    assert cli.main(["predict", "--kernel", "gemm", "--gpu", "l40", "--launches", str(tmp_path / "launches.csv"),
+                     "--measured", str(tmp_path / "sweep.csv"), "--models-dir", str(tmp_path)]) == 0
+    out = pd.read_csv(pd.io.common.StringIO(capsys.readouterr().out))
+    np.testing.assert_allclose(out["predicted_latency_us"], few["predicted_latency_us"].iloc[:5], rtol=1e-9)
 
 
 def test_fewshot_stage_reads_each_models_choice_and_scores_only_the_unseen_rows(registry, tmp_path):

@@ -29,13 +29,13 @@ def test_a_sample_keeps_every_gpus_rows_of_the_drawn_problems_and_depends_only_o
 
 @pytest.fixture(scope="module")
 def small_features(vidur_measurements, tmp_path_factory):
-    """The small config's protocol families' feature tables (its primary feature set), built from Vidur rows."""
+    """The small config's protocol families' feature tables (its top-level feature set), built from Vidur rows."""
     reg, allp, _ = vidur_measurements
     cfg = yaml.safe_load(SMALL.read_text())
     root = tmp_path_factory.mktemp("lab_features")
     for name in cfg["protocols"]["experiments"]:
         exp = cfg["experiments"][name]
-        fs = exp.get("feature_set") or cfg["feature_set"]
+        fs = cfg["feature_set"]
         (root / fs).mkdir(exist_ok=True)
         experiment_features(str(allp), name, exp, reg,
                             {fs: (str(root / fs / f"{name}.parquet"), str(root / fs / f"{name}.json"))},
@@ -47,7 +47,7 @@ def test_the_lab_command_scores_leave_one_gpu_out_on_the_small_config(small_feat
     cfg, features = small_features
     assert cfg["protocols"]["experiments"] == ["rmsnorm"]
     out = tmp_path / "lab" / "goals.csv"
-    code = lab.main(["--config", str(SMALL), "--features", str(features), "--results", str(tmp_path / "none"),
+    code = lab.main(["--config", str(SMALL), "--features", str(features),
                      "--problems", "300", "--workers", "1", "--out", str(out)])
     assert code == 0
     printed = capsys.readouterr().out

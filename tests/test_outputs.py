@@ -78,68 +78,8 @@ def test_models_train_with_the_recipe_their_experiment_chose(experiment):
         assert meta["train_config"][key] == value, (experiment, key)
 
 
-@pytest.mark.parametrize("experiment", sorted(CONFIG["experiments"]))
-def test_prediction_path_sources_are_training_rows_of_seen_gpus(experiment):
-    """A transfer path carries seen-GPU measurements to other GPUs: its sources must be training rows only (no
-    unseen GPU, no held-out problem), or `predict` would hand back a test measurement."""
-    import pandas as pd
-
-    from synperf.data.io import read_table
-    from synperf.evaluation.split import problem_key
-
-    exp = CONFIG["experiments"][experiment]
-    choice = json.loads(need_output(REPO / "models" / experiment / "path.json").read_text())
-    assert set(choice["training_gpus"]) <= set(exp["seen"])
-    if not choice.get("sources"):
-        return
-    src = pd.read_parquet(REPO / "models" / experiment / choice["sources"])
-    assert set(src["gpu"]) <= set(exp["seen"])
-    t = read_table(need_output(REPO / "results" / "features" / primary(experiment) / f"{experiment}.parquet"))
-    held = set(t.loc[t.split == "test_seen", "problem_key"])
-    assert not set(problem_key(src, CONFIG["seed"]).to_numpy()) & held
-    assert len(src) == int((t.split == "train").sum())
-
-
-@pytest.mark.parametrize("experiment", sorted(CONFIG["experiments"]))
-def test_the_recorded_path_follows_its_scores_and_a_default_that_no_unseen_gpu_informed(experiment):
-    """The default path comes from pooled LOSGO scores: none of the experiments pooled was trained on one of this
-    experiment's unseen GPUs, the pooled numbers are those experiments' own path scores, and the recorded path is
-    the choice rule's with that default."""
-    import pandas as pd
-
-    from synperf.evaluation.path_selection import ZERO_SHOT, choose_paths
-
-    exp = CONFIG["experiments"][experiment]
-    choice = json.loads(need_output(REPO / "models" / experiment / "path.json").read_text())
-    d = choice["default"]
-    for row in d["experiments"]:
-        other = CONFIG["experiments"][row["experiment"]]
-        assert not set(other["seen"]) & set(exp.get("unseen") or []), row["experiment"]
-        sc = pd.read_csv(need_output(REPO / "results" / "selection" / row["experiment"] / "paths.csv"))
-        mean = sc.groupby("path")["mape_pct"].mean()
-        assert all(row[b] == pytest.approx(mean[b], rel=1e-9) for b in ZERO_SHOT)
-    scores = pd.DataFrame(choice["scores"])
-    want = choose_paths(scores, default=d["default"])[0].get(experiment, d["default"]) if len(scores) else d["default"]
-    assert choice["path"] == want
-
-
-@pytest.mark.parametrize("experiment", sorted(CONFIG["experiments"]))
-def test_prediction_intervals_belong_to_the_recorded_path_and_come_from_seen_gpus(experiment):
-    """The intervals `predict` gives must be those of the path it uses, fitted on leave-one-seen-GPU-out rows."""
-    exp = CONFIG["experiments"][experiment]
-    choice = json.loads(need_output(REPO / "models" / experiment / "path.json").read_text())
-    rec = json.loads(need_output(REPO / "models" / experiment / "intervals.json").read_text())
-    assert rec["path"] == choice["path"]
-    cov = rec["cross_fold_coverage"]
-    assert {r["gpu"] for r in cov} <= set(exp["seen"])
-    if len(exp["seen"]) > 1:
-        assert rec["intervals"] and len(cov) == len(exp["seen"])
-        for q in rec["intervals"].values():
-            assert 0 < q["low_ratio"] <= q["high_ratio"]
-
-
 def test_fewshot_scores_each_unseen_gpu_from_what_predict_serves_and_chooses_once_per_k():
-    """The few-shot table's k = 0 rows are the configured split's `synperf_fp` MAPE of each unseen GPU (the same
+    """The few-shot table's k = 0 rows are the configured split's `synperf` MAPE of each unseen GPU (the same
     predictor, uncalibrated); every experiment with unseen GPUs has one chosen correction per k > 0, chosen on its
     training GPUs (the model's record)."""
     import pandas as pd
@@ -154,7 +94,7 @@ def test_fewshot_scores_each_unseen_gpu_from_what_predict_serves_and_chooses_onc
         t = table[table["experiment"] == experiment]
         assert set(t["gpu"]) == set(exp["unseen"]), experiment
         prot = pd.read_csv(need_output(REPO / "results" / "protocols" / f"{experiment}.csv"))
-        ref = prot[(prot["protocol"] == "configured") & (prot["method"] == "synperf_fp") & (prot["scope"] == "all")
+        ref = prot[(prot["protocol"] == "configured") & (prot["method"] == "synperf") & (prot["scope"] == "all")
                    & (prot["split"] == "unseen") & (prot["gpu"] != "ALL")].set_index("gpu")["mape_pct"]
         k0 = t[t["k"] == 0].set_index("gpu")["mape_pct"]
         assert np.allclose(k0.sort_index(), ref.reindex(k0.index).sort_index(), rtol=1e-6), experiment
@@ -192,7 +132,7 @@ def test_plan_on_the_trained_models_gives_intervals_flags_and_memory(public_data
 @pytest.mark.parametrize("experiment", sorted(e for e, x in CONFIG["experiments"].items() if x.get("unseen")))
 def test_the_fingerprint_predictor_predict_serves_is_the_one_the_configured_split_scored(experiment):
     """`models/<experiment>/fingerprint.joblib` is fitted on seen GPUs only, and its MAPE on each unseen GPU is the
-    configured split's `synperf_fp` number: what the report scores is what `predict` serves."""
+    configured split's `synperf` number: what the report scores is what `predict` serves."""
     import pandas as pd
 
     from synperf.data.hardware import load_registry
@@ -202,7 +142,7 @@ def test_the_fingerprint_predictor_predict_serves_is_the_one_the_configured_spli
     model = FingerprintModel.load(need_output(REPO / "models" / experiment / FINGERPRINT_FILE))
     assert set(model.fitted) <= set(exp["seen"]) and model.feature_set == PRIMARY
     scores = pd.read_csv(need_output(REPO / "results" / "protocols" / f"{experiment}.csv"))
-    scores = scores[(scores["protocol"] == "configured") & (scores["method"] == "synperf_fp")
+    scores = scores[(scores["protocol"] == "configured") & (scores["method"] == "synperf")
                     & (scores["split"] == "unseen") & (scores["scope"] == "all") & (scores["gpu"] != "ALL")]
     table = pd.read_parquet(need_output(REPO / "results" / "features" / PRIMARY / f"{experiment}.parquet"))
     registry = load_registry(REPO / CONFIG["gpu_registry"], REPO / CONFIG.get("hardware_measurements_dir",

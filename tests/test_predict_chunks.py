@@ -34,7 +34,7 @@ def launches(kernel: str, n: int, seed: int = 0) -> tuple[pd.DataFrame, list[str
     return df, [GPUS[i] for i in rng.integers(0, len(GPUS), n)]
 
 
-@pytest.mark.parametrize("predictor", ["paths", "fingerprint"])
+@pytest.mark.parametrize("predictor", ["mlp", "fingerprint"])
 @pytest.mark.parametrize("kernel", ["gemm", "attention_decode", "fused_moe"])
 def test_chunked_predict_equals_one_chunk_bit_for_bit(kernel, predictor, registry):
     params, gpus = launches(kernel, 2 * MLP_BLOCK_ROWS + 404)
@@ -47,11 +47,11 @@ def test_chunked_predict_equals_one_chunk_bit_for_bit(kernel, predictor, registr
     assert calls == [(MLP_BLOCK_ROWS, n), (2 * MLP_BLOCK_ROWS, n), (n, n)]  # three chunks
     pd.testing.assert_frame_equal(chunked, whole, check_exact=True)
     assert chunked.attrs == whole.attrs
-    # the comparison covers seen and unseen GPUs and the intervals
-    assert whole["predicted_latency_low_us"].notna().all() and whole["predicted_latency_high_us"].notna().all()
-    if predictor == "paths":
-        assert whole["prediction_path"].nunique() >= 2 and whole["source_gpu"].isna().any()
+    # the comparison covers seen and unseen GPUs and the fingerprint's intervals
+    if predictor == "mlp":
+        assert whole["prediction_path"].str.startswith("mlp:").all() and whole["predicted_latency_us"].gt(0).all()
     else:
+        assert whole["predicted_latency_low_us"].notna().all() and whole["predicted_latency_high_us"].notna().all()
         assert (whole["prediction_path"] == "fingerprint").all()
         assert whole["gpu_constants"].str.startswith("fitted on").any()
         assert whole["gpu_constants"].str.startswith("predicted").any()
@@ -65,24 +65,3 @@ def test_chunk_rows_are_whole_mlp_blocks_and_must_be_positive_integers(tmp_path)
         with pytest.raises(InputError, match=rf"^chunk_rows = {bad!r}; expected an integer >= 1$"):
             predict("gemm", {"m": 16, "n": 4096, "k": 4096, "dtype": "bfloat16"}, "h100_sxm", models_dir=tmp_path,
                     chunk_rows=bad)
-
-
-def test_predict_skipping_an_unread_mlp_equals_predict_with_it(registry, monkeypatch):
-    """rmsnorm's recorded path (a transfer over the residual model) reads no MLP on GPUs outside its training
-    GPUs: predict skips the MLP's forward pass there and gives the same output, bit for bit."""
-    import json
-
-    import synperf.api as api
-
-    choice = json.loads(need_output(MODELS / "rmsnorm" / "path.json").read_text())
-    gpus = [g for g in ("a40", "l40s", "h200_sxm", "gb200") if g not in choice.get("training_gpus", [])]
-    params, _ = launches("rmsnorm", 700)
-    on = [gpus[i % len(gpus)] for i in range(len(params))]
-    assert not api.choice_reads_mlp(choice, pd.Series(on))  # the case under test
-    fast = predict("rmsnorm", params, on, models_dir=MODELS, registry=registry, models="evaluation",
-                   predictor="paths")
-    monkeypatch.setattr(api, "choice_reads_mlp", lambda choice, gpus: True)
-    full = predict("rmsnorm", params, on, models_dir=MODELS, registry=registry, models="evaluation",
-                   predictor="paths")
-    pd.testing.assert_frame_equal(fast, full, check_exact=True)
-    assert fast.attrs == full.attrs and fast["prediction_path"].str.contains("transfer").any()

@@ -107,7 +107,7 @@ def test_runner_scores_every_method_on_a_real_slice(configured_run, vidur_gemm):
     table, _ = vidur_gemm
     res = P.summarize_predictions(configured_run)
     assert list(res.columns) == P.SUMMARY_COLUMNS
-    assert set(res["method"]) == set(P.METHODS) == {"synperf_mlp", "synperf", "synperf_fp"} | set(BASELINES)
+    assert set(res["method"]) == set(P.METHODS) == {"synperf_mlp", "synperf"} | set(BASELINES)
     assert set(res["split"]) == {"test_seen", "unseen"}
     allrows = res[res.gpu == "ALL"].set_index(["method", "split"])
     unseen = allrows.xs("unseen", level="split")
@@ -120,11 +120,11 @@ def test_runner_scores_every_method_on_a_real_slice(configured_run, vidur_gemm):
         assert allrows.loc[(m, "test_seen"), "coverage"] == 0.0
     for m in ("synperf_mlp", "roofline", "linear", "neusight", "gbt", "synperf"):
         assert unseen.loc[m, "coverage"] == 1.0
-    # synperf names the path leave-one-seen-GPU-out chose for the fold
-    chosen = res.loc[res.method == "synperf", "budget"].iloc[0].split(";")[0]
-    from synperf.model.paths import PATHS
+    # synperf names the option leaving each training GPU out chose for the fold
+    chosen = res.loc[res.method == "synperf", "budget"].iloc[0].split(" (chosen by")[0]
+    from synperf.model.fingerprint_choice import GRID
 
-    assert chosen in PATHS
+    assert chosen in [g[0] for g in GRID]
     # per-GPU rows add up to the ALL row
     per = res[(res.gpu != "ALL") & (res.split == "test_seen")].groupby("method")["n_total"].sum()
     assert per.sort_index().to_dict() == allrows.xs("test_seen", level="split")["n_total"].sort_index().to_dict()

@@ -33,29 +33,6 @@ def test_section_shows_leaks_twins_and_the_selection_verdict(tmp_path):
     assert "**the configured primary `feature_set` is `v1`, not the selected one**" in md
 
 
-def test_the_intervals_section_lists_each_paths_range_and_coverage(tmp_path):
-    import pytest
-
-    from synperf.reporting.report import intervals_section
-
-    def record(exp, quantiles=(0.1, 0.9)):
-        d = tmp_path / exp
-        d.mkdir()
-        rec = {"path": "transfer+mlp", "fallback": "mlp", "quantiles": list(quantiles),
-               "intervals": {"*": {"low_ratio": 0.5, "high_ratio": 2.0, "n_rows": 300},
-                             "transfer+mlp": {"low_ratio": 0.8, "high_ratio": 1.3, "n_rows": 200},
-                             "mlp": {"low_ratio": 0.5, "high_ratio": 2.0, "n_rows": 100}},
-               "cross_fold_coverage": [{"gpu": "a100", "n_rows": 10, "coverage": 0.625, "nominal": 0.8}]}
-        (d / "intervals.json").write_text(json.dumps(rec))
-        return str(d / "intervals.json")
-
-    md = "\n".join(intervals_section([record("gemm")]))
-    assert "80% interval" in md
-    assert "| gemm | transfer+mlp | transfer+mlp 0.80–1.30 (200 rows); mlp 0.50–2.00 (100 rows) | – | a100 62% |" in md
-    with pytest.raises(ValueError, match="different quantiles"):
-        intervals_section([record("a"), record("b", (0.05, 0.95))])
-
-
 def test_stage_times_sum_wall_per_rule_and_leave_out_the_sampled_cpu_time(tmp_path):
     import pytest
 

@@ -250,16 +250,34 @@ def test_price_refuses_unmodelled_dtype_and_missing_collectives():
         price_schedule(s, m, "h100_sxm", 2, predict_fn=_unit_predict)
 
 
-def test_kv_cache_tokens_fp8_weights_leave_more_room():
+def test_kv_cache_tokens_fp8_weights_and_fp8_cache_leave_more_room():
     from synperf.e2e._deps import default_registry
 
     m = parse_config({**TINY, "hidden_size": 8192, "num_attention_heads": 64, "num_key_value_heads": 8,
                       "num_hidden_layers": 80, "intermediate_size": 28672, "vocab_size": 128256}, "l70")
     reg = default_registry()
     bf16, fp8 = kv_cache_tokens(m, 2, "h100_sxm", reg), kv_cache_tokens(m, 2, "h100_sxm", reg, "fp8")
-    # fp8 halves the ~34 GB of linear weights per GPU: ~34e9 more bytes at 2*80*4*128*2 = 163840 bytes a token
-    assert 150_000 < fp8 - bf16 < 260_000
+    # fp8 halves the ~34 GB of linear weights per GPU: ~34e9 more bytes, and its fp8 KV cache halves the
+    # 2*80*4*128*2 = 163840 bytes a token of a bf16 cache
+    assert 2 * (bf16 + 150_000) < fp8 < 2 * (bf16 + 260_000)
     assert 0 < bf16 < 30_000    # a bf16 70B model leaves ~3 GB of two 80 GB GPUs at a 0.9 utilization
+
+
+def test_an_fp8_checkpoint_prices_its_attention_on_an_fp8_kv_cache():
+    m = parse_config(TINY, "tiny")
+    s = simulate([100, 100], [3, 3], 2, SchedulerConfig(max_num_batched_tokens=150), start="burst")
+    seen = {}
+
+    def recording(family, params, gpu, **kw):
+        if family.startswith("attention"):
+            seen.setdefault(family, set()).update(params["kv_cache_dtype"])
+        return _unit_predict(family, params, gpu)
+
+    price_schedule(s, m, "h100_sxm", 1, gemm_dtype="fp8", predict_fn=recording)
+    assert seen == {"attention_decode": {"fp8"}, "attention_prefill": {"fp8"}}
+    seen.clear()
+    price_schedule(s, m, "h100_sxm", 1, predict_fn=recording)
+    assert seen == {"attention_decode": {"bfloat16"}, "attention_prefill": {"bfloat16"}}
 
 
 def test_read_silicon_counts_every_row(tmp_path):

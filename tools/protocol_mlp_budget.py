@@ -30,8 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from synperf.data.io import read_table  # noqa: E402
 from synperf.evaluation.metrics import ape  # noqa: E402
-from synperf.evaluation.path_selection import MIN_RELATIVE_GAIN  # noqa: E402
-from synperf.evaluation.selection import losgo_folds  # noqa: E402
+from synperf.evaluation.selection import MIN_RELATIVE_GAIN, losgo_folds  # noqa: E402
 from synperf.model.estimator import TrainConfig, train  # noqa: E402
 from synperf.model.features import FeatureFrame  # noqa: E402
 from synperf.pipeline.train import recipe_overrides  # noqa: E402

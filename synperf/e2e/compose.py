@@ -218,9 +218,9 @@ def launches(workload: Workload, progress: Callable[[int, int], None] | None = N
 
 
 def training_gpus_of(out: pd.DataFrame) -> frozenset[str] | None:
-    """The training GPUs of the model that answered ``out``: ``attrs["training_gpus"]`` (the recorded path's,
-    :func:`synperf.api.predict`), else ``train_gpus`` of ``meta.json`` in ``attrs["model_dir"]`` (a model folder
-    without a recorded path); None where neither says (unknown: neither seen nor unseen)."""
+    """The training GPUs of the model that answered ``out``: ``attrs["training_gpus"]`` (the fingerprint
+    predictor's, :func:`synperf.api.predict`), else ``train_gpus`` of ``meta.json`` in ``attrs["model_dir"]`` (an
+    MLP folder); None where neither says (unknown: neither seen nor unseen)."""
     if "training_gpus" in out.attrs:
         return frozenset(str(g) for g in out.attrs["training_gpus"])
     meta = Path(str(out.attrs.get("model_dir") or "")) / "meta.json"

@@ -1,13 +1,12 @@
 """80% intervals of an end-to-end prediction (prefill, median decode step, total) from the kernel launches' intervals.
 
 :func:`synperf.api.predict` bounds each launch by an 80% interval, ``predicted_latency_low_us`` and
-``predicted_latency_high_us`` (:mod:`synperf.model.uncertainty`: the quantiles of ``measured / predicted`` of the
-launch's prediction path on seen GPUs left out in turn). How those combine depends on how the launches' errors are
+``predicted_latency_high_us`` (:meth:`synperf.model.fingerprint.FingerprintModel.interval`: quantiles of
+``measured / predicted`` on training GPUs left out in turn). How those combine depends on how the launches' errors are
 correlated; the rule here is:
 
 * **fully correlated within a kernel family**: the launches of one family on one GPU share a model and a GPU, and
-  their errors share its bias (the reason the per-launch interval is the widest per-GPU range,
-  :func:`synperf.model.uncertainty._quantiles`), so a family's bound is every one of its launches at its bound at
+  their errors share its bias, so a family's bound is every one of its launches at its bound at
   once: ``d_f = M(latency + delta_f) - M(latency)`` where ``delta_f`` is, per iteration, the family's launches'
   ``count x (bound - point)`` and ``M`` the metric (sum of prefill iterations, median of decode iterations, sum of
   all iterations);

@@ -155,9 +155,9 @@ class _Recorder:
         return out
 
     def training_gpus(self, family: str) -> set[str]:
-        """The training GPUs of ``family``'s model: ``attrs["training_gpus"]`` of the prediction (the recorded
-        path's, :func:`synperf.api.predict`), else ``train_gpus`` of ``meta.json`` in ``attrs["model_dir"]`` (a
-        model folder without a recorded path), else none."""
+        """The training GPUs of ``family``'s model: ``attrs["training_gpus"]`` of the prediction (the
+        fingerprint predictor's, :func:`synperf.api.predict`), else ``train_gpus`` of ``meta.json`` in
+        ``attrs["model_dir"]`` (an MLP folder), else none."""
         return set(training_gpus_of(self.outs[family]) or ())
 
     def model_sets(self) -> str:

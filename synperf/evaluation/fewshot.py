@@ -1,29 +1,23 @@
-"""Few-shot calibration: correct a GPU's predicted latencies with a few measured launches of that GPU.
+"""Few-shot: a GPU's predictions from a few measured launches of that GPU.
 
-A user who can run a short profiling sweep on a GPU gets ``k`` measured launches; the model's predictions for that
-GPU are then corrected by a calibration fitted on those ``k`` rows. This module holds the three parts and their
-simulation on public data:
+A user who can run a short profiling sweep on a GPU gets ``k`` measured launches; the fingerprint predictor then
+refits that GPU's constants on them and corrects its predictions by a correction fitted on the same rows
+(:func:`fingerprint_fewshot`, which also simulates it on public data). The parts:
 
 * :func:`short_sweep`, the row-drawing rule. Deterministic and shape-based: the GPU's launches are ordered by
   their theoretical time (``theoretical_time_us``, the analytical time of the launch's shape on that GPU, a proxy
   for problem size), cut into ``k`` strata of equal row count along that order, and one row is drawn per stratum
   (uniformly inside it, with ``numpy.random.default_rng(seed)``). The ``k`` rows therefore span the problem space
   from the smallest to the largest launches; the same ``seed`` gives the same rows.
-* :data:`CALIBRATIONS`, the candidate corrections, all on the log ratio ``log(measured / predicted)``:
-  ``none``; ``median_scale`` (one factor, the median ratio: robust to a few outliers); ``ape_scale`` (one
-  factor, the one with the lowest MAPE on the calibration rows: a weighted median ratio); ``loglinear_k0_<n>``
+* :data:`CALIBRATIONS`, the candidate corrections after the refit, all on the log ratio ``log(measured /
+  predicted)``: ``none``; ``median_scale`` (one factor, the median ratio: robust to a few outliers); ``ape_scale``
+  (one factor, the one with the lowest MAPE on the calibration rows: a weighted median ratio); ``loglinear_k0_<n>``
   (ratio linear in ``log(theoretical_time_us)``: a Theil-Sen slope shrunk towards zero by ``k / (k + n)``, then
   the median intercept, so a small ``k`` falls back to a scale factor); ``neighbours_8`` (a local factor per row:
   the median ratio of its 8 nearest calibration rows by size and predicted efficiency,
-  :class:`NeighbourCalibration`).
-* :func:`choose_calibrations`, the choice per ``k``: on the SEEN GPUs only, each seen GPU in turn is the
-  "new" GPU predicted by a model fitted on the other seen GPUs (leave one seen GPU out), the short sweep is drawn
-  from its rows and every candidate is scored on the rest. The candidate with the lowest mean MAPE wins, but a
-  simpler candidate (earlier in :data:`CALIBRATIONS`) is kept unless the winner is :data:`MIN_RELATIVE_GAIN`
-  lower. Unseen GPUs are only scored afterwards (:func:`evaluate_unseen`) with the chosen calibration.
-
-Row frames (``rows`` below) have one row per measured launch with ``experiment``, ``gpu``, ``latency_us``
-(measured, microseconds), ``predicted_latency_us`` (microseconds) and ``theoretical_time_us`` (microseconds).
+  :class:`NeighbourCalibration`). The predictor chooses one per ``k`` on its training GPUs
+  (:func:`synperf.model.fingerprint_choice.choose_fewshot_calibration`): the simplest (earliest) within
+  :data:`MIN_RELATIVE_GAIN` of the lowest.
 """
 
 from __future__ import annotations
@@ -40,10 +34,8 @@ from synperf.evaluation.metrics import ape
 KS = (0, 8, 32, 128)
 #: seeds of the short-sweep draw; results are means over them
 SEEDS = (0, 1, 2)
-#: a candidate replaces a simpler one only when its mean MAPE is this share lower (the path choice's rule)
+#: the simplest candidate within this share of the lowest mean MAPE is chosen
 MIN_RELATIVE_GAIN = 0.05
-#: columns a row frame needs
-ROW_COLUMNS = ["experiment", "gpu", "latency_us", "predicted_latency_us", "theoretical_time_us"]
 
 
 def short_sweep(rows: pd.DataFrame, k: int, seed: int = 0) -> np.ndarray:
@@ -216,144 +208,47 @@ CALIBRATIONS = {
 }
 
 
-def calibrate(predictions: pd.DataFrame, measured: pd.DataFrame, method: str = "median_scale") -> pd.DataFrame:
-    """Correct one GPU's ``predictions`` with that GPU's ``measured`` launches (e.g. a short sweep's output).
-
-    Args:
-        predictions: rows to correct, with ``predicted_latency_us`` and ``theoretical_time_us`` (as returned by
-            :func:`synperf.api.predict`).
-        measured: the measured launches with ``latency_us`` (measured), ``predicted_latency_us`` and
-            ``theoretical_time_us`` (the model's prediction of the same launches).
-        method: a key of :data:`CALIBRATIONS` (the pipeline's choice per ``k`` is in ``results/tables/fewshot.csv``).
-
-    Returns:
-        A copy of ``predictions`` with ``predicted_latency_us`` corrected and ``uncalibrated_latency_us`` added.
-
-    Raises:
-        KeyError: an unknown method.
-        ValueError: as :meth:`Calibration.fit`.
-    """
-    if method not in CALIBRATIONS:
-        raise KeyError(f"unknown calibration {method!r}; known: {list(CALIBRATIONS)}")
-    cal = CALIBRATIONS[method].fit(measured["predicted_latency_us"], measured["latency_us"],
-                                   measured["theoretical_time_us"])
-    out = predictions.copy()
-    out["uncalibrated_latency_us"] = out["predicted_latency_us"]
-    out["predicted_latency_us"] = cal.apply(out["predicted_latency_us"], out["theoretical_time_us"])
-    return out
+def chosen_calibration(model, k: int) -> str:
+    """The correction ``model`` (a :class:`synperf.model.fingerprint.FingerprintModel`) chose for a short sweep of
+    ``k`` rows: the choice of the largest chosen ``k`` not above it (``model.choice["fewshot_calibration"]``), else
+    ``none``."""
+    chosen = {int(n): v for n, v in (model.choice.get("fewshot_calibration") or {}).items() if int(n) <= k}
+    return chosen[max(chosen)] if chosen else "none"
 
 
-def simulate(rows: pd.DataFrame, ks=KS, seeds=SEEDS, calibrations: dict | None = None) -> pd.DataFrame:
-    """Per (experiment, GPU, k, seed, calibration): draw the short sweep of ``k`` rows, calibrate, score the rest.
-
-    ``k = 0`` is scored once per seed on every row, uncalibrated, under every calibration name. A GPU with at most
-    ``k`` rows gets no row for that ``k`` (nothing left to score).
+def fewshot_predictor(model, measured: pd.DataFrame, registry):
+    """``model`` refitted on each GPU's ``measured`` launches (canonical launch rows with ``gpu`` and
+    ``latency_us`` > 0, e.g. a short sweep): a copy whose :attr:`overrides` hold each GPU's few-shot constants
+    (:meth:`synperf.model.fingerprint.FingerprintModel.calibrated`), and per GPU the correction chosen for its row
+    count (:func:`chosen_calibration`) fitted on its rows. ``model`` itself is not changed.
 
     Returns:
-        Columns ``experiment``, ``gpu``, ``k``, ``seed``, ``calibration``, ``n_calibration_rows``,
-        ``n_eval_rows``, ``mape_pct`` (calibrated), ``uncalibrated_mape_pct`` (same rows) and ``median_ape_pct``.
+        ``(model copy, {gpu: (correction name, fitted correction)})``; apply a correction with
+        ``fitted.apply(predicted_latency_us, theoretical_time_us)``.
 
     Raises:
-        ValueError: a column of :data:`ROW_COLUMNS` is missing.
+        ValueError: a GPU of ``measured`` trained the model, or a latency that is not finite and > 0.
     """
-    missing = [c for c in ROW_COLUMNS if c not in rows.columns]
-    if missing:
-        raise ValueError(f"few-shot simulation: rows lack {missing}")
-    calibrations = CALIBRATIONS if calibrations is None else calibrations
-    out = []
-    for (exp, gpu), g in rows.groupby(["experiment", "gpu"], sort=True, observed=True):
+    import copy
+
+    trained = sorted(set(measured["gpu"].astype(str)) & set(model.fitted))
+    if trained:
+        raise ValueError(f"few-shot: {trained} trained the model; measured launches must be of GPUs without "
+                         "training rows")
+    y = measured["latency_us"].to_numpy(dtype="float64")
+    if not (np.isfinite(y) & (y > 0)).all():
+        raise ValueError("few-shot: measured latency_us must be finite and > 0")
+    out = copy.copy(model)
+    out.overrides = dict(model.overrides)
+    corrections = {}
+    for gpu, g in measured.groupby(measured["gpu"].astype(str), sort=True):
         g = g.reset_index(drop=True)
-        for k in ks:
-            if 0 < k and len(g) <= k:
-                continue
-            for seed in seeds:
-                cal_pos = short_sweep(g, k, seed)
-                mask = np.ones(len(g), dtype=bool)
-                mask[cal_pos] = False
-                c, e = g.iloc[cal_pos], g[mask]
-                raw = ape(e["predicted_latency_us"], e["latency_us"])
-                for name, cal in calibrations.items():
-                    fitted = cal.fit(c["predicted_latency_us"], c["latency_us"], c["theoretical_time_us"])
-                    err = ape(fitted.apply(e["predicted_latency_us"], e["theoretical_time_us"]), e["latency_us"])
-                    out.append({"experiment": exp, "gpu": gpu, "k": int(k), "seed": int(seed), "calibration": name,
-                                "n_calibration_rows": len(c), "n_eval_rows": len(e), "mape_pct": float(err.mean()),
-                                "uncalibrated_mape_pct": float(raw.mean()),
-                                "median_ape_pct": float(np.median(err))})
-    return pd.DataFrame(out, columns=["experiment", "gpu", "k", "seed", "calibration", "n_calibration_rows",
-                                      "n_eval_rows", "mape_pct", "uncalibrated_mape_pct", "median_ape_pct"])
-
-
-def choose_calibrations(seen_rows: pd.DataFrame, ks=KS, seeds=SEEDS, calibrations: dict | None = None,
-                        min_gain: float = MIN_RELATIVE_GAIN,
-                        informing: dict | None = None) -> tuple[dict, pd.DataFrame]:
-    """The calibration per ``k``, chosen on leave-one-seen-GPU-out predictions of the seen GPUs only.
-
-    Args:
-        seen_rows: a row frame (:data:`ROW_COLUMNS`) of seen GPUs, each predicted by a model that did not train on
-            it; nothing else is read.
-        informing: experiment -> the experiments whose seen rows may inform its choice
-            (:func:`synperf.evaluation.evidence.informing_experiments` of its unseen GPUs); each experiment then
-            gets its own choice, from those rows only (one simulation serves all). None: one choice from every row.
-
-    Returns:
-        ``(chosen, table)``: ``k -> calibration name`` (with ``informing``: experiment -> that), and one row per
-        (k, calibration) with the mean MAPE over experiments, seen GPUs and seeds (``mape_pct``), the number of
-        (experiment, GPU) folds and ``chosen`` (with ``informing``: per experiment, column ``for_experiment``). A
-        ``k`` without scores keeps the first calibration.
-    """
-    calibrations = CALIBRATIONS if calibrations is None else calibrations
-    sim = simulate(seen_rows, ks, seeds, calibrations)
-    per_fold = sim.groupby(["k", "calibration", "experiment", "gpu"], observed=True)["mape_pct"].mean()
-    names = list(calibrations)
-
-    def choose(folds: pd.Series) -> tuple[dict, pd.DataFrame]:
-        table = folds.groupby(["k", "calibration"], observed=True).agg(mape_pct="mean", n_folds="size").reset_index()
-        chosen = {int(k): names[0] for k in ks}
-        for k, t in table.groupby("k"):
-            score = t.set_index("calibration")["mape_pct"].reindex(names)
-            best = names[0]
-            for name in names[1:]:
-                if pd.notna(score[name]) and score[name] < (1.0 - min_gain) * score[best]:
-                    best = name
-            chosen[int(k)] = names[0] if int(k) == 0 else best
-        table["chosen"] = [chosen.get(int(k)) == c for k, c in zip(table["k"], table["calibration"])]
-        return chosen, table
-
-    if informing is None:
-        return choose(per_fold)
-    out, tables = {}, []
-    exp_of = per_fold.index.get_level_values("experiment").astype(str)
-    for exp, keep in sorted(informing.items()):
-        out[exp], t = choose(per_fold[exp_of.isin([str(e) for e in keep])])
-        tables.append(t.assign(for_experiment=exp))
-    table = (pd.concat(tables, ignore_index=True) if tables
-             else pd.DataFrame(columns=["k", "calibration", "mape_pct", "n_folds", "chosen", "for_experiment"]))
-    return out, table
-
-
-def evaluate_unseen(unseen_rows: pd.DataFrame, chosen: dict, ks=KS, seeds=SEEDS,
-                    calibrations: dict | None = None) -> pd.DataFrame:
-    """MAPE of the chosen calibration per (experiment, unseen GPU, k), mean over seeds.
-
-    Returns:
-        Columns ``experiment``, ``gpu``, ``k``, ``calibration``, ``n_calibration_rows``, ``n_eval_rows``,
-        ``mape_pct``, ``mape_pct_min`` and ``mape_pct_max`` (over seeds), ``uncalibrated_mape_pct`` (the same
-        eval rows, uncalibrated) and ``n_seeds``.
-    """
-    calibrations = CALIBRATIONS if calibrations is None else calibrations
-    parts = []
-    for k in ks:
-        name = chosen[int(k)]
-        sim = simulate(unseen_rows, (k,), seeds, {name: calibrations[name]})
-        parts.append(sim)
-    sim = pd.concat(parts, ignore_index=True)
-    out = (sim.groupby(["experiment", "gpu", "k", "calibration"], observed=True)
-           .agg(n_calibration_rows=("n_calibration_rows", "first"), n_eval_rows=("n_eval_rows", "first"),
-                mape_pct=("mape_pct", "mean"), mape_pct_min=("mape_pct", "min"), mape_pct_max=("mape_pct", "max"),
-                uncalibrated_mape_pct=("uncalibrated_mape_pct", "mean"), n_seeds=("seed", "nunique"))
-           .reset_index())
-    return out.sort_values(["experiment", "gpu", "k"]).reset_index(drop=True)
-
+        out.overrides[gpu] = out.calibrated(gpu, g, registry)
+        d = out.describe(g, registry)
+        name = chosen_calibration(out, len(g))
+        corrections[gpu] = (name, CALIBRATIONS[name].fit(d["predicted_latency_us"], g["latency_us"],
+                                                         d["theoretical_time_us"]))
+    return out, corrections
 
 
 def fingerprint_fewshot(model, rows: pd.DataFrame, registry, ks=KS, seeds=SEEDS, level: float = 0.8,
@@ -386,7 +281,6 @@ def fingerprint_fewshot(model, rows: pd.DataFrame, registry, ks=KS, seeds=SEEDS,
     if trained:
         raise ValueError(f"few-shot on the fingerprint: {trained} trained the model; few-shot rows must be of GPUs "
                          "without training rows")
-    chosen = {int(k): v for k, v in (model.choice.get("fewshot_calibration") or {}).items()}
     out = []
     saved = dict(model.overrides)
     for gpu, g in rows.groupby(rows["gpu"].astype(str), sort=True):
@@ -397,7 +291,7 @@ def fingerprint_fewshot(model, rows: pd.DataFrame, registry, ks=KS, seeds=SEEDS,
         for k in ks:
             if 0 < k and len(g) <= k:
                 continue
-            name = chosen.get(int(k), "none") if k else "none"
+            name = chosen_calibration(model, k) if k else "none"
             for seed, w in ((s, w) for s in seeds for w in prior_weights):
                 w = model.prior_weight if w is None else w
                 cal = short_sweep(g, k, seed)

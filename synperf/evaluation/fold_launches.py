@@ -4,9 +4,9 @@ The protocols stage (:func:`synperf.pipeline.protocols.evaluate_protocols`) appe
 :func:`synperf.serving.logo.record_launches` (canonical rows, no measurement) to the experiment's feature tables
 (:func:`with_launches`) and labels each of them ``unseen`` in the leave-one-GPU-out fold of its GPU, ``unused`` in
 every other fold (:func:`extend_fold`): the methods of such a fold predict them beside the fold's own
-unseen rows, with the model, prediction path and feature set chosen without that GPU. :func:`launch_predictions`
-keeps the ``synperf_fp`` method's predictions (the fingerprint predictor, what :func:`synperf.api.predict` serves by
-default) of the ``logo`` folds (:data:`synperf.serving.logo.PREDICTION_COLUMNS`);
+unseen rows, with the models and their options chosen without that GPU. :func:`launch_predictions`
+keeps the ``synperf`` method's predictions (the fingerprint predictor, what :func:`synperf.api.predict` serves) of
+the ``logo`` folds (:data:`synperf.serving.logo.PREDICTION_COLUMNS`);
 :func:`table_predictions` gives the rows the stage's tables score (the measured ones only).
 """
 
@@ -68,7 +68,7 @@ def table_predictions(preds: pd.DataFrame, n_table: int) -> pd.DataFrame:
 
 
 def launch_predictions(preds: pd.DataFrame, folds: dict, rows: pd.DataFrame, n_table: int, experiment: str,
-                       method: str = "synperf_fp") -> pd.DataFrame:
+                       method: str = "synperf") -> pd.DataFrame:
     """``method``'s predictions of the appended launches in the ``logo`` folds of ``preds``: one row per launch
     and fold, :data:`PREDICTION_COLUMNS` (``training_gpus`` the fold's seen GPUs, comma-separated). ``folds``
     maps a fold name to its :class:`synperf.evaluation.protocols.Fold`; ``rows`` are the appended launches (key

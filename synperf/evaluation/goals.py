@@ -1,13 +1,13 @@
 """The accuracy and speed goals beside what the pipeline measured and what the best baseline reaches.
 
-One row per goal (:func:`goals_table`). *Measured* is the method ``synperf_fp`` of the protocol tables (the
-fingerprint predictor, docs/fingerprint.md: what :func:`synperf.api.predict` returns by default) where the protocol
-scores it, else ``synperf`` (the prediction paths), else ``synperf_mlp`` (the efficiency MLP; the detail column
-names which); *best baseline* is the lowest value of the same statistic over the baselines of
-:mod:`synperf.evaluation.baselines` that cover every row the statistic is computed on (coverage 1 on each of its
-families, so the same rows as the measured value); *paths* is the same statistic of ``synperf``, the prediction
-paths (``predict(..., predictor="paths")``), scored beside on the same folds and rows (NaN where a goal is not a
-protocol MAPE or a family lacks it). Values are MAPE in percent unless the goal says otherwise.
+One row per goal (:func:`goals_table`). *Measured* is the method ``synperf`` of the protocol tables (the
+fingerprint predictor, docs/fingerprint.md: what :func:`synperf.api.predict` returns) where the protocol scores it,
+else ``synperf_mlp`` (the paper's efficiency MLP; the detail column names which); *best baseline* is the lowest
+value of the same statistic over the baselines of :mod:`synperf.evaluation.baselines` that cover every row the
+statistic is computed on (coverage 1 on each of its families, so the same rows as the measured value);
+*paper_mlp* is the same statistic of ``synperf_mlp``, the paper's method, scored beside on the same folds and rows
+(NaN where a goal is not a protocol MAPE or a family lacks it). Values are MAPE in percent unless the goal says
+otherwise.
 
 Per family (experiment) and protocol, a MAPE is the mean over the protocol's folds of each fold's pooled
 ``gpu == "ALL"`` value, as the report's methods comparison computes it (one fold on the configured split).
@@ -20,15 +20,14 @@ import pandas as pd
 
 #: the seven core families the goals are stated over
 CORE_FAMILIES = ["gemm", "gemm_fp8", "attention_prefill", "attention_decode", "rmsnorm", "silu_mul", "fused_moe"]
-#: the measured method, in order of preference: the fingerprint predictor where a protocol scores it, else the
-#: prediction paths, else the MLP
-OURS = ("synperf_fp", "synperf", "synperf_mlp")
+#: the measured method, in order of preference: the fingerprint predictor where a protocol scores it, else the MLP
+OURS = ("synperf", "synperf_mlp")
 #: our own methods, never counted as a baseline
-NOT_BASELINES = {"synperf", "synperf_mlp", "synperf_fp"}
+NOT_BASELINES = {"synperf", "synperf_mlp"}
 NEAREST = "nearest_gpu_roofline"
-#: the method reported beside the measured one: the prediction paths (``predict(..., predictor="paths")``)
-PATHS = "synperf"
-GOAL_COLUMNS = ["goal", "target", "measured", "best_baseline", "best_baseline_method", "met", "detail", "paths"]
+#: the method reported beside the measured one: the paper's efficiency MLP
+PAPER = "synperf_mlp"
+GOAL_COLUMNS = ["goal", "target", "measured", "best_baseline", "best_baseline_method", "met", "detail", "paper_mlp"]
 
 
 def family_mape(protocols: pd.DataFrame, protocol: str, split: str, scope: str = "all") -> pd.DataFrame:
@@ -73,22 +72,21 @@ def _best_baseline(per: pd.DataFrame, families: list[str], stat) -> tuple[float,
 
 
 def _row(goal, target, measured, limit, baseline=np.nan, baseline_method="", detail="", higher_is_better=False,
-         paths=np.nan):
+         paper_mlp=np.nan):
     if measured is None or pd.isna(measured):
         met = "not measured"
     else:
         met = "yes" if (measured >= limit if higher_is_better else measured <= limit) else "no"
     return {"goal": goal, "target": target, "measured": measured, "best_baseline": baseline,
-            "best_baseline_method": baseline_method, "met": met, "detail": detail, "paths": paths}
+            "best_baseline_method": baseline_method, "met": met, "detail": detail, "paper_mlp": paper_mlp}
 
 
 def _beside(per: pd.DataFrame, families: list[str], measured_method: str) -> tuple[pd.Series, str]:
-    """Per family of ``families`` the MAPE in ``per`` (:func:`family_mape`) of the prediction paths
-    (:data:`PATHS`), reported beside the measured method, and its name; NaN where they were not scored or are the
-    measured method themselves."""
-    if measured_method == PATHS:
-        return pd.Series(np.nan, index=pd.Index(families, name="experiment")), PATHS
-    return per[per["method"] == PATHS].set_index("experiment")["mape_pct"].reindex(families), PATHS
+    """Per family of ``families`` the MAPE in ``per`` (:func:`family_mape`) of the paper's MLP (:data:`PAPER`),
+    reported beside the measured method, and its name; NaN where it was not scored or is the measured method."""
+    if measured_method == PAPER:
+        return pd.Series(np.nan, index=pd.Index(families, name="experiment")), PAPER
+    return per[per["method"] == PAPER].set_index("experiment")["mape_pct"].reindex(families), PAPER
 
 
 def _mape_goal(per: pd.DataFrame, families: list[str], goal: str, target: str, limit: float, stat, label: str):
@@ -101,7 +99,7 @@ def _mape_goal(per: pd.DataFrame, families: list[str], goal: str, target: str, l
     if len(fams) and other.notna().all():
         detail += f"; {other_name}: " + ", ".join(f"{e} {v:.1f}" for e, v in other.items())
     value = float(stat(other)) if len(fams) and other.notna().all() else np.nan
-    return _row(goal, target, measured, limit, base, name, detail, paths=value)
+    return _row(goal, target, measured, limit, base, name, detail, paper_mlp=value)
 
 
 #: serving goals: (scope of ``serving_mape.csv``, metric, target text, limit)
@@ -178,7 +176,7 @@ def goals_table(protocols: pd.DataFrame, fewshot: pd.DataFrame | None = None,
     rows.append(_row("leave-one-GPU-out, unseen GPUs: core families with a lower MAPE than nearest_gpu_roofline "
                      "(paired on its covered rows)", f"all {len(both)} families", float(lower) if len(both) else np.nan,
                      float(len(both)), baseline_method=NEAREST, detail=f"MAPE % {method} vs {NEAREST}: {detail}",
-                     higher_is_better=True, paths=other_lower))
+                     higher_is_better=True, paper_mlp=other_lower))
     rows.append(_mape_goal(family_mape(protocols, "logo", "unseen"), families,
                            "leave-one-GPU-out, unseen GPUs: mean over core families", "<= 15%", 15.0, np.mean,
                            "MAPE %"))
@@ -208,7 +206,7 @@ def goals_table(protocols: pd.DataFrame, fewshot: pd.DataFrame | None = None,
         detail = f"launches/s per family (a batch after the first call): {detail}"
         if tp.get("cold_launches_per_s") is not None:
             detail += (f"; first call of {tp.get('cold_launches', 0) // len(per_exp):,} launches per family, "
-                       f"loading models and sources: {tp['cold_launches_per_s']:,.0f}")
+                       f"loading the models: {tp['cold_launches_per_s']:,.0f}")
     rows.append(_row("batch predict throughput on one CPU core (launches/s)", ">= 100000", rate, 100_000.0,
                      detail=detail, higher_is_better=True))
     rows += serving_goals(serving, serving_logo)

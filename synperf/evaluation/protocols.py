@@ -27,10 +27,9 @@ The runner (:func:`run_protocol`, :func:`predict_protocol`) fits, per fold, the 
 rows and scores them with :mod:`synperf.evaluation.metrics`. Features are computed once per table; each fold only
 selects rows.
 
-The method ``synperf`` chooses, per fold, a prediction path (MLP, physical time model, residual model, sibling
-transfer; :mod:`synperf.evaluation.path_selection`) by leave-one-seen-GPU-out inside the fold's training rows, reusing
-the fold's ``synperf_mlp``, for the unseen GPUs' rows, and a seen path (one of those base models, chosen on the
-``synperf_mlp``'s own validation problems) for the held-out rows of the training GPUs; the chosen path leads its
+The method ``synperf`` is the fingerprint predictor (:class:`synperf.model.fingerprint.FingerprintModel`), what
+:func:`synperf.api.predict` serves, fitted per fold on the fold's training rows with its options chosen there by
+leaving each training GPU out (:func:`synperf.model.fingerprint_choice.fit_chosen`); the chosen option leads its
 ``budget`` text.
 """
 
@@ -51,16 +50,12 @@ from synperf.evaluation.split import experiment_split, problem_key
 from synperf.model.estimator import TrainConfig, train
 from synperf.model.features import FeatureFrame, build_features
 
-#: the evaluated methods: our estimator, then every baseline, then synperf's chosen prediction path
+#: the evaluated methods: the paper's efficiency MLP, then every baseline, then synperf's predictor
 MLP = "synperf_mlp"
-#: the path chosen per fold by leave-one-seen-GPU-out inside the fold's training rows
-#: (:func:`synperf.evaluation.path_selection.synperf_predict`): a base model (MLP, physical time model, residual
-#: model, their ensemble) or transfer of a training GPU's measurement by one of them
-SYNPERF = "synperf"
 #: one predictor per family: the physical time with the GPU's fingerprint times a GPU-invariant correction
-#: (:class:`synperf.model.fingerprint.FingerprintModel`)
-FINGERPRINT = "synperf_fp"
-METHODS: tuple[str, ...] = (MLP,) + tuple(BASELINES) + (SYNPERF, FINGERPRINT)
+#: (:class:`synperf.model.fingerprint.FingerprintModel`), what :func:`synperf.api.predict` serves
+SYNPERF = "synperf"
+METHODS: tuple[str, ...] = (MLP,) + tuple(BASELINES) + (SYNPERF,)
 TEST_SPLITS = ("test_seen", "unseen")
 LABELS = ("train", "test_seen", "unseen", "unused")
 
@@ -81,10 +76,8 @@ def method_budget(method: str, max_train_rows: int, train_cfg: TrainConfig, base
         return f"{rows}, {baseline_cfg.gbt_max_iter} boosting iterations"
     if method == "linear":
         return f"{rows}, closed form"
-    if method == FINGERPRINT:
-        return f"fingerprints on all rows; correction {rows}"
     if method == SYNPERF:
-        return f"path chosen by leave-one-seen-GPU-out; MLP {rows}, <= {train_cfg.max_epochs} epochs"
+        return f"fingerprints on all rows; correction {rows}"
     if method.startswith("nearest_gpu"):
         return "lookup over all training rows"
     return "no training"
@@ -312,13 +305,12 @@ def _prepare(table, registry, features, seed, methods) -> tuple[pd.DataFrame, di
 
 
 def _iter_fold_predictions(table, folds, methods, registry, train_cfg, features, max_train_rows, baseline_cfg, seed,
-                           log, pretrained=None, chosen_paths=None, models_out=None, fit_cache=None, defaults=None):
+                           log, pretrained=None, models_out=None):
     methods = list(METHODS if methods is None else methods)
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise KeyError(f"unknown method(s) {unknown}; known: {list(METHODS)}")
     table, meta = _prepare(table, registry, features, seed, methods)
-    fit_cache = {} if fit_cache is None else fit_cache
     cfg = train_cfg or TrainConfig()
     bcfg = baseline_cfg or BaselineConfig(threads=cfg.threads)
     if max_train_rows:
@@ -344,41 +336,10 @@ def _iter_fold_predictions(table, folds, methods, registry, train_cfg, features,
         base = pd.DataFrame({"protocol": fold.protocol, "fold": fold.name, "row": te_idx,
                              "gpu": te["gpu"].astype(str).to_numpy(), "kernel": te["kernel"].astype(str).to_numpy(),
                              "split": fold.labels[te_idx], "latency_us": te["latency_us"].to_numpy(dtype="float64")})
-        fold_mlp = None  # the fold's synperf_mlp, reused by the synperf method
         for method in methods:
             t0 = time.time()
             budget = method_budget(method, fold_cfg.max_train_rows, fold_cfg, fold_bcfg)
-            if method == SYNPERF and fold.name in (chosen_paths or {}):
-                from synperf.evaluation.path_selection import fit_paths, models_of, predict_rows
-
-                chosen, fallback, *seen = chosen_paths[fold.name]
-                seen_path = seen[0] if seen else None
-                need = (chosen, fallback) + ((seen_path,) if seen_path else ())
-                rows = tr.reset_index(drop=True)
-                fitted = fit_paths(rows, meta, registry, fold_cfg, need,
-                                   mlp=fold_mlp if "mlp" in models_of(need) else None)
-                pred = predict_rows(fitted, chosen, te.drop(columns=["latency_us"], errors="ignore"), registry,
-                                    fallback=fallback, seen_path=seen_path,
-                                    seen_gpus=rows["gpu"].astype(str).unique())["predicted_latency_us"]
-                pred = pred.to_numpy()
-                seen_text = f"; seen GPUs {seen_path}" if seen_path else ""
-                budget = f"{chosen} (fallback {fallback}, chosen before){seen_text}; {budget}"
-            elif method == SYNPERF:
-                from synperf.evaluation.path_selection import (
-                    SELECTION_TRAINING,
-                    SELECTION_VALIDATION_ROWS,
-                    synperf_predict,
-                )
-
-                default = (defaults or {}).get(fold.name, "mlp")
-                res, chosen, _ = synperf_predict(tr, te, meta, registry, replace(cfg, **SELECTION_TRAINING), cfg,
-                                                 mlp=fold_mlp, experiment=fold.name, log=lambda *_: None,
-                                                 fit_cache=fit_cache, default=default,
-                                                 max_val_rows=SELECTION_VALIDATION_ROWS)
-                pred = res["predicted_latency_us"].to_numpy()
-                seen_text = f"; seen GPUs {res.attrs['seen_path']}" if res.attrs.get("seen_path") else ""
-                budget = f"{chosen}{seen_text}; default {default}; {budget}"
-            elif method == FINGERPRINT:
+            if method == SYNPERF:
                 from synperf.model.fingerprint_choice import fit_chosen
 
                 fp_model = fit_chosen(tr, meta, registry, max_train_rows=fold_bcfg.max_train_rows, seed=seed,
@@ -386,12 +347,11 @@ def _iter_fold_predictions(table, folds, methods, registry, train_cfg, features,
                 pred = fp_model.predict(te, registry)
                 budget = f"{fp_model.choice['option']} (chosen by leave-one-training-GPU-out); {budget}"
             elif method == MLP and fold.name in (pretrained or {}):
-                model = fold_mlp = pretrained[fold.name]
+                model = pretrained[fold.name]
                 pred = model.predict_latency_us(FeatureFrame(te, meta["numeric"], meta["linear"], meta["categorical"]))
             elif method == MLP:
                 model = train(FeatureFrame(tr, meta["numeric"], meta["linear"], meta["categorical"]),
                               tr["latency_us"], tr["problem_key"], cfg, log=lambda *_: None)
-                fold_mlp = model
                 if models_out is not None:
                     models_out[fold.name] = model
                 pred = model.predict_latency_us(FeatureFrame(te, meta["numeric"], meta["linear"], meta["categorical"]))
@@ -411,26 +371,13 @@ _PRED_COLUMNS = ["protocol", "fold", "method", "row", "gpu", "kernel", "split", 
 
 def predict_protocol(table: pd.DataFrame, folds: list[Fold], methods, registry, train_cfg: TrainConfig | None,
                      features, *, max_train_rows: int = 0, baseline_cfg: BaselineConfig | None = None, seed: int = 0,
-                     log=print, pretrained: dict | None = None, chosen_paths: dict | None = None,
-                     models_out: dict | None = None, fit_cache: dict | None = None,
-                     defaults: dict | None = None) -> pd.DataFrame:
+                     log=print, pretrained: dict | None = None, models_out: dict | None = None) -> pd.DataFrame:
     """Per-row predictions of every method on every fold's test rows (for error CDFs and scatter plots).
 
     Arguments as :func:`run_protocol`; ``pretrained`` maps a fold name (e.g. ``configured``) to a
     :class:`synperf.model.estimator.TrainedModel` used as ``synperf_mlp`` on that fold instead of training one (the
     pipeline passes the experiment's primary model, trained on exactly the configured fold's training rows).
-    ``chosen_paths`` maps a fold name to ``(path, fallback)`` or ``(path, fallback, seen_path)``, the prediction path
-    the ``synperf`` method uses there, the zero-shot path of its rows no sibling measured and the zero-shot path of
-    its test rows on the fold's training GPUs (None or absent: ``path`` there too), already chosen on that fold's
-    training rows alone (the pipeline passes those recorded with the primary model); on other folds ``synperf``
-    chooses its paths itself (:func:`synperf.evaluation.path_selection.synperf_predict`), the seen path from the
-    fold's ``synperf_mlp`` validation rows.
-    ``models_out`` (a dict) receives the ``synperf_mlp`` trained on each fold, by fold name. ``fit_cache`` (a dict
-    the caller keeps across calls) holds the models the ``synperf`` method fits in its inner leave-one-seen-GPU-out
-    folds, reused by a later fold with the same inner rows
-    (:func:`synperf.evaluation.path_selection.score_paths`). ``defaults`` maps a fold name to the default path of
-    the ``synperf`` method's choice there (:func:`synperf.evaluation.path_selection.pooled_default` of evidence
-    that excludes the fold's test GPUs); ``mlp`` for a fold it does not name.
+    ``models_out`` (a dict) receives the ``synperf_mlp`` trained on each fold, by fold name.
 
     Returns:
         Long table, one row per (fold, method, test row): ``protocol``, ``fold``, ``method``, ``row`` (position
@@ -439,8 +386,7 @@ def predict_protocol(table: pd.DataFrame, folds: list[Fold], methods, registry, 
         (wall time to fit that method on the fold and predict its test rows).
     """
     parts = list(_iter_fold_predictions(table, folds, methods, registry, train_cfg, features, max_train_rows,
-                                        baseline_cfg, seed, log, pretrained, chosen_paths, models_out, fit_cache,
-                                        defaults))
+                                        baseline_cfg, seed, log, pretrained, models_out))
     if not parts:
         return pd.DataFrame(columns=_PRED_COLUMNS)
     return pd.concat(parts, ignore_index=True)[_PRED_COLUMNS]

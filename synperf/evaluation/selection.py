@@ -17,8 +17,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from synperf.evaluation.path_selection import MIN_RELATIVE_GAIN
 from synperf.evaluation.protocols import MLP, Fold, predict_protocol, summarize_predictions
+
+#: a candidate replaces a simpler (or the configured) one only when its score is this share lower
+MIN_RELATIVE_GAIN = 0.05
 
 #: columns of :func:`score_feature_set`'s result
 SCORE_COLUMNS = ["experiment", "feature_set", "fold", "validation_gpu", "n_train", "n_rows", "mape_pct",
@@ -57,8 +59,8 @@ def score_feature_set(table: pd.DataFrame, meta: dict, experiment: str, registry
         table, meta: the feature table and its sidecar (``numeric``, ``linear``, ``categorical``,
             ``feature_set``), as written by :func:`synperf.pipeline.features.experiment_features`.
         train_cfg: the MLP's :class:`synperf.model.training.TrainConfig` (the selection budget).
-        models_out: a dict that receives each fold's MLP by fold name (``losgo:<gpu>``), e.g. for
-            :func:`synperf.evaluation.path_selection.score_paths` to score the prediction paths on the same folds.
+        models_out: a dict that receives each fold's MLP by fold name (``losgo:<gpu>``), e.g. to score the
+            training recipes on the same folds.
 
     Returns:
         :data:`SCORE_COLUMNS`, one row per fold (MAPE in percent on the validation GPU's rows); empty when the
@@ -85,10 +87,10 @@ def choose(scores: pd.DataFrame, configured: str | None = None,
 
     The candidate with the lowest geometric mean wins, except that ``configured`` (the primary feature set of the
     config) stays chosen while its geometric mean is within ``min_gain`` (relative) of the lowest: a smaller lead
-    is retraining noise (:data:`synperf.evaluation.path_selection.MIN_RELATIVE_GAIN`, the rule of the recipe and
-    path choices), so it never displaces the configured set. Only experiments scored for every candidate count
-    (a fair mean). The table has one row per experiment (columns: the candidates' fold-mean MAPE, ``best``) and a
-    last row ``geometric mean`` over experiments (``best`` there: the chosen candidate).
+    is retraining noise (:data:`MIN_RELATIVE_GAIN`, the rule of the recipe choice), so it never displaces the
+    configured set. Only experiments scored for every candidate count (a fair mean). The table has one row per
+    experiment (columns: the candidates' fold-mean MAPE, ``best``) and a last row ``geometric mean`` over experiments
+    (``best`` there: the chosen candidate).
 
     Raises:
         ValueError: no experiment was scored for every candidate.
@@ -110,7 +112,7 @@ def choose(scores: pd.DataFrame, configured: str | None = None,
 def choose_recipe(scores: pd.DataFrame, recipes: dict, min_gain: float = MIN_RELATIVE_GAIN) -> dict:
     """An experiment's training recipe from its leave-one-seen-GPU-out scores: the first listed recipe whose mean
     MAPE over folds is within ``min_gain`` (relative) of the lowest. A lead smaller than that is retraining noise
-    (:data:`synperf.evaluation.path_selection.MIN_RELATIVE_GAIN`), so it never displaces an earlier (simpler)
+    (:data:`MIN_RELATIVE_GAIN`), so it never displaces an earlier (simpler)
     recipe: the configured default is listed first and stays unless another beats it clearly. ``scores`` has a
     ``recipe`` column (:func:`score_feature_set` per recipe). An experiment without folds (one seen GPU) keeps the
     first recipe listed.

@@ -28,14 +28,11 @@ Fingerprint (:class:`Fingerprint`)
       with the predicted constants as a prior (one pseudo-row per constant pulling it to the prior value, relative
       weight :data:`FEWSHOT_PRIOR_WEIGHT`), so ``k = 0`` gives the predicted fingerprint and many rows the fitted one.
 
-Correction
+Correction (:mod:`synperf.model.correction`)
     scikit-learn ``HistGradientBoostingRegressor`` on ``log(latency / fingerprint_time)`` with features that name no
-    GPU (:func:`correction_design`): ``log1p`` of the launch's shape parameters (the feature set's ``p_*`` columns)
-    and of its tiles, waves, CTAs per SM and tile sizes, the wave efficiency and L2 footprint, the share of each pipe
-    time in their sum and the floor's share of the fingerprint time, ``log`` of the fingerprint time, the feature
-    set's categorical columns, and the GPU class (compute capability major; 1 for HBM, 0 for GDDR). Trained on the
-    training GPUs' rows with their own fitted fingerprints; budget :data:`synperf.model.paths.RESIDUAL_TREES` (chosen
-    on seen GPUs for the residual model, taken as it is) or a larger one, seeded, one OpenMP thread.
+    GPU (:func:`synperf.model.correction.correction_design`). Trained on the training GPUs' rows with their own
+    fitted fingerprints; budget :data:`synperf.model.correction.RESIDUAL_TREES` or a larger one, seeded, one OpenMP
+    thread.
 
 Own-GPU evidence (:attr:`FingerprintModel.local`)
     A training GPU's own measurements also fit a second, per-GPU correction: the same trees on that GPU's rows'
@@ -75,7 +72,15 @@ import pandas as pd
 from scipy.optimize import lsq_linear
 from scipy.stats import norm
 
-from synperf.model.paths import RESIDUAL_TREES, JoblibModel, with_spec_columns
+from synperf.model.correction import (  # noqa: F401  (the correction's budgets are part of this interface)
+    OWN_GPU_MAX_ROWS,
+    OWN_GPU_TREES,
+    RESIDUAL_TREES,
+    JoblibModel,
+    correction_columns,
+    correction_design,
+    gpu_quantiles,
+)
 from synperf.model.pipes import (  # noqa: F401  (the pipe terms are part of this module's interface)
     LINEAR,
     LOWER_BOUNDS,
@@ -85,6 +90,7 @@ from synperf.model.pipes import (  # noqa: F401  (the pipe terms are part of thi
     class_text,
     gpu_class,
     pipe_times,
+    with_spec_columns,
     with_v2_columns,
 )
 
@@ -97,14 +103,6 @@ FINGERPRINT_FILE = "fingerprint.joblib"
 RULES = ("pooled", "mean")
 #: relative weight of each prior pseudo-row in a few-shot fit (one measured row weighs 1)
 FEWSHOT_PRIOR_WEIGHT = 1.0
-#: the own-GPU correction's trees (``HistGradientBoostingRegressor``): the number of trees set by early stopping on
-#: a seeded 10% of the GPU's rows (no improvement of the validation loss in 20 iterations)
-OWN_GPU_TREES = {"max_iter": 1000, "learning_rate": 0.1, "max_leaf_nodes": 31, "early_stopping": True,
-                 "validation_fraction": 0.1, "n_iter_no_change": 20}
-#: the own-GPU correction's row cap per GPU (a seeded subsample above it)
-OWN_GPU_MAX_ROWS = 20000
-#: tile and launch-geometry columns read by the correction where the feature table has them (``log1p``)
-GEOMETRY = ("waves", "num_tasks", "ctas_per_sm", "sm_max_tasks", "tile_m", "tile_n", "split_k", "block_m", "block_n")
 @dataclass
 class Fingerprint:
     """The effective constants of one GPU.
@@ -257,51 +255,6 @@ def predict_fingerprint(gpu: str, fitted: dict[str, Fingerprint], registry,
     return Fingerprint(gpu, float(c[0]), c[1:], f"predicted from spec row: {text}", spread)
 
 
-def _filled(rows: pd.DataFrame, c: str) -> np.ndarray:
-    x = rows[c].to_numpy(dtype="float64", na_value=np.nan)
-    return np.where(np.isfinite(x), x, 0.0)
-
-
-def correction_columns(meta: dict, columns) -> tuple[list, list, list]:
-    """``(log1p columns, as-is columns, categorical columns)`` of the correction for a feature table with
-    sidecar ``meta`` and these ``columns``: the shape parameters (``p_*``) and :data:`GEOMETRY` present;
-    :data:`LINEAR`; the feature set's ``categorical`` ones."""
-    cols = list(columns)
-    logs = sorted(c for c in cols if c.startswith("p_")) + [c for c in GEOMETRY if c in cols]
-    return logs, list(LINEAR), [c for c in meta["categorical"] if c in cols]
-
-
-def correction_design(rows: pd.DataFrame, terms: np.ndarray, fp_time: np.ndarray, floor: np.ndarray,
-                      columns: tuple[list, list, list], levels: dict, registry) -> np.ndarray:
-    """The correction's design matrix, shape ``(len(rows), features)`` (see the module docstring); ``terms``
-    (:func:`pipe_times`), ``fp_time`` and ``floor`` (microseconds, per row) from the row's fingerprint."""
-    logs, linear, categorical = columns
-    total = np.maximum(terms.sum(axis=1), 1e-12)
-    gpus = rows["gpu"].astype(str).to_numpy()
-    uniq, inv = np.unique(gpus, return_inverse=True)
-    classes = np.array([gpu_class(registry[g]) for g in uniq], dtype=object)
-    major = np.array([c[0] for c in classes], dtype="float64")[inv]
-    hbm = np.array([c[1] == "HBM" for c in classes], dtype="float64")[inv]
-    cols = [np.log1p(np.maximum(_filled(rows, c), 0.0)) for c in logs] + [_filled(rows, c) for c in linear]
-    cols += [terms[:, j] / total for j in range(terms.shape[1])]
-    cols += [floor / fp_time, np.log(fp_time), major, hbm]
-    for c in categorical:
-        codes, uniques = pd.factorize(rows[c], use_na_sentinel=False)
-        cols.append(pd.Series(uniques).astype(str).map(levels[c]).astype("float64").to_numpy()[codes])
-    return np.column_stack(cols)
-
-
-def gpu_quantiles(values: np.ndarray, gpus: np.ndarray, q: tuple = (0.1, 0.9)) -> tuple:
-    """Quantiles ``q`` of ``values`` with each GPU of ``gpus`` (one id per value) weighing the same, whatever its
-    number of values; NaN for no values."""
-    if len(values) == 0:
-        return tuple(float("nan") for _ in q)
-    counts = pd.Series(gpus).map(pd.Series(gpus).value_counts()).to_numpy(dtype="float64")
-    order = np.argsort(values, kind="stable")
-    cum = np.cumsum(1.0 / counts[order]) / np.sum(1.0 / counts)
-    return tuple(float(values[order][min(np.searchsorted(cum, p), len(values) - 1)]) for p in q)
-
-
 @dataclass
 class FingerprintModel(JoblibModel):
     """Fingerprints of the training GPUs and the GPU-invariant correction of one kernel family; stored as one
@@ -348,7 +301,7 @@ class FingerprintModel(JoblibModel):
         sidecar). Fingerprints on every row of each GPU; the correction on a seeded subsample of at most
         ``max_train_rows`` rows (0: all). ``oof``: also the out-of-fold residuals for :meth:`interval`.
         ``rule``: :data:`RULES` (:func:`pool_constants`). ``correct``: False leaves the correction out (the
-        prediction is the fingerprint time). ``trees``: arguments over :data:`synperf.model.paths.RESIDUAL_TREES`.
+        prediction is the fingerprint time). ``trees``: arguments over :data:`synperf.model.correction.RESIDUAL_TREES`.
         ``local``: also fit each GPU's own-GPU correction (:attr:`local`; :data:`OWN_GPU_TREES` on a seeded
         subsample of at most :data:`OWN_GPU_MAX_ROWS` of its rows); a list: only for those GPUs.
 

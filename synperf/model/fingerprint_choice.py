@@ -26,7 +26,7 @@ from synperf.model.fingerprint import (
 )
 
 #: correction options of :meth:`FingerprintModel.fit`, simplest first: the fingerprint time alone, the correction
-#: with :data:`synperf.model.paths.RESIDUAL_TREES`, a larger budget
+#: with :data:`synperf.model.correction.RESIDUAL_TREES`, a larger budget
 CORRECTIONS = (("fingerprint only", {"correct": False}), ("correction 40x0.7", {}),
                ("correction 300x0.1", {"trees": {"max_iter": 300, "learning_rate": 0.1}}))
 #: the options chosen per training set by :func:`choose_options`, simplest first: ``(name, options of

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from synperf.data.launches import TENSOR_FAMILIES
-from synperf.model.paths import with_spec_columns
+from synperf.evaluation.baselines import BASELINE_COLUMNS, add_baseline_columns
 
 #: spec-sheet pipe times of the fingerprint, microseconds (see :func:`pipe_times`)
 PIPES = ("compute_us", "dram_us", "l2_us", "smem_us")
@@ -27,6 +27,14 @@ V2_COLUMNS = ("l2_cycle", "sm_max_smem_cycle", "waves", "num_tasks", "ctas_per_s
     + SM_COMPUTE_CYCLES
 
 
+
+
+def with_spec_columns(rows: pd.DataFrame, registry) -> pd.DataFrame:
+    """``rows`` with the ``bl_*`` work and spec columns (added when any is missing; row order kept)."""
+    if all(c in rows.columns for c in BASELINE_COLUMNS):
+        return rows
+    return add_baseline_columns(rows.drop(columns=[c for c in BASELINE_COLUMNS if c in rows.columns]), registry,
+                                tiles=False)
 
 
 def gpu_class(spec) -> tuple[int, str]:

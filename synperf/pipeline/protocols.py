@@ -31,7 +31,7 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
                        training: dict, protocols: list[str], methods: list[str] | None, threads: int,
                        out_table: str, out_cdf: str | None = None, model_dir: str | None = None, *,
                        measured_dir: str | None = None, out_rows: str | None = None,
-                       path_scores: dict[str, str] | None = None, experiments: dict[str, dict] | None = None,
+                       experiments: dict[str, dict] | None = None,
                        feature_tables: dict[str, tuple[str, str]] | None = None,
                        feature_scores: list[str] | None = None, configured_feature_set: str | None = None,
                        serving_launches: str | None = None, out_launches: str | None = None,
@@ -49,40 +49,31 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
     ``protocols`` from ``configured``, ``logo`` (leave one GPU out), ``loao`` (leave one architecture out); every
     GPU of the experiment (seen and unseen) takes part in the leave-one-out protocols. With
     ``model_dir`` (the experiment's primary model, trained on the configured split's training rows) that model is
-    ``synperf_mlp`` on the configured fold, so the configured numbers equal the main table's, and the prediction
-    path recorded beside it (``path.json`` in its parent folder, chosen by leave one seen GPU out inside the
-    configured training rows) is the ``synperf`` method there; the leave-one-out folds train their own MLP with
-    ``training``, and the ``synperf`` method chooses its path inside each of them by leave one seen GPU out over the
-    fold's training rows. A fold whose train/test labels equal an
+    ``synperf_mlp`` on the configured fold, so the configured numbers equal the main table's; the leave-one-out
+    folds train their own MLP with ``training``. The ``synperf`` method (the fingerprint predictor) reads the
+    configured table and chooses its options inside every fold by leaving each of the fold's training GPUs out.
+    A fold whose train/test labels equal an
     earlier fold's (a leave-one-architecture-out fold of an architecture with one GPU is that GPU's
     leave-one-GPU-out fold) reuses its predictions. The leave-one-out folds train with ``training`` as it is, not
     with the experiment's chosen recipe: that recipe was chosen by leave one seen GPU out over the configured seen
-    GPUs, which a leave-one-out fold may test. ``path_scores`` (experiment -> its ``paths.csv`` of
-    leave-one-seen-GPU-out path scores on the configured training rows) with ``experiments`` (their config
-    entries): the ``synperf`` method's default path in each leave-one-out fold is
-    :func:`synperf.pipeline.selection.path_default` of the other experiments' scores, leaving out every experiment
-    trained on one of the fold's test GPUs (for a leave-one-architecture-out fold: on any GPU of the held-out
-    architecture); without them ``mlp``.
+    GPUs, which a leave-one-out fold may test.
 
     Writes ``out_table``: one row per (protocol, fold, method, gpu, split, scope) with MAPE, median and p90 APE
     and coverage; ``scope`` is ``all`` (every row the method covers) or ``nearest_covered`` (only the rows
     nearest-GPU transfer covers, a paired comparison; present when ``nearest_gpu_roofline`` is evaluated).
     ``out_cdf``: :func:`synperf.evaluation.protocols.error_cdf` of the same predictions. ``out_rows``: Parquet of
-    the configured fold's per-row ``synperf`` predictions (:data:`ROW_COLUMNS`; the rows the few-shot calibration
-    simulation calibrates), empty when that method did not run. ``serving_launches`` (Parquet of
+    the configured fold's per-row ``synperf`` predictions (:data:`ROW_COLUMNS`), empty when that method did not run.
+    ``serving_launches`` (Parquet of
     :func:`synperf.serving.logo.record_launches`): the experiment's launches on its GPUs are appended to every
     feature table and predicted in the leave-one-GPU-out fold of their GPU
     (:mod:`synperf.evaluation.fold_launches`), never scored; ``out_launches``: Parquet of the ``synperf`` method's
     predictions of them in the ``logo`` folds (:data:`synperf.evaluation.fold_launches.PREDICTION_COLUMNS`).
     ``logo_gpus``: only the ``logo`` folds that leave one of these GPUs out (None: every fold).
     """
-    import json
     import logging
-    from pathlib import Path
 
     from synperf.evaluation import fold_launches
     from synperf.evaluation.protocols import (
-        FINGERPRINT,
         METHODS,
         MLP,
         SYNPERF,
@@ -121,27 +112,14 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
 
     fs_scores = (pd.concat([pd.read_csv(f) for f in feature_scores], ignore_index=True)
                  if feature_scores and experiments else None)
-    path_frames = {n: pd.read_csv(f) for n, f in (path_scores or {}).items()}
     cfg = TrainConfig.from_dict({**training, "seed": seed, "threads": threads})
     pretrained = {"configured": TrainedModel.load(model_dir)} if model_dir else None
-    chosen_paths, recorded_defaults = None, {}
-    if model_dir:  # the path recorded beside the primary model, chosen on the configured training rows alone
-        from synperf.evaluation.path_selection import load_choice
-
-        choice = load_choice(Path(model_dir).parent)
-        chosen_paths = ({"configured": (choice["path"], choice.get("fallback") or choice["base"],
-                                        choice.get("seen_path"))}
-                        if choice else None)
-        if choice:  # the default path the recorded choice was made with (pooled without the unseen GPUs)
-            recorded_defaults["configured"] = (choice.get("default") or {}).get("default", "mlp")
     summaries, cdfs, done, configured_preds, launch_preds = [], [], {}, None, []
-    fit_caches: dict = {}  # per feature set: the synperf method's inner models, shared across folds
     for protocol in protocols:
         folds = make_folds(protocol, table, registry, gpus=gpus, heldout_frac=exp.get("heldout_frac", 0.2), seed=seed,
                            heldout_source_files=exp.get("heldout_source_files"))
         if protocol == "logo" and logo_gpus is not None:
             folds = [f for f in folds if set(f.unseen_gpus) & {str(g) for g in logo_gpus}]
-        # the chosen-path method runs its own leave-one-seen-GPU-out inside every fold
         fold_methods = list(methods or METHODS)
         folds = [fold_launches.extend_fold(f, launch_gpus) for f in folds]
         parts = []
@@ -157,30 +135,18 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
                 log.info("%s: feature set %s (chosen without the fold's tested GPUs)", fold.name, fs)
             else:
                 fs = configured_fs
-            defaults = None
-            if path_scores and SYNPERF in fold_methods and fold.name not in (chosen_paths or {}):
-                from synperf.pipeline.selection import path_default
-
-                d = path_default(exp_name, experiments, path_frames, tested, own_scores=False)
-                defaults = {fold.name: d["default"]}
-                log.info("%s: default path %s (pooled geometric means %s over %d experiments)", fold.name,
-                         d["default"], json.dumps(d["geometric_mean"]), len(d["experiments"]))
-            # two folds share predictions only when their rows and every choice their tested GPUs may not inform
-            # agree: the feature set and, for the synperf method, the default path (the configured fold's is the one
-            # its recorded path was chosen with)
-            default = (((defaults or {}).get(fold.name) or recorded_defaults.get(fold.name) or "mlp")
-                       if SYNPERF in fold_methods else None)
-            # over the table's own rows; an earlier fold's predictions serve when they hold every launch this one
+            # two folds share predictions only when their rows (the table's own) and the feature set their tested
+            # GPUs may not inform agree; an earlier fold's predictions serve when they hold every launch this one
             # predicts (a leave-one-architecture-out fold of one GPU reuses that GPU's logo fold, launches and all)
             key = (hashlib.sha256(np.asarray(fold.labels[:n_table], dtype=str).tobytes()).hexdigest(),
-                   tuple(fold_methods), fs, default)
+                   tuple(fold_methods), fs)
             needs_launches = (fold.labels[n_table:] == "unseen").any()
             if key in done and (not needs_launches or (done[key]["row"] >= n_table).any()):
                 log.info("%s: same rows and choices as %s, predictions reused", fold.name, done[key]["fold"].iloc[0])
                 parts.append(done[key].assign(protocol=fold.protocol, fold=fold.name))
                 continue
-            # the MLP methods read the fold's feature set; the baselines always the configured table
-            mlp_methods = [m for m in fold_methods if m in (MLP, SYNPERF)]
+            # the MLP reads the fold's feature set; the baselines and the synperf method the configured table
+            mlp_methods = [m for m in fold_methods if m == MLP]
             groups = ([(fs, fold_methods)] if fs == configured_fs else
                       [(configured_fs, [m for m in fold_methods if m not in mlp_methods]), (fs, mlp_methods)])
             p = []
@@ -190,8 +156,7 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
                 t, m = feature_table(group_fs)
                 p.append(predict_protocol(t, [fold], group_methods, registry, cfg, m,
                                           max_train_rows=cfg.max_train_rows, seed=seed, log=log.info,
-                                          pretrained=pretrained, chosen_paths=chosen_paths,
-                                          fit_cache=fit_caches.setdefault(group_fs, {}), defaults=defaults))
+                                          pretrained=pretrained))
             p = pd.concat(p, ignore_index=True)
             if len(groups) > 1:  # the methods in their usual order
                 order = {m: i for i, m in enumerate(fold_methods)}
@@ -203,7 +168,7 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
             continue
         preds = pd.concat(parts, ignore_index=True)
         launch_preds.append(fold_launches.launch_predictions(preds, {f.name: f for f in folds}, launches, n_table,
-                                                             exp_name, FINGERPRINT))
+                                                             exp_name, SYNPERF))
         preds = fold_launches.table_predictions(preds, n_table)
         if protocol == "configured":
             configured_preds = preds
@@ -219,8 +184,8 @@ def evaluate_protocols(features: str, features_meta: str, exp_name: str, exp: di
         rows = pd.DataFrame(columns=ROW_COLUMNS)
         if configured_preds is not None:
             p = configured_preds[configured_preds["method"] == SYNPERF]
-            fs = pretrained["configured"].meta.get("feature_set", configured_fs) if pretrained else configured_fs
-            tt = feature_table(fs)[0]["theoretical_time_us"].to_numpy(dtype="float64")[p["row"].to_numpy(dtype="int64")]
+            tt = feature_table(configured_fs)[0]["theoretical_time_us"].to_numpy(dtype="float64")
+            tt = tt[p["row"].to_numpy(dtype="int64")]
             rows = p.assign(experiment=exp_name, theoretical_time_us=tt)[ROW_COLUMNS].reset_index(drop=True)
         write_parquet(rows, out_rows)
     if out_launches:

@@ -12,14 +12,11 @@ from synperf.model.training import TrainConfig
 def score_selection(candidates: list[tuple[str, str, str]], exp_name: str, registry_path: str, seed: int,
                     training: dict, threads: int, *, measured_dir: str | None = None,
                     recipes: dict | None = None, recipe_features: tuple[str, str] | None = None,
-                    out_recipes: str | None = None, out_recipe: str | None = None,
-                    out_paths: str | None = None, out_path_rows: str | None = None) -> None:
+                    out_recipes: str | None = None, out_recipe: str | None = None) -> None:
     """Leave-one-seen-GPU-out score of each candidate feature set of one experiment
     (:func:`synperf.evaluation.selection.score_feature_set`) on its configured training rows; one row per fold
     (an empty table for a single seen GPU). Then, with ``recipes``, the training recipes on the primary feature
-    set, and the experiment's recipe chosen from those scores alone. Then, with ``out_paths``, the prediction
-    paths (:func:`synperf.evaluation.path_selection.score_paths`) on the primary feature set, their MLP folds
-    being the chosen recipe's (the same folds and training, so its fold models are reused, not retrained).
+    set, and the experiment's recipe chosen from those scores alone.
 
     Args:
         candidates: ``(feature table, its meta JSON, output CSV)`` per candidate feature set, each trained with
@@ -28,10 +25,6 @@ def score_selection(candidates: list[tuple[str, str, str]], exp_name: str, regis
             and meta); ``out_recipes`` gets their scores (CSV, column ``recipe``), ``out_recipe`` the choice
             (JSON: ``chosen``, its ``overrides``, the mean validation MAPE per recipe,
             :func:`synperf.evaluation.selection.choose_recipe`).
-        out_paths: CSV of the path scores (:data:`synperf.evaluation.path_selection.PATH_SCORE_COLUMNS`), read
-            by the ``train`` stage to record the chosen path beside the primary model.
-        out_path_rows: Parquet of the same folds' per-row predictions of every path
-            (:data:`synperf.evaluation.path_selection.PATH_ROW_COLUMNS`), read by the few-shot calibration choice.
     """
     import logging
 
@@ -49,9 +42,8 @@ def score_selection(candidates: list[tuple[str, str, str]], exp_name: str, regis
         done[features] = score_feature_set(table, meta, exp_name, registry, cfg, seed, log=log.info, models_out=models)
         write_csv(done[features], out_table)
     primary = recipe_features
-    if primary is None and (recipes or out_paths):
-        raise ValueError("selection: recipes and path scores need recipe_features (the primary feature table)")
-    chosen_cfg = cfg
+    if primary is None and recipes:
+        raise ValueError("selection: recipes need recipe_features (the primary feature table)")
     if recipes:
         from synperf.evaluation.selection import choose_recipe
 
@@ -69,19 +61,6 @@ def score_selection(candidates: list[tuple[str, str, str]], exp_name: str, regis
         write_csv(scores, out_recipes)
         choice = choose_recipe(scores, recipes)
         write_json(choice, out_recipe)
-        chosen_cfg = TrainConfig.from_dict({**training, **choice["overrides"], "seed": seed, "threads": threads})
-    if out_paths:
-        from synperf.data.io import write_parquet
-        from synperf.evaluation.path_selection import PATH_ROW_COLUMNS, score_paths
-
-        table, meta = categorical_strings(read_table(primary[0])), read_artefact(primary[1], "features")
-        path_rows = []
-        paths = score_paths(table, meta, exp_name, registry, chosen_cfg, log=log.info,
-                            fold_mlps=fold_models.get((primary[0], repr(chosen_cfg))), rows_out=path_rows)
-        write_csv(paths, out_paths)
-        if out_path_rows:
-            rows = pd.concat(path_rows, ignore_index=True) if path_rows else pd.DataFrame(columns=PATH_ROW_COLUMNS)
-            write_parquet(categorical_strings(rows), out_path_rows)  # category columns read back as such
 
 
 def informed_choice(scores: pd.DataFrame, exp_name: str, experiments: dict[str, dict], test_gpus, configured: str,
@@ -119,8 +98,7 @@ def choose_feature_set(score_tables: list[str], configured: str, training: dict,
     the evidence without their test GPUs does not pick; the report names them).
     """
     from synperf.data.io import write_csv
-    from synperf.evaluation.path_selection import MIN_RELATIVE_GAIN
-    from synperf.evaluation.selection import choose
+    from synperf.evaluation.selection import MIN_RELATIVE_GAIN, choose
     from synperf.model.features import primary_feature_set
 
     scores = pd.concat([pd.read_csv(p) for p in score_tables], ignore_index=True)
@@ -139,27 +117,3 @@ def choose_feature_set(score_tables: list[str], configured: str, training: dict,
                 "candidates": sorted(scores["feature_set"].unique()), "folds": int(len(scores)),
                 "budget": {k: training[k] for k in ("max_epochs", "max_train_rows") if k in training},
                 "protocol": "leave one seen GPU out, inside the configured training rows"}, out_choice)
-
-
-def path_default(exp_name: str, experiments: dict[str, dict], score_files: dict, test_gpus,
-                 own_scores: bool = True) -> dict:
-    """:func:`synperf.evaluation.path_selection.pooled_default` for one experiment's choice, from the
-    leave-one-seen-GPU-out path scores of every experiment (``score_files``: experiment -> its ``paths.csv``, or
-    that table already read).
-
-    Pooled: only :func:`synperf.evaluation.evidence.informing_experiments` of ``test_gpus`` (the configured unseen
-    GPUs, or a leave-one-out fold's test GPUs), ``exp_name``'s own scores only when ``own_scores``.
-
-    Raises:
-        KeyError: a scored experiment has no entry in ``experiments``.
-    """
-    from synperf.evaluation.evidence import informing_experiments
-    from synperf.evaluation.path_selection import pooled_default
-
-    scores = {n: f if isinstance(f, pd.DataFrame) else pd.read_csv(f) for n, f in score_files.items()}
-    missing = sorted(set(scores) - set(experiments))
-    if missing:
-        raise KeyError(f"scored experiments without a config entry: {missing}")
-    keep = informing_experiments(exp_name, experiments, test_gpus, scores=scores, own=own_scores)
-    exclude = [n for n in scores if n not in keep]
-    return pooled_default(scores, experiments, exclude_gpus=list(test_gpus), exclude=exclude)

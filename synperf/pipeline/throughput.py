@@ -3,8 +3,8 @@
 The launches are the unseen-GPU rows of each experiment's feature table (their launch parameters and GPU only),
 drawn with replacement (seeded) to ``n_launches`` per experiment, and predicted in one ``predict`` call per
 experiment after a smaller first call (the cold start, timed on its own), with one torch thread and the process
-pinned to one CPU where the OS allows it. Feature extraction (decomposer, scheduler, analyzer), the MLP, the chosen
-path and the interval are all inside the timed calls.
+pinned to one CPU where the OS allows it. Feature extraction (decomposer, scheduler, analyzer), the fingerprint
+predictor's pipe times and correction, and the interval are all inside the timed calls.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def predict_throughput(experiments: dict, feature_tables: list[str], models_dir:
 
     Per experiment, ``n_launches`` launches are drawn (with replacement, ``seed``) from the unseen-GPU rows of its
     feature table. The first call, on ``warmup_launches`` other launches (seed ``seed + 1``), is timed as the cold
-    start (loading the model, the path's sources and intervals into the process caches); then the batch of
+    start (loading the model into the process caches); then the batch of
     ``n_launches`` is timed: the steady-state rate a caller predicting many launches gets.
 
     Args:

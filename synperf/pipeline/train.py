@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from pathlib import Path
 
 from synperf.data.io import read_artefact, read_table
 from synperf.data.schema import KEY_COLUMNS
@@ -118,21 +117,8 @@ def fit_fingerprint_model(exp_name: str, exp: dict, spec: dict, seed: int, deplo
 
 
 def train_models(exp_name: str, exp: dict, models: list[dict], seed: int, threads: int,
-                 recipe: str | None = None, path_choice: dict | None = None, deploy: bool = False,
-                 fingerprint: dict | None = None) -> None:
+                 recipe: str | None = None, deploy: bool = False, fingerprint: dict | None = None) -> None:
     """Train and score every model of one experiment, one after the other, each feature table read once.
-
-    ``path_choice`` (optional): after the first model (the primary one) is trained, record the experiment's
-    prediction path, chosen from its leave-one-seen-GPU-out path scores, and the seen path of rows on its training
-    GPUs, chosen on that model's own validation rows, in its experiment folder
-    (:func:`synperf.evaluation.path_selection.record_choice`, read by :func:`synperf.api.predict`); a dict with
-    ``scores`` (the CSV of :func:`synperf.evaluation.path_selection.score_paths`, written by the selection stage),
-    optionally ``all_scores`` (experiment -> the same CSV of every experiment) with ``experiments`` (their config
-    entries): the choice's default path is then :func:`synperf.pipeline.selection.path_default` of them, excluding
-    the experiment's unseen GPUs,
-    ``registry`` and ``measured_dir`` (the GPU registry), and optionally ``rows`` (the same folds' per-row
-    predictions, Parquet): the chosen path's prediction intervals are then written beside it
-    (:func:`synperf.model.uncertainty.save_intervals`).
 
     ``fingerprint`` (optional): also fit the experiment's fingerprint predictor (:func:`fit_fingerprint_model`,
     that function's ``spec``).
@@ -141,11 +127,9 @@ def train_models(exp_name: str, exp: dict, models: list[dict], seed: int, thread
     its overrides apply over every model's ``training`` (the budget keys stay the model's).
 
     ``deploy``: train the deploy models instead (the ``deploy`` target, ``models/deploy/<experiment>/``): the same
-    recipe, feature set, training settings and path choice (the path chosen on the seen GPUs' scores, with the
-    default pooled over the experiments excluding this one's unseen GPUs, as for the evaluation model), but on
-    every GPU and row of the feature table (:func:`deploy_experiment`); nothing is scored (no row is held out), so
-    ``predictions`` and ``mape`` are not needed. The intervals of GPUs outside the table stay the
-    leave-one-seen-GPU-out ones of the evaluation.
+    recipe, feature set and training settings, but on every GPU and row of the feature table
+    (:func:`deploy_experiment`); nothing is scored (no row is held out), so ``predictions`` and ``mape`` are not
+    needed.
 
     Args:
         models: one dict per model: ``feature_set``, ``group``, ``training`` (the model's budget), ``table`` and
@@ -170,39 +154,5 @@ def train_models(exp_name: str, exp: dict, models: list[dict], seed: int, thread
         if not deploy:
             evaluate_experiment(m["table"], m["meta"], m["model_dir"], exp_name, m["predictions"], m["mape"],
                                 table=table, model=model)
-        if path_choice and m is models[0]:
-            import pandas as pd
-
-            from synperf.data.hardware import load_registry
-            from synperf.evaluation.path_selection import record_choice
-
-            registry = load_registry(path_choice["registry"], path_choice.get("measured_dir"))
-            meta = read_artefact(m["meta"], "features")
-            seen_rows: list = []
-            default = None
-            if path_choice.get("all_scores"):
-                from synperf.pipeline.selection import path_default
-
-                default = path_default(exp_name, path_choice["experiments"], path_choice["all_scores"],
-                                       exp.get("unseen") or [])
-                log.info("%s: default path %s (pooled leave-one-seen-GPU-out geometric means %s over %d "
-                         "experiments)", exp_name, default["default"], json.dumps(default["geometric_mean"]),
-                         len(default["experiments"]))
-            chosen, _ = record_choice(table, meta, exp_name, registry, pd.read_csv(path_choice["scores"]),
-                                      Path(m["model_dir"]).parent, mlp_dir=Path(m["model_dir"]).name, mlp=model,
-                                      log=log.info, seen_rows_out=seen_rows, default=default)
-            log.info("%s: prediction path %s", exp_name, chosen)
-            if path_choice.get("rows"):
-                from synperf.evaluation.path_selection import load_choice
-                from synperf.model.uncertainty import save_intervals
-
-                exp_dir = Path(m["model_dir"]).parent
-                choice = load_choice(exp_dir)
-                rec = save_intervals(exp_dir, chosen, pd.read_parquet(path_choice["rows"]),
-                                     fallback=choice.get("fallback") if choice.get("transfer") else None,
-                                     seen_path=choice.get("seen_path"),
-                                     seen_rows=pd.concat(seen_rows, ignore_index=True) if seen_rows else None)
-                log.info("%s: prediction intervals %s; on the training GPUs %s", exp_name,
-                         json.dumps(rec["intervals"]), json.dumps(rec["seen_intervals"]))
     if fingerprint:
         fit_fingerprint_model(exp_name, exp, fingerprint, seed, deploy=deploy, table=tables.get(fingerprint["table"]))

@@ -51,7 +51,7 @@ def e2e_section(summary_csv: str, configs_csv: str, breakdown_csv: str, overhead
           "Each configuration with a real run in the public data (pipeweave `e2e/real`: A100, H100, H200; TP1, TP2, "
           "TP4) is rebuilt from its Hugging Face config and request trace (`synperf/e2e/workload.py`, which "
           "reproduces the authors' 25 operator lists exactly), every kernel is priced by one bulk `predict` call per "
-          "family (the experiment's recorded prediction path, the one `synperf.api.predict` serves users), "
+          "family (the experiment's fingerprint predictor, the one `synperf.api.predict` serves users), "
           "all-reduce by a model of the NCCL tables, and a per-iteration framework "
           "overhead `a + b * batch` is fitted on the real runs of the other model-and-trace pairs (leave one run "
           "out: neither the scored configuration nor the same workload on another GPU or TP enters its fit). "

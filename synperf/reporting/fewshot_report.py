@@ -69,14 +69,13 @@ def goals_section(goals: pd.DataFrame) -> list[str]:
     t["measured"] = t["measured"].map(lambda v: "–" if pd.isna(v) else f"{v:,.1f}")
     t["best baseline"] = [("–" if pd.isna(v) else f"{v:.1f}") + (f" ({m})" if isinstance(m, str) and m else "")
                           for v, m in zip(t["best_baseline"], t["best_baseline_method"])]
-    paths = t["paths"] if "paths" in t.columns else pd.Series(np.nan, index=t.index)
-    t["synperf (paths)"] = paths.map(lambda v: "–" if pd.isna(v) else f"{v:,.1f}")
-    t = t[["goal", "target", "measured", "best baseline", "synperf (paths)", "met", "detail"]]
+    paper = t["paper_mlp"] if "paper_mlp" in t.columns else pd.Series(np.nan, index=t.index)
+    t["paper's MLP"] = paper.map(lambda v: "–" if pd.isna(v) else f"{v:,.1f}")
+    t = t[["goal", "target", "measured", "best baseline", "paper's MLP", "met", "detail"]]
     return ["## Goals", "",
             "Each goal beside the measured value and the best baseline's value of the same statistic on the same rows "
-            "(baselines that cover every row of every family; MAPE in %). Measured is `synperf_fp` (the fingerprint "
-            "predictor, docs/fingerprint.md, what `predict` serves by default) where the protocol scores it, else "
-            "`synperf` (the prediction paths), else `synperf_mlp`, as the detail says; `synperf (paths)` is the "
-            "prediction paths' value of the same statistic (`predictor=\"paths\"`), scored beside. The few-shot "
-            "goal calibrates the prediction paths (the fingerprint predictor's few-shot refit is not in the "
-            "pipeline yet). Machine-readable: `tables/goals.csv`.", "", md_table(t), ""]
+            "(baselines that cover every row of every family; MAPE in %). Measured is `synperf` (the fingerprint "
+            "predictor, docs/fingerprint.md, what `predict` serves); `paper's MLP` is the same statistic of "
+            "`synperf_mlp`, the SynPerf paper's efficiency MLP, scored beside on the same folds and rows. The "
+            "few-shot goal refits the fingerprint of each unseen GPU on a short sweep. Machine-readable: "
+            "`tables/goals.csv`.", "", md_table(t), ""]

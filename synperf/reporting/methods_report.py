@@ -24,9 +24,8 @@ from synperf.reporting.tables import md_table, save_figure  # noqa: E402
 
 #: display names of the methods, in display order
 METHOD_LABELS = {
-    "synperf": "synperf (chosen path)",
+    "synperf": "synperf (fingerprint)",
     "synperf_mlp": "synperf MLP",
-    "synperf_fp": "synperf fingerprint",
     "nearest_gpu_roofline": "nearest GPU (b)",
     "nearest_gpu_scaled": "nearest GPU (a)",
     "gbt": "GBT",
@@ -175,7 +174,7 @@ def fp8_paper_table(t: pd.DataFrame, experiment: str = "gemm_fp8") -> pd.DataFra
 # ------------------------------------------------------------------------------------------------
 # figures
 
-_COLORS = {"synperf_mlp": "#d62728", "synperf_fp": "#ff7f0e", "nearest_gpu_roofline": "#1f77b4",
+_COLORS = {"synperf_mlp": "#d62728", "synperf": "#ff7f0e", "nearest_gpu_roofline": "#1f77b4",
            "nearest_gpu_scaled": "#aec7e8", "gbt": "#2ca02c", "neusight": "#9467bd", "linear": "#8c564b",
            "roofline": "#7f7f7f"}
 

@@ -137,8 +137,7 @@ def figure(mape: pd.DataFrame, path: str) -> None:
 
 
 def evaluation_section(leaks: list[dict], selection_table: str | None, selection_choice: str | None,
-                       recipe_choices: list[str] | None = None, path_choices: list[str] | None = None,
-                       intervals: list[str] | None = None) -> list[str]:
+                       recipe_choices: list[str] | None = None) -> list[str]:
     """Markdown lines of the evaluation contract: the split rules, the leak checks (one row per experiment,
     each unseen GPU's twin share) and the leave-one-seen-GPU-out selection of the primary feature set and of each
     experiment's training recipe (``recipe_choices``: the JSONs of
@@ -170,30 +169,21 @@ def evaluation_section(leaks: list[dict], selection_table: str | None, selection
            "(`sibling_slower:*` in the dropped-rows table), a rule that reads the unseen GPU's own latencies: "
            "H200's number in `gemm_fp8_aiconfigurator` covers its per-tensor `fp8` rows only, and would be far "
            "higher with the dropped rows scored.",
-           "- *Physical bounds written after seeing A40.* The physical model's lower bounds (each spec-sheet time "
-           "paid at least once, `c_j >= 1`, `synperf/model/paths.py`) were added after the configured split's A40 "
-           "errors had been seen; RMSNorm and SiLU&Mul on A40, whose paths rest on that model, are therefore not "
-           "independent evidence for them.",
            "- *Candidates were designed while looking at unseen GPUs.* The selection below is clean among the "
            "candidates, but the candidates themselves (the roofline target and shape parameters of `v2`, the "
            "3 us floor of `v2_launch`) were first tried on numbers that included test GPUs.",
-           "- *Sibling paths added after seeing leave-one-GPU-out folds.* The `sibling_roofline+*` paths and the "
-           "choice of a separate path, on the validation rows without a sibling, for a test GPU without a sibling "
-           "(`synperf/evaluation/path_selection.py`) were written after the leave-one-GPU-out folds' test numbers "
-           "had been seen (H100 prefill, H100 RMSNorm); each fold still chooses on its training GPUs only, but "
-           "those folds' numbers are not independent evidence for the two changes.",
-           "- *The fingerprint predictor's class-mate rule was fixed after a look at unseen GPUs.* `synperf_fp` "
+           "- *The fingerprint predictor's class-mate rule was fixed after a look at unseen GPUs.* `synperf` "
            "adds the mean own-GPU correction of a new GPU's class-mates (docs/fingerprint.md). It used to be one "
            "of four options chosen by leaving a training GPU out, which under the configured split can never "
            "exercise it (no two seen GPUs share a class); it became a fixed rule after the fast loop had shown its "
-           "effect on the configured split's unseen GPUs (H200 and GB200 attention). The configured `synperf_fp` "
+           "effect on the configured split's unseen GPUs (H200 and GB200 attention). The configured `synperf` "
            "numbers of H200 and GB200 are therefore not independent evidence for it.",
            "- *The fingerprint's DRAM bound and per-SM compute time were tried after a look at unseen GPUs.* "
-           "`synperf_fp` fits the DRAM multiplier `>= 1` and, for the Tensor Core families, takes the most-loaded "
+           "`synperf` fits the DRAM multiplier `>= 1` and, for the Tensor Core families, takes the most-loaded "
            "SM's compute cycles as its compute time (docs/fingerprint.md). Both were tried after the fast loop "
            "had shown errors on unseen GPUs (A40 and SiLU&Mul; fp8 GEMM's H800 and H20 folds); the choice among "
            "the variants used seen-GPU scores only (each training GPU left out), but the configured and "
-           "leave-one-GPU-out `synperf_fp` numbers are not independent evidence for them.", ""]
+           "leave-one-GPU-out `synperf` numbers are not independent evidence for them.", ""]
     if leaks:
         rows = []
         for r in leaks:
@@ -223,7 +213,7 @@ def evaluation_section(leaks: list[dict], selection_table: str | None, selection
                "Held-out problems and unseen GPUs never inform the choice. Validation MAPE (%), mean over folds; "
                f"the last row is the geometric mean over experiments. The lowest wins unless the configured set "
                f"is within {choice.get('min_gain', 0.05):.0%} of it (a smaller lead is retraining noise, the rule "
-               f"of the recipe and path choices). Lowest: `{choice.get('lowest', choice['chosen'])}`; chosen: "
+               f"of the recipe choice). Lowest: `{choice.get('lowest', choice['chosen'])}`; chosen: "
                f"`{choice['chosen']}`; {verdict}. "
                "The other hyper-parameters and the budgets are fixed in `config/config.yaml`, "
                "not chosen by comparing numbers.", "",
@@ -242,37 +232,6 @@ def evaluation_section(leaks: list[dict], selection_table: str | None, selection
                    + ", ".join(f"`{e}`" for e in choice["disagree"])
                    + " the rule without its test GPUs picks another set than the primary one it trains with: that "
                    "primary set is not backed by evidence held out from its test GPUs.", ""]
-    if path_choices:
-        rows = []
-        for p in path_choices:
-            c = json.loads(Path(p).read_text())
-            sc = pd.DataFrame(c.get("scores") or [])
-            mean = sc.groupby("path")["mape_pct"].mean() if len(sc) else pd.Series(dtype=float)
-            d = c.get("default") or {}
-            rows.append({"experiment": Path(p).parent.name, **{k: f"{v:.1f}" for k, v in mean.items()},
-                         "default": d.get("default", "mlp"),
-                         "pooled": ", ".join(f"{k} {v:.1f}" for k, v in (d.get("geometric_mean") or {}).items())
-                         or "–", "chosen": c["path"]})
-        md += ["### How each experiment's prediction path was chosen", "",
-               "`synperf.api.predict` (and the `synperf` method of the configured split) uses one path per "
-               "experiment: the MLP, the physical time model (latency = a + sum of c x spec-sheet times, fitted on "
-               "the training rows), the residual model (the physical model times a correction that gradient-boosted "
-               "trees fit on the features), the ensemble (the geometric mean of those three), or a seen GPU's "
-               "measurement of the same launch carried over by one of them "
-               "(`transfer+*`: scaled by the model's ratio; `shift+*`: shifted by its difference; `sibling+*`: "
-               "scaled by the ratio, from a seen GPU of the target's own class (compute capability major version, "
-               "HBM or GDDR) only; `sibling_roofline+*`: "
-               "from such a GPU, shifted by the spec-sheet roofline difference; the model alone "
-               "where no such seen GPU measured the launch). Chosen by leave one seen GPU out on the training rows; "
-               "validation MAPE (%), mean over folds. A path replaces the experiment's default only when it is "
-               "5% lower. The default is itself measured: the base model with the lowest geometric mean of "
-               "these validation MAPEs over the experiments (`pooled`; the MLP unless another is 5% lower), "
-               "leaving out every experiment trained on one of this experiment's unseen GPUs "
-               "(`synperf.evaluation.path_selection.pooled_default`). An experiment with one seen GPU keeps its "
-               "default.", "",
-               md_table(pd.DataFrame(rows).fillna("–")), ""]
-    if intervals:
-        md += intervals_section(intervals)
     if recipe_choices:
         rows = []
         for p in recipe_choices:
@@ -288,39 +247,6 @@ def evaluation_section(leaks: list[dict], selection_table: str | None, selection
                "folds.", "",
                md_table(pd.DataFrame(rows)), ""]
     return md
-
-
-def intervals_section(intervals: list[str]) -> list[str]:
-    """Markdown lines of the prediction intervals (:mod:`synperf.model.uncertainty`): per experiment the chosen
-    path's ``measured / predicted`` range per prediction label and the cross-fold coverage per validation GPU, from
-    the ``intervals.json`` files in ``intervals``."""
-    rows, quantiles = [], set()
-    for p in intervals:
-        rec = json.loads(Path(p).read_text())
-        quantiles.add(tuple(rec["quantiles"]))
-        cov = pd.DataFrame(rec.get("cross_fold_coverage") or [])
-        ranges = "; ".join(f"{label} {q['low_ratio']:.2f}–{q['high_ratio']:.2f} ({q['n_rows']:,} rows)"
-                           for label, q in rec["intervals"].items() if label != "*")
-        seen = "; ".join(f"{label} {q['low_ratio']:.2f}–{q['high_ratio']:.2f} ({q['n_rows']:,} rows)"
-                         for label, q in (rec.get("seen_intervals") or {}).items() if label != "*")
-        rows.append({"experiment": Path(p).parent.name, "path": rec["path"], "measured / predicted": ranges or "–",
-                     "on the training GPUs (held-out training problems)": seen or "–",
-                     "cross-fold coverage per GPU": ", ".join(f"{r.gpu} {r.coverage:.0%}" for r in cov.itertuples())
-                     or "–"})
-    if len(quantiles) != 1:
-        raise ValueError(f"intervals: the records use different quantiles {sorted(quantiles)}, expected one pair")
-    lo, hi = quantiles.pop()
-    return ["### How sure a prediction is", "",
-            f"`synperf.api.predict` bounds each prediction with a {hi - lo:.0%} interval "
-            "(`predicted_latency_low_us`, `predicted_latency_high_us`): the prediction times the range of "
-            "measured / predicted that the chosen path reached on the seen GPUs left out in turn (the selection "
-            f"stage's leave-one-seen-GPU-out rows, {lo:.0%} to {hi:.0%} quantiles, the widest over validation GPUs), "
-            "per prediction label; on the GPUs the models were trained on, the seen path's range on the problems "
-            "the MLP held out of its fit (its early-stopping rows, so mildly optimistic). Cross-fold coverage: "
-            "the share of each validation GPU's rows inside the interval "
-            f"fitted on the other validation GPUs (nominal {hi - lo:.0%}); it is low where the GPUs' errors differ "
-            "by a bias of their own, which an interval from two or three GPUs cannot anticipate.", "",
-            md_table(pd.DataFrame(rows)), ""]
 
 
 def _epochs_text(meta: dict) -> str:
@@ -364,7 +290,7 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
     (:func:`synperf.pipeline.throughput.predict_throughput`) or None.
     ``evaluation`` (optional) adds the evaluation contract (:func:`evaluation_section`): ``leak_checks`` (the
     primary feature set's leak-check JSONs), ``selection_table`` (CSV), ``selection_choice`` (JSON) and
-    ``recipe_choices`` (per-experiment recipe JSONs) and ``path_choices`` (per-experiment ``path.json``).
+    ``recipe_choices`` (per-experiment recipe JSONs).
     ``benchmarks`` (optional): the run's Snakemake benchmark files; the report gets a "Where the time goes" section
     and ``out_stage_times`` the table (:func:`synperf.reporting.stage_times.stage_times`).
     ``registry_path`` and ``measured_dir`` name the GPU registry the run used (the config's ``gpu_registry`` and
@@ -440,8 +366,7 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
         md += goals_section(gt)
     if evaluation:
         md += evaluation_section(leaks, evaluation.get("selection_table"), evaluation.get("selection_choice"),
-                                 evaluation.get("recipe_choices"), evaluation.get("path_choices"),
-                                 evaluation.get("intervals"))
+                                 evaluation.get("recipe_choices"))
     if protocols:
         from synperf.reporting.methods_report import load_tables, methods_section
 

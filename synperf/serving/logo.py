@@ -3,8 +3,7 @@
 The evaluation models (:data:`.score.EVALUATION_PREDICT`) trained on the configured split's seen GPUs, so a row on
 a seen GPU (H100, B200) is priced by models that measured that GPU. Here each such row is priced instead by the
 ``synperf`` method of the protocols stage's leave-one-GPU-out fold of that GPU (:mod:`synperf.evaluation.protocols`:
-the fold trains on the experiment's other GPUs and chooses its prediction path, feature set and default path without
-the fold's GPU):
+the fold trains on the experiment's other GPUs and chooses its options without the fold's GPU):
 
 1. :func:`record_launches` runs the scheduler's record pass of :func:`.score.score_rows` over the priced rows of
    the given GPUs (no trained model needed) and returns every distinct launch as a canonical row

@@ -62,6 +62,11 @@ KV_ROUND = 16
 GEMM_ROUTES = {"bfloat16": ("gemm", None), "fp8": ("gemm_fp8", "gemm_fp8_aiconfigurator")}
 #: activations, attention and the LM head run in bf16 in both cases
 ACT_DTYPE = "bfloat16"
+#: the KV cache's dtype for a linear-layer dtype: an fp8 checkpoint serves with an fp8 KV cache, as aiconfigurator
+#: configures the runs of its silicon sample (aic-core ``sdk/models/helpers.py``,
+#: ``_infer_quant_modes_from_raw_config``: an fp8 checkpoint sets ``kvcache_quant_mode`` fp8); a bf16 one with
+#: vLLM's default (``auto``: the model dtype)
+KV_CACHE_DTYPES = {"bfloat16": "bfloat16", "fp8": "fp8"}
 
 
 @dataclass
@@ -175,7 +180,8 @@ def price_schedule(sched: Schedule, model: ModelConfig, gpu: str, tp: int, *, ge
             "num_tokens": uT, "hidden_size": h, "inter_size": model.moe_intermediate_size,
             "topk": model.num_experts_per_tok, "num_experts": model.num_experts, "moe_tp_size": tp, "moe_ep_size": 1,
             "moe_stage": "full", "dtype": model.moe_dtype or gemm_dtype}))
-    att = {"num_heads": sm.num_heads, "num_kv_heads": sm.num_kv_heads, "head_dim": hd, "dtype": ACT_DTYPE}
+    att = {"num_heads": sm.num_heads, "num_kv_heads": sm.num_kv_heads, "head_dim": hd, "dtype": ACT_DTYPE,
+           "kv_cache_dtype": KV_CACHE_DTYPES[gemm_dtype]}
     dec = D > 0
     kv_mean = np.where(dec, np.maximum(1, np.round(K / np.maximum(D, 1) / KV_ROUND) * KV_ROUND), 0).astype("int64")
     dkey = pd.DataFrame({"batch_size": D[dec], "kv_len": kv_mean[dec]})

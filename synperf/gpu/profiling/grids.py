@@ -330,8 +330,8 @@ def estimate_seconds(points: list[dict], spec, settings, efficiency: float = 0.5
 def short_points(points: list[dict], k: int, spec, seed: int = 0) -> list[dict]:
     """The ``k`` points of a short sweep: the rule of :func:`synperf.evaluation.fewshot.short_sweep` (points ordered
     by theoretical time on ``spec``, ``k`` strata of equal size, one point drawn per stratum), the same rule the
-    pipeline's few-shot simulation draws its calibration rows with. Their measurements calibrate the model's
-    predictions for this GPU with :func:`synperf.evaluation.fewshot.calibrate`.
+    pipeline's few-shot simulation draws its calibration rows with. Their measurements refit this GPU's fingerprint
+    (:func:`synperf.api.predict`'s ``measured``).
 
     The theoretical time here is the roofline of the launch's work (:func:`synperf.model.kernels.work`: FLOPs at
     the dtype's dense peak, DRAM bytes at the DRAM bandwidth of ``spec``), microseconds.
