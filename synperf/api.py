@@ -488,8 +488,8 @@ def predict_fingerprint(table: pd.DataFrame, registry: Registry, exp_dir: Path, 
     path = exp_dir / FINGERPRINT_FILE
     if not path.is_file():
         target = "`snakemake --cores all deploy`" if model_set == "deploy" else "the pipeline (`snakemake --cores all`)"
-        raise InputError(f"{path}: no fingerprint predictor of {exp_dir.name!r}; run {target} first, or pass "
-                         "predictor='mlp'")
+        raise InputError(f"{exp_dir}: no trained model (no {FINGERPRINT_FILE}, the fingerprint predictor of "
+                         f"{exp_dir.name!r}); run {target} first, or pass predictor='mlp'")
     model = _load_fingerprint(str(path), path.stat().st_mtime_ns)
     corrections = {}
     if measured is not None:

@@ -92,8 +92,8 @@ def test_an_invalid_fingerprint_file_is_refused_by_name(tmp_path, registry):
         FingerprintModel.load(tmp_path / "absent.joblib")
     # predict names the file and the target that writes it
     (tmp_path / "gemm").mkdir()
-    with pytest.raises(InputError, match=r"gemm/fingerprint.joblib: no fingerprint predictor of 'gemm'; run the "
-                                         r"pipeline"):
+    with pytest.raises(InputError, match=r"gemm: no trained model \(no fingerprint.joblib, the fingerprint predictor "
+                                         r"of 'gemm'\); run the pipeline"):
         predict("gemm", {"m": 8, "n": 1024, "k": 4096, "dtype": "bfloat16"}, "h100_sxm", models_dir=tmp_path,
                 registry=registry)
 

@@ -165,7 +165,7 @@ def test_cli_writes_a_file_vllm_loads_for_an_unmeasured_gpu(tiny_models, tmp_pat
 
     rc = main(["suggest-moe-config", "--gpu", "h200_sxm", "--experts", "8", "--intermediate", "512",
                "--hidden", "1024", "--topk", "2", "--out-dir", str(tmp_path), "--models-dir", str(tiny_models),
-               "--registry", str(GPUS)])
+               "--registry", str(GPUS), "--predictor", "mlp"])
     assert rc == 0
     path = tmp_path / "E=8,N=512,device_name=NVIDIA_H200.json"
     assert [p.name for p in tmp_path.iterdir()] == [path.name]

@@ -68,7 +68,7 @@ def test_predict_prefers_the_deploy_models_and_says_which_set_answered(deployed,
     assert out["predicted_latency_us"].gt(0).all() and out["predicted_latency_low_us"].notna().all()
     same = predict("silu_mul", params, "a40", models_dir=models, registry=registry, models="deploy")
     assert same["predicted_latency_us"].tolist() == out["predicted_latency_us"].tolist()
-    with pytest.raises(InputError, match="no fingerprint predictor"):        # no evaluation model in this folder
+    with pytest.raises(InputError, match="no trained model"):        # no evaluation model in this folder
         predict("silu_mul", params, "a40", models_dir=models, registry=registry, models="evaluation")
     with pytest.raises(InputError, match="no deploy model of 'gemm'"):
         predict("gemm", {"m": 1, "n": 1, "k": 1, "dtype": "bfloat16"}, "a40", models_dir=models, registry=registry,

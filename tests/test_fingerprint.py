@@ -264,7 +264,8 @@ def test_predict_answers_from_the_experiments_fingerprint_file_and_names_what_it
     experiments = {"gemm": {"kernel": "gemm", "dtypes": ["bfloat16"]}}
     params = {"m": [1, 64, 4096], "n": 4096, "k": 4096, "dtype": "bfloat16"}
     call = dict(models_dir=tmp_path, registry=registry, experiments=experiments, predictor="fingerprint")
-    with pytest.raises(InputError, match=r"gemm[/\\]fingerprint.joblib: no fingerprint predictor of 'gemm'"):
+    with pytest.raises(InputError, match=r"gemm: no trained model \(no fingerprint.joblib, the fingerprint predictor "
+                                         r"of 'gemm'\)"):
         predict("gemm", params, "l40s", **call)
     model.save(tmp_path / "gemm" / F.FINGERPRINT_FILE)
     out = predict("gemm", params, ["l40s", "h100_sxm", "a40"], **call)

@@ -179,14 +179,14 @@ def tiny_gemm(tmp_path_factory, registry):
 def test_predict_cli_equals_api_predict(tiny_gemm, registry, capsys, tmp_path):
     from synperf.api import predict
 
-    base = ["predict", "--kernel", "gemm", "--gpu", "l40s", "--models-dir", str(tiny_gemm),
+    base = ["predict", "--kernel", "gemm", "--gpu", "l40s", "--models-dir", str(tiny_gemm), "--predictor", "mlp",
             "--registry", str(registry.path)]
     assert cli.main(base + ["--param", "m=128", "--param", "n=4096", "--param", "k=4096",
                             "--param", "dtype=bfloat16"]) == 0
     cap = capsys.readouterr()
     one = pd.read_csv(__import__("io").StringIO(cap.out))
     ref = predict("gemm", {"m": 128, "n": 4096, "k": 4096, "dtype": "bfloat16"}, "l40s", models_dir=tiny_gemm,
-                  registry=registry)
+                  predictor="mlp", registry=registry)
     assert one["predicted_latency_us"].iloc[0] == pytest.approx(ref["predicted_latency_us"].iloc[0], rel=1e-9)
     assert one["prediction_path"].iloc[0].startswith("mlp:") and one["model_set"].iloc[0] == "evaluation"
     # no intervals, no unknown category, no transfer source in this model folder: those columns are left out
@@ -197,7 +197,7 @@ def test_predict_cli_equals_api_predict(tiny_gemm, registry, capsys, tmp_path):
     out = tmp_path / "out.csv"
     assert cli.main(base + ["--launches", str(launches), "--out", str(out)]) == 0
     got = pd.read_csv(out)
-    ref = predict("gemm", pd.read_csv(launches), "l40s", models_dir=tiny_gemm, registry=registry)
+    ref = predict("gemm", pd.read_csv(launches), "l40s", models_dir=tiny_gemm, registry=registry, predictor="mlp")
     assert got["m"].tolist() == [1, 128, 4096]
     assert np.allclose(got["predicted_latency_us"], ref["predicted_latency_us"], rtol=1e-9)
 

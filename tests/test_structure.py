@@ -184,8 +184,8 @@ def test_editing_the_report_reruns_the_report_not_the_training(tmp_path):
     os.utime(repo / "synperf" / "reporting" / "report.py", (future, future))
     jobs = _scheduled(snakemake("-n"))
     assert jobs.get("report") == 1 and "train" not in jobs and "features" not in jobs, jobs
-    # a recorded path's residual model that went missing retrains that experiment alone
-    (repo / "models" / "gemm" / "path_residual.joblib").unlink()
+    # a fingerprint predictor that went missing retrains that experiment alone
+    (repo / "models" / "gemm" / "fingerprint.joblib").unlink()
     jobs = _scheduled(snakemake("-n"))
     assert jobs.get("train") == 1 and "features" not in jobs, jobs
     # and editing the model reruns the training (the code inputs still follow the code)

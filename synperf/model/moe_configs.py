@@ -115,7 +115,7 @@ def _launch_rows(shapes: pd.DataFrame, candidates: pd.DataFrame, stages: tuple[s
 
 def rank_configs(shapes: pd.DataFrame, candidates: pd.DataFrame, gpu: str, *, stages: tuple[str, ...] = ("w13", "w2"),
                  experiment: str = "fused_moe_pipeweave", models_dir=None, registry=None,
-                 feature_set: str | None = None) -> pd.DataFrame:
+                 feature_set: str | None = None, predictor: str | None = None) -> pd.DataFrame:
     """Predicted latency of every candidate config for every shape on ``gpu``.
 
     Args:
@@ -124,7 +124,7 @@ def rank_configs(shapes: pd.DataFrame, candidates: pd.DataFrame, gpu: str, *, st
         candidates: columns :data:`CONFIG_KEYS`; illegal ones or ones that do not fit ``gpu`` are dropped.
         stages: grouped GEMMs whose predicted latencies are summed (``("w13", "w2")``: the layer as vLLM runs
             it, one config for both; ``("w13",)``: one GEMM as in the pipeweave sweeps).
-        experiment, models_dir, registry, feature_set: passed to :func:`synperf.api.predict`.
+        experiment, models_dir, registry, feature_set, predictor: passed to :func:`synperf.api.predict`.
 
     Returns:
         One row per (shape index ``_shape``, candidate): the shape columns, :data:`CONFIG_KEYS` and
@@ -145,7 +145,7 @@ def rank_configs(shapes: pd.DataFrame, candidates: pd.DataFrame, gpu: str, *, st
     rows = _launch_rows(shapes, cands, stages)
     keep = [c for c in rows.columns if not c.startswith("_")]
     pred = predict("fused_moe", rows[keep], gpu, experiment=experiment, models_dir=models_dir, registry=registry,
-                   feature_set=feature_set)
+                   feature_set=feature_set, predictor=predictor)
     rows["predicted_latency_us"] = pred["predicted_latency_us"].to_numpy()
     out = rows.groupby(["_shape", "_cand"], as_index=False)["predicted_latency_us"].sum()
     out = out.merge(shapes.reset_index(drop=True).assign(_shape=lambda d: range(len(d))), on="_shape")
@@ -252,6 +252,8 @@ def add_cli(sub) -> None:
     p.add_argument("--models-dir", default=None, help="trained models (default: models/ of this checkout)")
     p.add_argument("--experiment", default="fused_moe_pipeweave", help="model used to rank (default: %(default)s)")
     p.add_argument("--registry", default=None, help="GPU registry (default config/gpus.yaml)")
+    p.add_argument("--predictor", choices=("fingerprint", "mlp"), default=None,
+                   help="ranking model: the fingerprint predictor (default) or the paper's MLP")
     p.set_defaults(func=_cli)
 
 
@@ -266,7 +268,7 @@ def _cli(args) -> int:
     check_moe_routing(args.topk, args.experts, where="suggest-moe-config", names=("--topk", "--experts", "--ep"))
     path, best = suggest_file(args.gpu, args.experts, args.intermediate, hidden_size=args.hidden, topk=args.topk,
                               dtype=args.dtype, out_dir=args.out_dir, registry=registry,
-                              experiment=args.experiment, models_dir=args.models_dir)
+                              experiment=args.experiment, models_dir=args.models_dir, predictor=args.predictor)
     print(best[["num_tokens", *CONFIG_KEYS, "predicted_latency_us", "predicted_speedup_vs_default"]]
           .round(3).to_string(index=False))
     print(f"wrote {path}")
