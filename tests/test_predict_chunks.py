@@ -20,11 +20,12 @@ GPUS = ["h100_sxm", "a100_sxm4_80gb", "b200", "h200_sxm", "l40s", "gb200"]  # tr
 
 
 def launches(kernel: str, n: int, seed: int = 0) -> tuple[pd.DataFrame, list[str]]:
-    """``n`` bfloat16/float16 launches of ``kernel``: shapes of the model folder's transfer sources, half of them
-    moved off the measured shape, on random training and unseen GPUs."""
+    """``n`` bfloat16/float16 launches of ``kernel``: shapes of the experiment's training rows, half of them moved off
+    the measured shape, on random training and unseen GPUs."""
     rng = np.random.default_rng(seed)
-    src = pd.read_parquet(need_output(MODELS / kernel / "path_sources.parquet"))
-    src = src[src["dtype"].astype(str).isin(["bfloat16", "float16"])]
+    need_output(MODELS / kernel / "fingerprint.joblib")
+    src = pd.read_parquet(need_output(REPO / "results" / "features" / "v2" / f"{kernel}.parquet"))
+    src = src[(src["split"].astype(str) == "train") & src["dtype"].astype(str).isin(["bfloat16", "float16"])]
     cols = [c for c in KERNEL_PARAMS[kernel] if src[c].notna().all()] + ["dtype"]
     df = src[cols].iloc[rng.integers(0, len(src), n)].reset_index(drop=True)
     df = df.astype({c: "int64" for c in cols if c not in ("dtype", "moe_stage", "kv_cache_dtype")})
