@@ -17,7 +17,7 @@ sm = snakemake  # noqa: F821
 
 def main():
     registry = load_registry(sm.input.registry, sm.params.measured_dir)
-    models_dir = str(Path(sm.input.models[0]).parents[2])
+    models_dir = str(Path(sm.input.models[0]).parents[1])
     t0 = time.time()
     res = run_e2e_evaluation(sm.params.data_dir, sm.input.registry, models_dir, str(Path(sm.output.configs).parent),
                              dict(sm.params.e2e),

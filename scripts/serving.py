@@ -19,7 +19,7 @@ def main():
     t0 = time.time()
     tables = score_silicon(silicon, Path(sm.input.examples[0]).parent,
                            str(Path(sm.output.scores).parent), registry=registry, collectives=collectives,
-                           models_dir=str(Path(sm.input.models[0]).parents[2]), baseline_csv=sm.input.baseline,
+                           models_dir=str(Path(sm.input.models[0]).parents[1]), baseline_csv=sm.input.baseline,
                            experiments=sm.params.experiments)
     print(tables["serving_mape"].to_string(index=False))
     print(f"serving: {len(tables['serving_scores'])} rows in {time.time() - t0:.1f} s")

@@ -17,7 +17,7 @@ def main():
     tables = score_logo(silicon, Path(sm.input.examples[0]).parent, sm.input.scores,
                         read_predictions(sm.input.predictions), str(Path(sm.output.scores).parent),
                         registry=registry, collectives=collectives, experiments=dict(sm.params.experiments),
-                        models_dir=str(Path(sm.input.models[0]).parents[2]), baseline_csv=sm.input.baseline)
+                        models_dir=str(Path(sm.input.models[0]).parents[1]), baseline_csv=sm.input.baseline)
     print(tables["serving_logo_mape"].to_string(index=False))
 
 
