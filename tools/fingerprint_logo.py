@@ -25,11 +25,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from synperf.data.hardware import load_registry  # noqa: E402
-from synperf.evaluation.baselines import add_baseline_columns  # noqa: E402
 from synperf.evaluation.fewshot import fingerprint_fewshot  # noqa: E402
 from synperf.evaluation.protocols import make_folds  # noqa: E402
 from synperf.lab import sample_problems  # noqa: E402
 from synperf.model.fingerprint_choice import fit_chosen  # noqa: E402
+from synperf.model.roofline import add_baseline_columns  # noqa: E402
 
 
 def main(argv=None) -> int:

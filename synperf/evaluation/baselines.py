@@ -49,64 +49,48 @@ Methods (names are the keys of :data:`BASELINES`):
     :data:`NEUSIGHT_U_MIN`); prediction ``latency = waves * t_tile / u``. Since ``u <= 1`` the prediction never
     beats the roofline.
     Trained on ``|log(pred / measured)|`` with AdamW, seeded, on CPU.
-``nearest_gpu_scaled`` (variant a)
-    The latency measured in ``train`` for the same shape (every key column but ``gpu`` equal:
-    kernel, implementation, dtype and all parameters) on the most similar GPU, times the ratio of the
-    bounding roofline term: the target's roofline terms (v1 compute, XU, memory time) pick the bound
-    ``b`` (compute-bound: tensor/FP32 peak; memory-bound: DRAM bandwidth) and the source latency is
-    scaled by ``time_b(target) / time_b(source)`` (= ``peak_src / peak_tgt`` or ``bw_src / bw_tgt``).
-``nearest_gpu_roofline`` (variant b)
-    The same measured latency with its roofline time replaced by the target's:
-    ``latency_src - roofline_src + roofline_tgt`` (the excess over the roofline carried over), floored
-    at ``1e-3 * latency_src`` where the source ran faster than its spec-sheet roofline by more than the
-    target's roofline.
+``nearest_gpu_scaled`` (variant a), ``nearest_gpu_roofline`` (variant b)
+    The latency measured in ``train`` for the same shape on the most similar GPU, carried to the target
+    (:mod:`synperf.evaluation.nearest_gpu`, with the similarity rule).
 ``gbt``
     scikit-learn ``HistGradientBoostingRegressor`` on ``log1p`` of every canonical shape parameter
     present, the categorical key columns (kernel, implementation, dtype, KV-cache dtype, MoE stage and
     routing) and ``log`` GPU specs (peak FLOP/s of the row's dtype and pipe, DRAM B/s, L2 bytes, SM
     count, clock); target ``log(latency_us)``; no analytical feature.
 
-Nearest-GPU similarity (documented choice): among the GPUs of ``train`` that measured the shape,
-first those of the target's class (:meth:`synperf.data.hardware.GPUSpec.same_class`: the same compute capability
-major version and memory family, HBM or GDDR, both from the registry), then the smallest Euclidean
-distance of ``(ln peak, ln DRAM bandwidth)`` (peak of the row's dtype and pipe), then the GPU id
-(alphabetical) to break ties. The target GPU itself is a valid source (distance 0); under the
-protocols of :mod:`synperf.evaluation.protocols` it never holds the test shape in ``train``. Rows without any
-source are NaN. Only ``train`` rows are sources, so on the configured split a shape held out on the
-seen GPUs (``test_seen``) is uncovered everywhere: coverage of ``unseen`` rows is about
-``1 - heldout_frac`` of the rows whose shape the seen GPUs measured.
-
-Shared per-row inputs (FLOPs, bytes, roofline terms, specs, tiles) live in columns prefixed ``bl_``
-(:func:`add_baseline_columns`); a caller that evaluates many folds adds them once to the table and
-every baseline reuses them instead of recomputing.
+Shared per-row inputs live in columns prefixed ``bl_`` (:func:`synperf.model.roofline.add_baseline_columns`); a
+caller that evaluates many folds adds them once to the table and every baseline reuses them instead of recomputing.
 """
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from synperf.data.schema import KEY_COLUMNS, PARAM_COLUMNS
-from synperf.evaluation.split import SHAPE_COLUMNS, problem_key, shape_key
-from synperf.model.features.v1 import gpu_columns
-from synperf.model.kernels import work
+from synperf.evaluation.nearest_gpu import (  # noqa: F401  (coverage and the lookups are part of this interface)
+    coverage,
+    nearest_gpu_roofline,
+    nearest_gpu_scaled,
+    nearest_sources,
+    roofline_shift,
+    shape_hash,
+)
+from synperf.evaluation.split import problem_key
+from synperf.model.roofline import (  # noqa: F401  (the shared inputs are part of this interface)
+    BASELINE_COLUMNS,
+    TILE_COLUMN,
+    add_baseline_columns,
+    training_latency_us,
+    with_baseline_columns,
+)
 
 #: ridge penalties tried by ``linear``'s cross-validation
 LINEAR_ALPHAS = (0.01, 0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0)
 #: floor of NeuSight's utilisation (keeps the predicted latency finite)
 NEUSIGHT_U_MIN = 1e-3
-
-#: per-row columns shared by the baselines (see :func:`add_baseline_columns`)
-BASELINE_COLUMNS = (
-    "bl_flops", "bl_dram_bytes", "bl_xu_ops",
-    "bl_peak_flops_per_s", "bl_xu_ops_per_s", "bl_dram_bytes_per_s", "bl_l2_bytes", "bl_sm_count", "bl_clock_hz",
-    "bl_compute_us", "bl_xu_us", "bl_memory_us", "bl_roofline_us",
-)
-#: the NeuSight tile count (only ``neusight`` needs it; computing it runs the decomposer)
-TILE_COLUMN = "bl_tiles"
 
 
 @dataclass
@@ -138,90 +122,11 @@ class BaselineConfig:
     linear_alpha: float | None = None
 
 
-# ------------------------------------------------------------------------------------------------
-# shared inputs
-
-
-def add_baseline_columns(df: pd.DataFrame, registry, tiles: bool = True) -> pd.DataFrame:
-    """Return a copy of ``df`` with the ``bl_*`` columns every baseline reads (row order and index kept).
-
-    Columns: ``bl_flops``, ``bl_dram_bytes``, ``bl_xu_ops`` (work of the launch, :func:`synperf.model.kernels.work`),
-    ``bl_tiles`` (tasks of our decomposer, ``num_tasks``: taken from ``df`` when it carries feature set v2,
-    else computed with :func:`synperf.model.features.v2.decompose`), per-row specs ``bl_peak_flops_per_s`` (dense
-    peak of the dtype, FP32 CUDA-core peak for RMSNorm/SiLU&Mul), ``bl_xu_ops_per_s``,
-    ``bl_dram_bytes_per_s``, ``bl_l2_bytes``, ``bl_sm_count``, ``bl_clock_hz``, and the roofline terms in
-    microseconds ``bl_compute_us``, ``bl_xu_us``, ``bl_memory_us`` and ``bl_roofline_us`` (their max; equal
-    to feature set v1's ``theoretical_time_us``). ``bl_tiles`` only when ``tiles`` is true.
-
-    Raises:
-        KeyError: a row's GPU lacks the dtype's peak, or a kernel without a work model.
-        InputError: a GPU id not in the registry.
-    """
-    if len(df) == 0:
-        out = df.copy()
-        for c in BASELINE_COLUMNS + ((TILE_COLUMN,) if tiles else ()):
-            out[c] = np.zeros(0)
-        return out
-    w = work(df)
-    hw = gpu_columns(df["gpu"], df["dtype"], df["kernel"], registry)
-    new = {c: w[k].to_numpy(dtype="float64") for c, k in (("bl_flops", "flops"), ("bl_dram_bytes", "dram_bytes"),
-                                                          ("bl_xu_ops", "xu_ops"))}
-    if tiles and TILE_COLUMN not in df.columns:
-        if "num_tasks" in df.columns and df["num_tasks"].notna().all():
-            n = df["num_tasks"].to_numpy(dtype="float64")
-        else:
-            from synperf.model.features.v2 import decompose
-
-            n = decompose(df, registry)["num_tasks"].to_numpy(dtype="float64")
-        new[TILE_COLUMN] = np.maximum(n, 1.0)
-    for src, dst in (("peak_flops_per_s", "bl_peak_flops_per_s"), ("xu_ops_per_s", "bl_xu_ops_per_s"),
-                     ("dram_bytes_per_s", "bl_dram_bytes_per_s"), ("l2_bytes", "bl_l2_bytes"),
-                     ("sm_count", "bl_sm_count"), ("clock_hz", "bl_clock_hz")):
-        new[dst] = hw[src].to_numpy(dtype="float64")
-    with np.errstate(divide="ignore", invalid="ignore"):
-        new["bl_compute_us"] = new["bl_flops"] / new["bl_peak_flops_per_s"] * 1e6
-        new["bl_xu_us"] = new["bl_xu_ops"] / new["bl_xu_ops_per_s"] * 1e6
-        new["bl_memory_us"] = new["bl_dram_bytes"] / new["bl_dram_bytes_per_s"] * 1e6
-    # the largest of the three, NaN only where all three are (as DataFrame.max(axis=1) skips NaN)
-    new["bl_roofline_us"] = np.fmax(np.fmax(new["bl_compute_us"], new["bl_xu_us"]), new["bl_memory_us"])
-    if any(c in df.columns for c in new):  # replaced in place, where they stand
-        out = df.copy()
-        for c, v in new.items():
-            out[c] = v
-        return out
-    out = pd.concat([df, pd.DataFrame(new, index=df.index)], axis=1)
-    out.attrs = copy.deepcopy(df.attrs)
-    return out
-
-
-def _with_columns(df: pd.DataFrame, registry, tiles: bool = False) -> pd.DataFrame:
-    if all(c in df.columns for c in BASELINE_COLUMNS) and (not tiles or TILE_COLUMN in df.columns):
-        return df
-    if all(c in df.columns for c in BASELINE_COLUMNS):  # only the tiles are missing
-        return add_baseline_columns(df.drop(columns=list(BASELINE_COLUMNS)), registry, tiles=True)
-    return add_baseline_columns(df, registry, tiles=tiles)
-
-
 def _subsample(train: pd.DataFrame, cfg: BaselineConfig, seed: int) -> pd.DataFrame:
     if cfg.max_train_rows and len(train) > cfg.max_train_rows:
         rng = np.random.default_rng(seed)
         return train.iloc[np.sort(rng.choice(len(train), cfg.max_train_rows, replace=False))]
     return train
-
-
-def _check_train(train: pd.DataFrame, method: str) -> np.ndarray:
-    if len(train) == 0:
-        raise ValueError(f"baseline {method!r}: no training rows")
-    y = train["latency_us"].to_numpy(dtype="float64")
-    if not (np.isfinite(y) & (y > 0)).all():
-        raise ValueError(f"baseline {method!r}: training latency_us must be finite and > 0")
-    return y
-
-
-def coverage(pred) -> float:
-    """Share of predictions that are finite (not NaN), in [0, 1]; NaN for an empty array."""
-    p = np.asarray(pred, dtype="float64")
-    return float(np.isfinite(p).mean()) if len(p) else float("nan")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -234,7 +139,7 @@ def roofline(train: pd.DataFrame, test: pd.DataFrame, registry, *, seed: int = 0
 
     Spec-sheet numbers from the registry (feature set v1's ``theoretical_time_us``). ``train`` is unused.
     """
-    return _with_columns(test, registry)["bl_roofline_us"].to_numpy(dtype="float64")
+    return with_baseline_columns(test, registry)["bl_roofline_us"].to_numpy(dtype="float64")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -315,7 +220,7 @@ def linear(train: pd.DataFrame, test: pd.DataFrame, registry, *, seed: int = 0, 
     """
     cfg = cfg or BaselineConfig()
     train = _subsample(train, cfg, seed)
-    y = _check_train(train, "linear")
+    y = training_latency_us(train, "linear")
     ftr, fte, numeric, lin, cat = _feature_frames(train, test, registry, feature_meta)
     enc_args = (numeric, lin, cat)
     logy = np.log(y)
@@ -379,9 +284,9 @@ def neusight(train: pd.DataFrame, test: pd.DataFrame, registry, *, seed: int = 0
     from torch import nn
 
     cfg = cfg or BaselineConfig()
-    _check_train(train, "neusight")
-    train = _with_columns(_subsample(train, cfg, seed), registry, tiles=True)
-    test = _with_columns(test, registry, tiles=True)
+    training_latency_us(train, "neusight")
+    train = with_baseline_columns(_subsample(train, cfg, seed), registry, tiles=True)
+    test = with_baseline_columns(test, registry, tiles=True)
     y = train["latency_us"].to_numpy(dtype="float64")
     cat = [c for c in (feature_meta or {}).get("categorical", []) if c in train.columns and c in test.columns]
     xtr_df, w_tr, t_tr = _neusight_inputs(train)
@@ -434,140 +339,6 @@ def neusight(train: pd.DataFrame, test: pd.DataFrame, registry, *, seed: int = 0
 
 
 # ------------------------------------------------------------------------------------------------
-# nearest-GPU transfer
-
-
-def shape_hash(df: pd.DataFrame) -> np.ndarray:
-    """The shape key (:func:`synperf.evaluation.split.shape_key`, seed 0) of each row, uint64, shape ``(len(df),)``.
-
-    Raises:
-        ValueError: ``df`` lacks a canonical key column.
-    """
-    missing = [c for c in SHAPE_COLUMNS if c not in df.columns]
-    if missing:
-        raise ValueError(f"nearest-GPU baselines need the canonical key columns; missing {missing}")
-    return shape_key(df[SHAPE_COLUMNS], 0).to_numpy()
-
-
-def nearest_sources(train: pd.DataFrame, test: pd.DataFrame, registry, train_keys: np.ndarray | None = None
-                    ) -> pd.DataFrame:
-    """For each ``test`` row, the ``train`` row with the same shape on the most similar GPU.
-
-    Similarity: the test row's GPU class first (:meth:`synperf.data.hardware.GPUSpec.same_class`: same compute
-    capability major version and memory family), then the smallest Euclidean
-    distance of ``(ln peak FLOP/s of the row's dtype and pipe, ln DRAM B/s)``, then GPU id (alphabetical).
-
-    ``train_keys``: the shape hash of each ``train`` row (:func:`shape_hash`, shape ``(len(train),)``), computed
-    here when None; a caller matching many test sets against the same rows passes it once.
-
-    Returns:
-        DataFrame with one row per ``test`` row (positional, index ``0..len(test)-1``): ``src_pos``
-        (position in ``train``, -1 where no GPU of ``train`` measured the shape), ``src_gpu`` (or <NA>),
-        ``same_class`` (bool) and ``distance`` (NaN where uncovered).
-
-    Raises:
-        ValueError: a frame lacks a canonical key column, or ``train_keys`` is not one key per ``train`` row.
-    """
-    out = pd.DataFrame({"src_pos": np.full(len(test), -1, dtype="int64"),
-                        "src_gpu": pd.Series([pd.NA] * len(test), dtype="string"),
-                        "same_class": np.zeros(len(test), dtype=bool),
-                        "distance": np.full(len(test), np.nan)})
-    if len(test) == 0 or len(train) == 0:
-        return out
-    if train_keys is None:
-        train_keys = shape_hash(train)
-    elif len(train_keys) != len(train):
-        raise ValueError(f"train_keys: {len(train_keys)} keys for {len(train)} train rows")
-    test_keys = shape_hash(test)
-    # only train rows whose shape some test row has can pair (order kept, so "first" below is unchanged)
-    cand = np.flatnonzero(np.isin(np.asarray(train_keys), test_keys))
-    tr = pd.DataFrame({"key": np.asarray(train_keys)[cand], "src_gpu": train["gpu"].iloc[cand].astype(str).to_numpy(),
-                       "src_pos": cand})
-    tr = tr.drop_duplicates(["key", "src_gpu"], keep="first")
-    te = pd.DataFrame({"key": test_keys, "gpu": test["gpu"].astype(str).to_numpy(),
-                       "dtype": test["dtype"].astype(str).to_numpy(), "kernel": test["kernel"].astype(str).to_numpy()})
-    # test rows of one (shape, GPU, dtype, kernel) have one source: each distinct one is matched once
-    code = te.groupby(list(te.columns), sort=False, dropna=False).ngroup().to_numpy()
-    te = te.iloc[np.unique(code, return_index=True)[1]].reset_index(drop=True)
-    te["pos"] = np.arange(len(te))
-    pairs = te.merge(tr, on="key", how="inner")
-    if pairs.empty:
-        return out
-    out = out.iloc[:len(te)].copy()
-    combos = pairs[["gpu", "src_gpu", "dtype", "kernel"]].drop_duplicates().reset_index(drop=True)
-    tgt = gpu_columns(combos["gpu"], combos["dtype"], combos["kernel"], registry)
-    src = gpu_columns(combos["src_gpu"], combos["dtype"], combos["kernel"], registry)
-    combos["same_class"] = [registry[a].same_class(registry[b]) for a, b in zip(combos["gpu"], combos["src_gpu"])]
-    combos["distance"] = np.hypot(np.log(tgt["peak_flops_per_s"].to_numpy() / src["peak_flops_per_s"].to_numpy()),
-                                  np.log(tgt["dram_bytes_per_s"].to_numpy() / src["dram_bytes_per_s"].to_numpy()))
-    pairs = pairs.merge(combos, on=["gpu", "src_gpu", "dtype", "kernel"], how="left")
-    pairs["other_class"] = ~pairs["same_class"]
-    best = (pairs.sort_values(["pos", "other_class", "distance", "src_gpu"], kind="mergesort")
-            .drop_duplicates("pos", keep="first"))
-    pos = best["pos"].to_numpy()
-    out.loc[pos, "src_pos"] = best["src_pos"].to_numpy()
-    out.loc[pos, "src_gpu"] = best["src_gpu"].to_numpy()
-    out.loc[pos, "same_class"] = best["same_class"].to_numpy(dtype=bool)
-    out.loc[pos, "distance"] = best["distance"].to_numpy()
-    return out.iloc[code].reset_index(drop=True)
-
-
-def _nearest(train, test, registry):
-    _check_train(train, "nearest_gpu")
-    src = nearest_sources(train, test, registry)
-    ok = src["src_pos"].to_numpy() >= 0
-    tr = _with_columns(train, registry)
-    te = _with_columns(test, registry)
-    s = tr.iloc[src["src_pos"].to_numpy()[ok]]
-    t = te.iloc[np.flatnonzero(ok)]
-    return ok, s, t
-
-
-def nearest_gpu_scaled(train: pd.DataFrame, test: pd.DataFrame, registry, *, seed: int = 0,
-                       feature_meta: dict | None = None, cfg: BaselineConfig | None = None) -> np.ndarray:
-    """Variant (a): the nearest GPU's measured latency scaled by the target's bounding roofline term.
-
-    ``latency_src * time_b(target) / time_b(source)`` where ``b`` is the largest of the target's v1
-    roofline terms (compute: ``peak_src / peak_tgt``; memory: ``bw_src / bw_tgt``; XU: XU rate ratio).
-    Microseconds; NaN where no ``train`` GPU measured the shape (:func:`nearest_sources`). Deterministic.
-    """
-    pred = np.full(len(test), np.nan)
-    ok, s, t = _nearest(train, test, registry)
-    if not ok.any():
-        return pred
-    terms = ["bl_compute_us", "bl_xu_us", "bl_memory_us"]
-    tt = t[terms].to_numpy(dtype="float64")
-    st = s[terms].to_numpy(dtype="float64")
-    b = tt.argmax(axis=1)
-    r = np.arange(len(b))
-    pred[ok] = s["latency_us"].to_numpy(dtype="float64") * tt[r, b] / st[r, b]
-    return pred
-
-
-def roofline_shift(latency_src, roofline_src, roofline_tgt) -> np.ndarray:
-    """``latency_src - roofline_src + roofline_tgt`` floored at ``1e-3 * latency_src``: a measured latency with its
-    excess over the source GPU's roofline carried to the target GPU (arrays of one shape, microseconds)."""
-    lat = np.asarray(latency_src, dtype="float64")
-    return np.maximum(lat - np.asarray(roofline_src, dtype="float64") + np.asarray(roofline_tgt, dtype="float64"),
-                      1e-3 * lat)
-
-
-def nearest_gpu_roofline(train: pd.DataFrame, test: pd.DataFrame, registry, *, seed: int = 0,
-                         feature_meta: dict | None = None, cfg: BaselineConfig | None = None) -> np.ndarray:
-    """Variant (b): ``latency_src - roofline_src + roofline_tgt`` (excess over the roofline carried over).
-
-    Floored at ``1e-3 * latency_src``. Microseconds; NaN where uncovered (:func:`nearest_sources`).
-    With the target GPU itself as source it returns the measured latency exactly.
-    """
-    pred = np.full(len(test), np.nan)
-    ok, s, t = _nearest(train, test, registry)
-    if not ok.any():
-        return pred
-    pred[ok] = roofline_shift(s["latency_us"], s["bl_roofline_us"], t["bl_roofline_us"])
-    return pred
-
-
-# ------------------------------------------------------------------------------------------------
 # gradient-boosted trees on raw shapes and specs
 
 _GBT_CATEGORICAL = ["kernel", "implementation", "dtype"] + [c for c, t in PARAM_COLUMNS.items() if t == "str"]
@@ -591,9 +362,9 @@ def gbt(train: pd.DataFrame, test: pd.DataFrame, registry, *, seed: int = 0, fea
     from threadpoolctl import threadpool_limits
 
     cfg = cfg or BaselineConfig()
-    _check_train(train, "gbt")
-    train = _with_columns(_subsample(train, cfg, seed), registry)
-    test = _with_columns(test, registry)
+    training_latency_us(train, "gbt")
+    train = with_baseline_columns(_subsample(train, cfg, seed), registry)
+    test = with_baseline_columns(test, registry)
     y = train["latency_us"].to_numpy(dtype="float64")
     num = [c for c in _GBT_NUMERIC if c in train.columns and train[c].notna().any()]
     cat = [c for c in _GBT_CATEGORICAL if c in train.columns and train[c].notna().any()

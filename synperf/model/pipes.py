@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from synperf.data.launches import TENSOR_FAMILIES
-from synperf.evaluation.baselines import BASELINE_COLUMNS, add_baseline_columns
+from synperf.model.roofline import BASELINE_COLUMNS, add_baseline_columns
 
 #: spec-sheet pipe times of the fingerprint, microseconds (see :func:`pipe_times`)
 PIPES = ("compute_us", "dram_us", "l2_us", "smem_us")

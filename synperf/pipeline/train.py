@@ -98,8 +98,8 @@ def fit_fingerprint_model(exp_name: str, exp: dict, spec: dict, seed: int, deplo
     registry), ``max_train_rows`` (the correction's row cap, as the protocols' configured fold uses), ``out``.
     """
     from synperf.data.hardware import load_registry
-    from synperf.evaluation.baselines import add_baseline_columns
     from synperf.model.fingerprint_choice import fit_chosen
+    from synperf.model.roofline import add_baseline_columns
 
     t0 = time.time()
     registry = load_registry(spec["registry"], spec.get("measured_dir"))
