@@ -2,7 +2,7 @@
 
 A user who can run a short profiling sweep on a GPU gets ``k`` measured launches; the fingerprint predictor then
 refits that GPU's constants on them and corrects its predictions by a correction fitted on the same rows
-(:func:`fingerprint_fewshot`, which also simulates it on public data). The parts:
+(:func:`fewshot_predictor`; :func:`fingerprint_fewshot` simulates it on public data). The parts:
 
 * :func:`short_sweep`, the row-drawing rule. Deterministic and shape-based: the GPU's launches are ordered by
   their theoretical time (``theoretical_time_us``, the analytical time of the launch's shape on that GPU, a proxy
@@ -252,25 +252,22 @@ def fewshot_predictor(model, measured: pd.DataFrame, registry):
 
 
 def fingerprint_fewshot(model, rows: pd.DataFrame, registry, ks=KS, seeds=SEEDS, level: float = 0.8,
-                        prior_weights=(None,), experiment: str = "") -> pd.DataFrame:
-    """Few-shot on the fingerprint predictor: the constants of a GPU without training rows are refitted on its
-    short sweep (:meth:`synperf.model.fingerprint.FingerprintModel.calibrated`, its predicted constants as
-    prior), not a ratio on the predictions; then the correction the model chose per ``k`` on its training GPUs
-    (``model.choice["fewshot_calibration"]``, a :data:`CALIBRATIONS` name; ``none`` where it has none) is fitted
-    on the sweep's rows and applied.
+                        experiment: str = "") -> pd.DataFrame:
+    """Few-shot on the fingerprint predictor, simulated on measured rows: for each GPU, ``k`` and seed the short
+    sweep's rows (:func:`short_sweep`) go through :func:`fewshot_predictor` (the GPU's constants refitted on them,
+    its predicted constants as prior, then the correction the model chose for ``k``) and the GPU's other rows are
+    scored.
 
     Args:
-        model: a fitted :class:`synperf.model.fingerprint.FingerprintModel` (its :attr:`overrides` are restored).
+        model: a fitted :class:`synperf.model.fingerprint.FingerprintModel` (not changed).
         rows: the measured rows of the GPUs to calibrate (feature-table rows with ``theoretical_time_us``).
         ks, seeds: short-sweep sizes and draws (``k = 0``: the predicted constants, once per seed on every row).
         level: the interval level whose coverage is reported (``interval_coverage``, of the refitted constants'
-            interval; NaN where the model has no out-of-fold residuals).
-        prior_weights: weights of the prior's pseudo-rows to try (None: the model's chosen
-            :attr:`synperf.model.fingerprint.FingerprintModel.prior_weight`), one result row each.
+            interval times the correction; NaN where the model has no out-of-fold residuals).
         experiment: the ``experiment`` column's value.
 
     Returns:
-        One row per (GPU, k, seed, prior weight): ``experiment``, ``gpu``, ``k``, ``seed``, ``prior_weight``,
+        One row per (GPU, k, seed): ``experiment``, ``gpu``, ``k``, ``seed``, ``prior_weight`` (the model's),
         ``calibration``, ``n_calibration_rows``, ``n_eval_rows``, ``mape_pct`` (on the rows not measured by the
         sweep), ``uncalibrated_mape_pct`` (the same rows at ``k = 0``) and ``interval_coverage`` (0..1).
 
@@ -282,37 +279,33 @@ def fingerprint_fewshot(model, rows: pd.DataFrame, registry, ks=KS, seeds=SEEDS,
         raise ValueError(f"few-shot on the fingerprint: {trained} trained the model; few-shot rows must be of GPUs "
                          "without training rows")
     out = []
-    saved = dict(model.overrides)
     for gpu, g in rows.groupby(rows["gpu"].astype(str), sort=True):
         g = g.reset_index(drop=True)
         y, theo = g["latency_us"].to_numpy(dtype="float64"), g["theoretical_time_us"].to_numpy(dtype="float64")
-        model.overrides.pop(gpu, None)
-        uncalibrated = model.predict(g, registry)
+        prior = model.describe(g, registry, level)
         for k in ks:
             if 0 < k and len(g) <= k:
                 continue
-            name = chosen_calibration(model, k) if k else "none"
-            for seed, w in ((s, w) for s in seeds for w in prior_weights):
-                w = model.prior_weight if w is None else w
+            for seed in seeds:
                 cal = short_sweep(g, k, seed)
                 rest = np.ones(len(g), dtype=bool)
                 rest[cal] = False
-                model.overrides[gpu] = model.calibrated(gpu, g.iloc[cal], registry, prior_weight=w)
-                pred = model.predict(g, registry)
-                fitted = CALIBRATIONS[name].fit(pred[cal], y[cal], theo[cal])
-                cover = float("nan")
-                if np.isfinite(model.residual_q).all():
-                    lo, hi = model.interval(g[rest], registry, level)
-                    scale = fitted.apply(pred[rest], theo[rest]) / pred[rest]
-                    cover = float(np.mean((y[rest] >= lo * scale) & (y[rest] <= hi * scale)))
+                name, d, factor = "none", prior[rest], np.ones(int(rest.sum()))
+                if k:
+                    refitted, corrections = fewshot_predictor(model, g.iloc[cal], registry)
+                    name, correction = corrections[gpu]
+                    d = refitted.describe(g[rest], registry, level)
+                    pred = d["predicted_latency_us"].to_numpy()
+                    factor = correction.apply(pred, theo[rest]) / pred
+                pred = d["predicted_latency_us"].to_numpy() * factor
+                lo, hi = (d[c].to_numpy() * factor for c in ("predicted_latency_low_us", "predicted_latency_high_us"))
+                cover = float(np.mean((y[rest] >= lo) & (y[rest] <= hi))) if np.isfinite(lo).all() else float("nan")
                 out.append({"experiment": experiment, "gpu": gpu, "k": int(k), "seed": int(seed),
-                            "prior_weight": float(w), "calibration": name, "n_calibration_rows": len(cal),
-                            "n_eval_rows": int(rest.sum()),
-                            "mape_pct": float(ape(fitted.apply(pred[rest], theo[rest]), y[rest]).mean()),
-                            "uncalibrated_mape_pct": float(ape(uncalibrated[rest], y[rest]).mean()),
+                            "prior_weight": float(model.prior_weight), "calibration": name,
+                            "n_calibration_rows": len(cal), "n_eval_rows": int(rest.sum()),
+                            "mape_pct": float(ape(pred, y[rest]).mean()),
+                            "uncalibrated_mape_pct": float(ape(prior["predicted_latency_us"][rest], y[rest]).mean()),
                             "interval_coverage": cover})
-                model.overrides.pop(gpu, None)
-    model.overrides = saved
     return pd.DataFrame(out, columns=["experiment", "gpu", "k", "seed", "prior_weight", "calibration",
                                       "n_calibration_rows", "n_eval_rows", "mape_pct", "uncalibrated_mape_pct",
                                       "interval_coverage"])
