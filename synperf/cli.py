@@ -320,10 +320,34 @@ def _models_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--models", choices=MODEL_SETS, default=None,
                         help="model set: deploy (trained on every measured GPU, `snakemake deploy`) or evaluation "
                              "(seen GPUs only); default deploy where an experiment has one, else evaluation")
+    _predictor_arg(parser)
+
+
+def _predictor_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--predictor", choices=PREDICTORS, default=None,
                         help="fingerprint (each GPU's constants times a correction learned across GPUs, "
                              "docs/fingerprint.md) or mlp (the SynPerf paper's efficiency MLP); "
                              f"default {DEFAULT_PREDICTOR}")
+
+
+def suggest_moe_config_cmd(args: argparse.Namespace) -> int:
+    """``synperf suggest-moe-config``: the fastest predicted fused-MoE config per token count, written as vLLM's
+    tuned config file (:func:`synperf.model.moe_configs.suggest_file`)."""
+    from synperf.data.launches import check_moe_routing
+    from synperf.model.moe_configs import CONFIG_KEYS, suggest_file
+
+    registry = load_registry(args.registry) if args.registry else None
+    for name in ("experts", "intermediate", "hidden", "topk"):
+        if getattr(args, name) < 1:
+            raise InputError(f"--{name}={getattr(args, name)}: must be >= 1")
+    check_moe_routing(args.topk, args.experts, where="suggest-moe-config", names=("--topk", "--experts", "--ep"))
+    path, best = suggest_file(args.gpu, args.experts, args.intermediate, hidden_size=args.hidden, topk=args.topk,
+                              dtype=args.dtype, out_dir=args.out_dir, registry=registry,
+                              experiment=args.experiment, models_dir=args.models_dir, predictor=args.predictor)
+    print(best[["num_tokens", *CONFIG_KEYS, "predicted_latency_us", "predicted_speedup_vs_default"]]
+          .round(3).to_string(index=False))
+    print(f"wrote {path}")
+    return 0
 
 
 def _predict_kwargs(args: argparse.Namespace) -> dict:
@@ -407,9 +431,23 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--registry", default=None, help="GPU registry (default config/gpus.yaml)")
     _models_arg(k)
     k.set_defaults(func=predict_cmd)
-    from synperf.model.moe_configs import add_cli
+    from synperf.model import moe_configs
 
-    add_cli(sub)
+    p = sub.add_parser("suggest-moe-config",
+                       help="write a vLLM tuned fused-MoE config file for a GPU from predicted latencies")
+    p.add_argument("--gpu", required=True, help="registry id (config/gpus.yaml), e.g. h200_sxm")
+    p.add_argument("--experts", type=int, required=True, help="number of experts E")
+    p.add_argument("--intermediate", type=int, required=True,
+                   help="intermediate size per shard N (vLLM's file-name N)")
+    p.add_argument("--hidden", type=int, default=4096, help="hidden size (default 4096)")
+    p.add_argument("--topk", type=int, default=2, help="experts per token (default 2)")
+    p.add_argument("--dtype", choices=sorted(moe_configs.VLLM_DTYPE), default="bfloat16")
+    p.add_argument("--out-dir", default=".", help="folder of the JSON file (default: current folder)")
+    p.add_argument("--models-dir", default=None, help="trained models (default: models/ of this checkout)")
+    p.add_argument("--experiment", default="fused_moe_pipeweave", help="model used to rank (default: %(default)s)")
+    p.add_argument("--registry", default=None, help="GPU registry (default config/gpus.yaml)")
+    _predictor_arg(p)
+    p.set_defaults(func=suggest_moe_config_cmd)
     return ap
 
 
