@@ -113,6 +113,10 @@ def test_synperf_runs_in_predict_protocol_and_is_deterministic(registry):
     # every GPU shares the constants: an unseen GPU's predicted constants give its latency within 2%
     unseen = p[p["split"] == "unseen"]
     assert unseen["ape_pct"].mean() < 2.0
+    # unseen rows carry the interval of a GPU without measurements; seen rows none (no out-of-fold residuals)
+    assert (unseen["predicted_low_us"] <= unseen["predicted_latency_us"]).all()
+    assert (unseen["predicted_latency_us"] <= unseen["predicted_high_us"]).all()
+    assert p.loc[p["split"] == "test_seen", "predicted_low_us"].isna().all()
     np.testing.assert_array_equal(preds[0]["predicted_latency_us"], preds[1]["predicted_latency_us"])
 
 

@@ -226,9 +226,12 @@ def _reference_summary(preds, on_rows_covered_by=None):
         for gpu, sub in cells:
             cov = np.isfinite(sub["predicted_latency_us"].to_numpy())
             e = sub["ape_pct"].to_numpy()[cov]
+            b = sub.dropna(subset=["predicted_low_us", "predicted_high_us"])
+            inside = b["latency_us"].between(b["predicted_low_us"], b["predicted_high_us"])
             rows.append((proto, fold, method, gpu, sub["split"].iloc[0], len(e), len(sub), cov.mean(),
                          e.mean() if len(e) else np.nan, np.median(e) if len(e) else np.nan,
-                         np.percentile(e, 90) if len(e) else np.nan, round(float(sub["fit_seconds"].iloc[0]), 2),
+                         np.percentile(e, 90) if len(e) else np.nan, inside.mean() if len(b) else np.nan,
+                         round(float(sub["fit_seconds"].iloc[0]), 2),
                          sub["budget"].iloc[0]))
     return pd.DataFrame(rows, columns=P.SUMMARY_COLUMNS)
 
@@ -249,9 +252,15 @@ def test_summary_and_cdf_equal_a_plain_groupby_over_several_folds_and_protocols(
             if method == "nearest_gpu_roofline":
                 pred[rng.random(n) < 0.3] = np.nan
             lat = rng.uniform(1, 100, n)
+            # only synperf carries an interval, and not on every row
+            low, high = pred * rng.uniform(0.3, 1, n), pred * rng.uniform(1, 3, n)
+            if method != "synperf":
+                low[:], high[:] = np.nan, np.nan
+            low[rng.random(n) < 0.2] = np.nan
             parts.append(pd.DataFrame({
                 "protocol": proto, "fold": fold, "method": method, "row": np.arange(n), "gpu": gpu, "kernel": "gemm",
-                "split": split, "latency_us": lat, "predicted_latency_us": pred,
+                "split": split, "latency_us": lat, "predicted_latency_us": pred, "predicted_low_us": low,
+                "predicted_high_us": high,
                 "ape_pct": 100 * np.abs(pred - lat) / lat, "fit_seconds": rng.uniform(0, 5),
                 "budget": f"{method} budget"}))
     preds = pd.concat(parts, ignore_index=True)

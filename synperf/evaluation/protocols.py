@@ -61,7 +61,9 @@ LABELS = ("train", "test_seen", "unseen", "unused")
 
 #: columns of :func:`run_protocol`'s result, in order
 SUMMARY_COLUMNS = ["protocol", "fold", "method", "gpu", "split", "n_rows", "n_total", "coverage", "mape_pct",
-                   "median_ape_pct", "p90_ape_pct", "fit_seconds", "budget"]
+                   "median_ape_pct", "p90_ape_pct", "interval_coverage", "fit_seconds", "budget"]
+#: the level of the intervals the ``synperf`` method's predictions carry (``predicted_low_us``/``_high_us``)
+INTERVAL_LEVEL = 0.8
 
 
 def method_budget(method: str, max_train_rows: int, train_cfg: TrainConfig, baseline_cfg: BaselineConfig) -> str:
@@ -338,13 +340,16 @@ def _iter_fold_predictions(table, folds, methods, registry, train_cfg, features,
                              "split": fold.labels[te_idx], "latency_us": te["latency_us"].to_numpy(dtype="float64")})
         for method in methods:
             t0 = time.time()
+            bounds = np.full((len(te), 2), np.nan)
             budget = method_budget(method, fold_cfg.max_train_rows, fold_cfg, fold_bcfg)
             if method == SYNPERF:
                 from synperf.model.fingerprint_choice import fit_chosen
 
                 fp_model = fit_chosen(tr, meta, registry, max_train_rows=fold_bcfg.max_train_rows, seed=seed,
                                       oof=False, fewshot=False)
-                pred = fp_model.predict(te, registry)
+                d = fp_model.describe(te, registry, INTERVAL_LEVEL)
+                pred = d["predicted_latency_us"].to_numpy()
+                bounds = d[["predicted_latency_low_us", "predicted_latency_high_us"]].to_numpy()
                 budget = f"{fp_model.choice['option']} (chosen by leave-one-training-GPU-out); {budget}"
             elif method == MLP and fold.name in (pretrained or {}):
                 model = pretrained[fold.name]
@@ -358,7 +363,8 @@ def _iter_fold_predictions(table, folds, methods, registry, train_cfg, features,
             else:
                 pred = fit_predict(method, tr, te, registry, seed=seed, feature_meta=meta, cfg=fold_bcfg)
             seconds = time.time() - t0
-            out = base.assign(method=method, predicted_latency_us=np.asarray(pred, dtype="float64"), budget=budget)
+            out = base.assign(method=method, predicted_latency_us=np.asarray(pred, dtype="float64"),
+                              predicted_low_us=bounds[:, 0], predicted_high_us=bounds[:, 1], budget=budget)
             out["ape_pct"] = ape(out["predicted_latency_us"], out["latency_us"])
             out["fit_seconds"] = seconds
             log(f"{fold.name} {method}: {len(tr)} train rows, {len(te)} test rows, {seconds:.1f} s")
@@ -366,7 +372,7 @@ def _iter_fold_predictions(table, folds, methods, registry, train_cfg, features,
 
 
 _PRED_COLUMNS = ["protocol", "fold", "method", "row", "gpu", "kernel", "split", "latency_us", "predicted_latency_us",
-                 "ape_pct", "fit_seconds", "budget"]
+                 "predicted_low_us", "predicted_high_us", "ape_pct", "fit_seconds", "budget"]
 
 
 def predict_protocol(table: pd.DataFrame, folds: list[Fold], methods, registry, train_cfg: TrainConfig | None,
@@ -382,7 +388,9 @@ def predict_protocol(table: pd.DataFrame, folds: list[Fold], methods, registry, 
     Returns:
         Long table, one row per (fold, method, test row): ``protocol``, ``fold``, ``method``, ``row`` (position
         in ``table``), ``gpu``, ``kernel``, ``split`` (``test_seen``/``unseen``), ``latency_us`` (measured),
-        ``predicted_latency_us`` (NaN where a nearest-GPU method has no source), ``ape_pct``, ``fit_seconds``
+        ``predicted_latency_us`` (NaN where a nearest-GPU method has no source), ``predicted_low_us`` and
+        ``predicted_high_us`` (the ``synperf`` method's interval at :data:`INTERVAL_LEVEL`; NaN for the other
+        methods and where it has none), ``ape_pct``, ``fit_seconds``
         (wall time to fit that method on the fold and predict its test rows).
     """
     parts = list(_iter_fold_predictions(table, folds, methods, registry, train_cfg, features, max_train_rows,
@@ -396,8 +404,10 @@ def summarize_predictions(preds: pd.DataFrame, on_rows_covered_by: str | None = 
     """Error summary per (fold, method, gpu, split), plus ``gpu = "ALL"`` per (fold, method, split).
 
     Errors are over the covered rows (finite prediction); ``n_total`` counts every test row and
-    ``coverage = n_rows / n_total``. With ``on_rows_covered_by`` (e.g. ``"nearest_gpu_roofline"``) every
-    method is scored only on the rows that method covers, a paired comparison.
+    ``coverage = n_rows / n_total``; ``interval_coverage`` is the share of the rows with finite
+    ``predicted_low_us``/``predicted_high_us`` whose measured latency lies between them (NaN where none has).
+    With ``on_rows_covered_by`` (e.g. ``"nearest_gpu_roofline"``) every method is scored only on the rows that
+    method covers, a paired comparison.
 
     Returns:
         Columns :data:`SUMMARY_COLUMNS` (``mape_pct``, ``median_ape_pct``, ``p90_ape_pct`` in percent, NaN
@@ -434,6 +444,10 @@ def summarize_predictions(preds: pd.DataFrame, on_rows_covered_by: str | None = 
     gpu_codes, split_codes = kept(gpu_codes), kept(split_codes)
     ape_pct = kept(preds["ape_pct"].to_numpy(dtype="float64"))
     covered = np.isfinite(kept(preds["predicted_latency_us"].to_numpy(dtype="float64")))
+    y = kept(preds["latency_us"].to_numpy(dtype="float64"))
+    lo, hi = (kept(preds[c].to_numpy(dtype="float64")) if c in preds.columns else np.full(len(y), np.nan)
+              for c in ("predicted_low_us", "predicted_high_us"))
+    inside = np.where(np.isfinite(lo) & np.isfinite(hi), (y >= lo) & (y <= hi), np.nan)
     secs = kept(preds["fit_seconds"].to_numpy(dtype="float64"))
     # the first row of each (protocol, fold, method), in group order
     firsts = preds.iloc[pfm_first if keep is None else np.flatnonzero(keep)[pfm_first]]
@@ -453,8 +467,10 @@ def summarize_predictions(preds: pd.DataFrame, on_rows_covered_by: str | None = 
             if idx is None:
                 continue
             cov = covered[idx]
+            bounded = inside[idx][np.isfinite(inside[idx])]
             rows.append({**head, "gpu": gpu_key, "split": splits[j], **summarize(ape_pct[idx][cov]),
-                         "n_total": len(idx), "coverage": float(cov.mean()), **extra})
+                         "n_total": len(idx), "coverage": float(cov.mean()),
+                         "interval_coverage": float(bounded.mean()) if len(bounded) else np.nan, **extra})
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
 

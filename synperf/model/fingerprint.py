@@ -468,33 +468,35 @@ class FingerprintModel(JoblibModel):
         return fp * np.exp(self._shared(x) + self._local(rows, x, registry, sibling))
 
     def interval(self, rows: pd.DataFrame, registry, level: float = 0.8) -> tuple[np.ndarray, np.ndarray]:
-        """``(low, high)`` latency per row, microseconds: the prediction times the correction's out-of-fold
-        residual quantiles (10%/90%, scaled by the normal quantile ratio for another ``level``), widened in
-        quadrature by the fingerprint's ``log_spread`` (see the module docstring); for a GPU without training
-        rows, when :func:`synperf.model.fingerprint_choice.fit_chosen` recorded them (:attr:`unseen_q`), the
-        quantiles of the training GPUs' residuals when each was predicted from the others, of the same case (a GPU
-        of its class trained or not).
+        """``(low, high)`` latency per row, microseconds (:meth:`describe`'s bounds; how they are set:
+        :meth:`_log_bounds`).
 
         Raises:
-            ValueError: the model was fitted without out-of-fold residuals.
+            ValueError: a row has no bounds: its GPU trained and the model was fitted without out-of-fold
+                residuals, or it did not and no left-out GPU's residuals were recorded.
         """
-        if not np.isfinite(self.residual_q).all():
-            raise ValueError("fingerprint model: no out-of-fold residuals (fitted on one GPU or with oof=False)")
-        rows = with_spec_columns(with_v2_columns(rows, registry), registry)
-        pred = self.predict(rows, registry)
-        _, _, spread = self._fingerprints(rows, pipe_times(rows, registry), registry)
-        low, high = self._log_bounds(rows["gpu"].astype(str).to_numpy(), spread, registry, level)
-        return pred * np.exp(low), pred * np.exp(high)
+        d = self.describe(rows, registry, level)
+        low, high = d["predicted_latency_low_us"].to_numpy(), d["predicted_latency_high_us"].to_numpy()
+        if np.isnan(low).any():
+            gpus = sorted(set(rows["gpu"].astype(str).to_numpy()[np.isnan(low)]))
+            raise ValueError(f"fingerprint model: no interval for {gpus} (fitted without out-of-fold residuals, or "
+                             "without left-out GPUs' residuals for a GPU without measurements)")
+        return low, high
 
     def _log_bounds(self, gpus: np.ndarray, spread: np.ndarray, registry, level: float) -> tuple[np.ndarray, ...]:
-        """:meth:`interval`'s bounds of ``log(latency / prediction)`` per row (GPU ids ``gpus``, fingerprint
-        spreads ``spread``)."""
+        """Bounds of ``log(latency / prediction)`` per row (GPU ids ``gpus``, fingerprint spreads ``spread``) at
+        ``level``: the correction's out-of-fold residual quantiles (10%/90%, scaled by the normal quantile ratio
+        for another ``level``), widened in quadrature by the fingerprint's ``log_spread``; for a GPU without
+        training rows, when :func:`synperf.model.fingerprint_choice.fit_chosen` recorded them (:attr:`unseen_q`),
+        the quantiles of the training GPUs' residuals when each was predicted from the others, of the same case
+        (a GPU of its class trained or not). NaN where neither is known."""
         z = norm.ppf(0.5 + level / 2) / norm.ppf(0.9)
-        lo, hi = (q * z for q in self.residual_q)
-        zs = norm.ppf(0.5 + level / 2)
-        lo = -np.sqrt(lo ** 2 + (zs * spread) ** 2) if lo < 0 else lo - zs * spread
-        hi = np.sqrt(hi ** 2 + (zs * spread) ** 2) if hi > 0 else hi + zs * spread
-        low, high = np.broadcast_to(lo, len(gpus)).copy(), np.broadcast_to(hi, len(gpus)).copy()
+        low, high = np.full(len(gpus), np.nan), np.full(len(gpus), np.nan)
+        if np.isfinite(self.residual_q).all():
+            lo, hi = (q * z for q in self.residual_q)
+            zs = norm.ppf(0.5 + level / 2)
+            low[:] = -np.sqrt(lo ** 2 + (zs * spread) ** 2) if lo < 0 else lo - zs * spread
+            high[:] = np.sqrt(hi ** 2 + (zs * spread) ** 2) if hi > 0 else hi + zs * spread
         if self.unseen_q:
             new = ~np.isin(gpus, list(self.fitted))
             for g in np.unique(gpus[new]):
@@ -519,7 +521,7 @@ class FingerprintModel(JoblibModel):
     def describe(self, rows: pd.DataFrame, registry, level: float = 0.8) -> pd.DataFrame:
         """Prediction and provenance per row of ``rows`` (launch rows: ``gpu`` and the key columns), index
         ``0..len-1``: ``predicted_latency_us``, ``predicted_latency_low_us`` and ``predicted_latency_high_us``
-        (:meth:`interval` at ``level``; NaN without out-of-fold residuals), ``fingerprint_time_us`` (the physical
+        (:meth:`_log_bounds` at ``level``; NaN where no residuals set them), ``fingerprint_time_us`` (the physical
         time with the GPU's constants), ``theoretical_time_us`` (feature set v2's), ``gpu_constants`` (where the
         GPU's constants came from, :attr:`Fingerprint.source`), ``evidence`` (:meth:`evidence`) and
         ``unknown_category`` (``column=value`` pairs of categorical columns whose value no training row had: the
@@ -531,11 +533,8 @@ class FingerprintModel(JoblibModel):
         pred = fp_time * np.exp(self._shared(x) + self._local(rows, x, registry, True))
         gpus = rows["gpu"].astype(str).to_numpy()
         out = pd.DataFrame({"predicted_latency_us": pred}, index=rows.index)
-        if np.isfinite(self.residual_q).all():
-            low, high = self._log_bounds(gpus, spread, registry, level)
-            out["predicted_latency_low_us"], out["predicted_latency_high_us"] = pred * np.exp(low), pred * np.exp(high)
-        else:
-            out["predicted_latency_low_us"] = out["predicted_latency_high_us"] = np.nan
+        low, high = self._log_bounds(gpus, spread, registry, level)
+        out["predicted_latency_low_us"], out["predicted_latency_high_us"] = pred * np.exp(low), pred * np.exp(high)
         out["fingerprint_time_us"] = fp_time
         out["theoretical_time_us"] = (rows["theoretical_time_us"].to_numpy(dtype="float64")
                                       if "theoretical_time_us" in rows.columns else np.nan)
