@@ -133,24 +133,34 @@ def test_goals_table_marks_met_and_not_met():
     rows += _protocol_rows({("gemm", "synperf_mlp"): 10.0, ("rmsnorm", "synperf_mlp"): 20.0,
                             ("gemm", "nearest_gpu_roofline"): 11.0, ("rmsnorm", "nearest_gpu_roofline"): 15.0},
                            protocol="logo", scope="nearest_covered")
+    # logo per GPU: the interval covers 80% (in the band), 95% (above), 50% (below); a GPU without an interval
+    # (NaN) and another method's or the pooled row are no cells
+    cells = [("gemm", "a100", 0.8), ("gemm", "b200", 0.95), ("rmsnorm", "a100", 0.5), ("rmsnorm", "h100", np.nan)]
+    rows += [{"protocol": "logo", "fold": f"logo:{gpu}", "method": "synperf", "gpu": gpu, "split": "unseen",
+              "scope": "all", "mape_pct": 10.0, "coverage": 1.0, "interval_coverage": c, "experiment": e}
+             for e, gpu, c in cells]
+    rows += [{**rows[-1], "method": "gbt", "interval_coverage": 0.8},
+             {**rows[-1], "gpu": "ALL", "interval_coverage": 0.8}]
     # loao: mean 19 <= 20 met
     rows += _protocol_rows({("gemm", "synperf_mlp"): 18.0, ("rmsnorm", "synperf_mlp"): 20.0}, protocol="loao")
     fewshot = pd.DataFrame({"experiment": ["gemm", "gemm", "rmsnorm", "other"], "k": [32, 32, 32, 32],
                             "mape_pct": [4.0, 6.0, 4.0, 90.0], "uncalibrated_mape_pct": [9.0, 9.0, 9.0, 9.0]})
     g = goals_table(pd.DataFrame(rows), fewshot, {"launches_per_s": 50_000.0}, families=fams).set_index("goal")
     met = g["met"].tolist()
-    assert met == ["yes", "yes", "no", "no", "yes", "no", "yes", "no"] + ["not measured"] * 4   # no serving table
+    assert met == ["yes", "yes", "no", "no", "no", "yes", "no", "yes", "no"] + ["not measured"] * 4  # no serving
     measured = g["measured"].tolist()
     assert measured[:2] == [9.5, 11.0]
     assert measured[2] == 1.0  # families lower than nearest_gpu_roofline
-    assert measured[3] == 16.0 and measured[4] == 19.0 and measured[5] == 6.0
-    assert measured[6] == pytest.approx(4.5)  # gemm mean 5, rmsnorm 4; "other" is no core family
-    assert measured[7] == 50_000.0
+    assert measured[3] == 16.0 and measured[5] == 19.0 and measured[6] == 6.0
+    assert measured[4] == 1.0 and g["target"].iloc[4] == "all 3 cells"  # one of three interval cells in the band
+    assert g["detail"].iloc[4].startswith("1 of 3 cells in the band, 1 below, 1 above")
+    assert measured[7] == pytest.approx(4.5)  # gemm mean 5, rmsnorm 4; "other" is no core family
+    assert measured[8] == 50_000.0
     per = {"gemm": {"launches_per_s": 40_000.0}, "rmsnorm": {"launches_per_s": 60_000.0}}
     g = goals_table(pd.DataFrame(rows), fewshot, {"launches_per_s": 50_000.0, "per_experiment": per,
                                                   "cold_launches": 2000, "cold_launches_per_s": 900.0},
                     families=fams).set_index("goal")
-    assert g["detail"].iloc[7] == ("launches/s per family (a batch after the first call): gemm 40,000, rmsnorm 60,000; "
+    assert g["detail"].iloc[8] == ("launches/s per family (a batch after the first call): gemm 40,000, rmsnorm 60,000; "
                                    "first call of 1,000 launches per family, loading the models: 900")
     # the partial-coverage baseline is not the best baseline; the full-coverage one is
     assert g["best_baseline"].iloc[0] == 25.0 and g["best_baseline_method"].iloc[0] == "gbt"
