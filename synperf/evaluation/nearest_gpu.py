@@ -25,17 +25,12 @@ seen GPUs (``test_seen``) is uncovered everywhere: coverage of ``unseen`` rows i
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 import pandas as pd
 
 from synperf.evaluation.split import SHAPE_COLUMNS, shape_key
 from synperf.model.features.v1 import gpu_columns
 from synperf.model.roofline import training_latency_us, with_baseline_columns
-
-if TYPE_CHECKING:
-    from synperf.evaluation.baselines import BaselineConfig
 
 
 def coverage(pred) -> float:
@@ -131,7 +126,7 @@ def _nearest(train, test, registry):
 
 
 def nearest_gpu_scaled(train: pd.DataFrame, test: pd.DataFrame, registry, *, seed: int = 0,
-                       feature_meta: dict | None = None, cfg: BaselineConfig | None = None) -> np.ndarray:
+                       feature_meta: dict | None = None, cfg=None) -> np.ndarray:
     """Variant (a): the nearest GPU's measured latency scaled by the target's bounding roofline term.
 
     ``latency_src * time_b(target) / time_b(source)`` where ``b`` is the largest of the target's v1
@@ -160,7 +155,7 @@ def roofline_shift(latency_src, roofline_src, roofline_tgt) -> np.ndarray:
 
 
 def nearest_gpu_roofline(train: pd.DataFrame, test: pd.DataFrame, registry, *, seed: int = 0,
-                         feature_meta: dict | None = None, cfg: BaselineConfig | None = None) -> np.ndarray:
+                         feature_meta: dict | None = None, cfg=None) -> np.ndarray:
     """Variant (b): ``latency_src - roofline_src + roofline_tgt`` (excess over the roofline carried over).
 
     Floored at ``1e-3 * latency_src``. Microseconds; NaN where uncovered (:func:`nearest_sources`).
