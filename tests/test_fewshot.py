@@ -124,6 +124,8 @@ def test_goals_table_marks_met_and_not_met():
                             ("rmsnorm", "gbt"): 30.0, ("gemm", "nearest_gpu_roofline"): 1.0,
                             ("rmsnorm", "nearest_gpu_roofline"): 1.0, ("gemm", "synperf_mlp"): 0.5,
                             ("rmsnorm", "synperf_mlp"): 0.5}, coverage={"nearest_gpu_roofline": 0.5})
+    # configured, the workstation GPU alone (only gemm has it): 18 <= 20 met; gbt 30 on the same rows
+    rows += [{**r, "gpu": "l40s"} for r in _protocol_rows({("gemm", "synperf"): 18.0, ("gemm", "gbt"): 30.0})]
     # held-out problems: worst 6 > 5 not met
     rows += _protocol_rows({("gemm", "synperf"): 4.0, ("rmsnorm", "synperf"): 6.0, ("gemm", "gbt"): 3.0,
                             ("rmsnorm", "gbt"): 3.5}, split="test_seen")
@@ -147,25 +149,26 @@ def test_goals_table_marks_met_and_not_met():
                             "mape_pct": [4.0, 6.0, 4.0, 90.0], "uncalibrated_mape_pct": [9.0, 9.0, 9.0, 9.0]})
     g = goals_table(pd.DataFrame(rows), fewshot, {"launches_per_s": 50_000.0}, families=fams).set_index("goal")
     met = g["met"].tolist()
-    assert met == ["yes", "yes", "no", "no", "no", "yes", "no", "yes", "no"] + ["not measured"] * 4  # no serving
+    assert met == ["yes", "yes", "yes", "no", "no", "no", "yes", "no", "yes", "no"] + ["not measured"] * 4
     measured = g["measured"].tolist()
     assert measured[:2] == [9.5, 11.0]
-    assert measured[2] == 1.0  # families lower than nearest_gpu_roofline
-    assert measured[3] == 16.0 and measured[5] == 19.0 and measured[6] == 6.0
-    assert measured[4] == 1.0 and g["target"].iloc[4] == "all 3 cells"  # one of three interval cells in the band
-    assert g["detail"].iloc[4].startswith("1 of 3 cells in the band, 1 below, 1 above")
-    assert measured[7] == pytest.approx(4.5)  # gemm mean 5, rmsnorm 4; "other" is no core family
-    assert measured[8] == 50_000.0
+    assert measured[2] == 18.0 and g["best_baseline"].iloc[2] == 30.0 and "over 1 families" in g["detail"].iloc[2]
+    assert measured[3] == 1.0  # families lower than nearest_gpu_roofline
+    assert measured[4] == 16.0 and measured[6] == 19.0 and measured[7] == 6.0
+    assert measured[5] == 1.0 and g["target"].iloc[5] == "all 3 cells"  # one of three interval cells in the band
+    assert g["detail"].iloc[5].startswith("1 of 3 cells in the band, 1 below, 1 above")
+    assert measured[8] == pytest.approx(4.5)  # gemm mean 5, rmsnorm 4; "other" is no core family
+    assert measured[9] == 50_000.0
     per = {"gemm": {"launches_per_s": 40_000.0}, "rmsnorm": {"launches_per_s": 60_000.0}}
     g = goals_table(pd.DataFrame(rows), fewshot, {"launches_per_s": 50_000.0, "per_experiment": per,
                                                   "cold_launches": 2000, "cold_launches_per_s": 900.0},
                     families=fams).set_index("goal")
-    assert g["detail"].iloc[8] == ("launches/s per family (a batch after the first call): gemm 40,000, rmsnorm 60,000; "
+    assert g["detail"].iloc[9] == ("launches/s per family (a batch after the first call): gemm 40,000, rmsnorm 60,000; "
                                    "first call of 1,000 launches per family, loading the models: 900")
     # the partial-coverage baseline is not the best baseline; the full-coverage one is
     assert g["best_baseline"].iloc[0] == 25.0 and g["best_baseline_method"].iloc[0] == "gbt"
-    assert g["best_baseline"].iloc[3] == 45.0 and g["best_baseline_method"].iloc[3] == "roofline"
-    assert "synperf_mlp" in g["detail"].iloc[3]
+    assert g["best_baseline"].iloc[4] == 45.0 and g["best_baseline_method"].iloc[4] == "roofline"
+    assert "synperf_mlp" in g["detail"].iloc[4]
     g0 = goals_table(pd.DataFrame(rows), None, None, families=fams).set_index("goal")["met"]
     assert g0[g0.index.str.startswith(("few-shot", "batch predict", "serving"))].unique().tolist() == ["not measured"]
 
@@ -235,7 +238,7 @@ def test_the_goals_measure_the_fingerprint_predictor_and_report_the_papers_mlp_b
     assert g["measured"].iloc[0] == 10.0 and g["measured"].iloc[1] == 15.0
     assert g["paper_mlp"].iloc[0] == 8.5 and g["paper_mlp"].iloc[1] == 9.0
     # paired with nearest-GPU: each is lower on rmsnorm only
-    assert g["measured"].iloc[2] == 1.0 and g["paper_mlp"].iloc[2] == 1.0
+    assert g["measured"].iloc[3] == 1.0 and g["paper_mlp"].iloc[3] == 1.0
     # a family the fingerprint predictor was not scored on: the MLP is measured, nothing beside
     g = goals_table(pd.DataFrame(two[:3]), None, None, families=["gemm", "rmsnorm"])
     assert g["measured"].iloc[0] == 8.5 and g["detail"].iloc[0].startswith("synperf_mlp MAPE %")
