@@ -156,7 +156,14 @@ def test_few_shot_on_the_fingerprint_refits_the_constants_and_gets_better_with_m
 
 
 def test_fit_chosen_picks_from_the_grid_and_an_unseen_gpu_takes_the_left_out_gpus_residuals(registry):
-    from synperf.model.fingerprint_choice import GRID, PRIOR_WEIGHTS, choose_options, choose_prior_weight, fit_chosen
+    from synperf.model.fingerprint_choice import (
+        GRID,
+        INTERVALS,
+        PRIOR_WEIGHTS,
+        choose_options,
+        choose_prior_weight,
+        fit_chosen,
+    )
 
     rng = np.random.default_rng(3)
     rows = with_formula_latency(gemm_launches(list(TRUE), n=60), registry)
@@ -180,8 +187,10 @@ def test_fit_chosen_picks_from_the_grid_and_an_unseen_gpu_takes_the_left_out_gpu
     assert model.prior_weight == weight
     new = gemm_launches(["l40"], seed=5, n=20)  # a GPU of a class that trained (a40, l40s)
     lo, hi = model.interval(new, registry)
-    q = model.unseen_q.get(True, model.unseen_q[None])
+    q = F.rule_bounds(model.unseen_q, "l40", sorted(model.fitted), registry)
     np.testing.assert_allclose(np.log(hi / lo), q[1] - q[0], rtol=1e-9)
+    assert model.choice["interval"] in {n for n, _, _ in INTERVALS} and set(model.choice["interval_scores"]) == {
+        n for n, _, _ in INTERVALS}
     # one training GPU: no fold, the first (simplest) option and prior weight
     one = fit_chosen(rows[rows["gpu"] == "a40"], META, registry, seed=0)
     assert one.choice["option"] == GRID[0][0] and one.unseen_q == {} and one.prior_weight == PRIOR_WEIGHTS[0]
@@ -380,3 +389,33 @@ def test_fewshot_stage_reads_each_models_choice_and_scores_only_the_unseen_rows(
     table2, choice2 = stage(poisoned)
     pd.testing.assert_frame_equal(choice2, choice)
     assert not np.allclose(table2["mape_pct"], table["mape_pct"])
+
+
+def test_the_interval_of_a_new_gpu_widens_with_its_spec_distance_when_the_left_out_gpus_say_so(registry):
+    from synperf.model.fingerprint_choice import INTERVALS, choose_interval
+    from synperf.model.pipes import spec_distance
+
+    # one class (sm_9x HBM), so the case rule pools them all: h800 is h100's spec twin, h20 far from both
+    training = ["h100_sxm", "h800_sxm", "h200_sxm", "h20"]
+    assert spec_distance("h100_sxm", training, registry) == 0.0  # itself skipped, h800 a twin
+    assert spec_distance("h100_sxm", ["h100_sxm", "a100_sxm4_80gb"], registry) > 0
+    # another memory family adds its term
+    assert spec_distance("l40", ["a100_sxm4_80gb"], registry) > spec_distance("l40", ["l40s"], registry) + 1.0
+    # left-out residuals whose spread grows with each GPU's distance to the others: the distance rule fits them
+    rng = np.random.default_rng(0)
+    parts = []
+    for g in training:
+        d = spec_distance(g, [t for t in training if t != g], registry)
+        found = F.class_pool(g, [t for t in training if t != g], registry)[1].startswith("class")
+        parts.append(pd.DataFrame({"gpu": g, "log_residual": rng.normal(0.0, 0.2 * (0.4 + d), 400),
+                                   "class_found": found}))
+    residuals = pd.concat(parts, ignore_index=True)
+    name, rule, scores = choose_interval(residuals, training, registry)
+    assert set(scores) == {n for n, _, _ in INTERVALS}
+    assert rule["kind"] == "distance" and scores[name] < scores["case 80%"]
+    near, far = (F.rule_bounds(rule, g, training, registry) for g in ("h100_pcie", "b200"))
+    assert spec_distance("h100_pcie", training, registry) + 1.0 < spec_distance("b200", training, registry)
+    assert near[1] - near[0] < far[1] - far[0]
+    # one left-out GPU: nothing to score, the first (simplest) rule
+    name, rule, scores = choose_interval(residuals[residuals["gpu"] == "h20"], training, registry)
+    assert name == INTERVALS[0][0] and rule["kind"] == "case" and scores == {}

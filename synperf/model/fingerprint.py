@@ -59,8 +59,12 @@ One way to choose (:mod:`synperf.model.fingerprint_choice`)
 Interval (:meth:`FingerprintModel.interval`)
     80% by default: the correction's out-of-fold log residuals (leave one training GPU out: the correction refitted
     without that GPU, its fitted fingerprint kept; without a correction, the fingerprint's own residuals) give the
-    10% and 90% quantiles, each GPU weighing the same (:func:`gpu_quantiles`); for a GPU without measurements, the
-    fingerprint's ``log_spread`` is added in quadrature (normal approximation, ``z = 1.2816`` for 80%).
+    10% and 90% quantiles, each GPU weighing the same (:func:`gpu_quantiles`), widened in quadrature by the
+    fingerprint's ``log_spread`` (normal approximation, ``z = 1.2816`` for 80%). A GPU without measurements takes
+    the rule :func:`synperf.model.fingerprint_choice.choose_interval` chose on the training GPUs' residuals when each
+    was predicted from the others (:func:`rule_bounds`): their quantiles in the same case (a GPU of its class
+    trained or not), or quantiles that widen with the GPU's spec-sheet distance to every training GPU
+    (:func:`synperf.model.pipes.spec_distance`).
 """
 
 from __future__ import annotations
@@ -90,6 +94,7 @@ from synperf.model.pipes import (  # noqa: F401  (the pipe terms are part of thi
     class_text,
     gpu_class,
     pipe_times,
+    spec_distance,
     with_spec_columns,
     with_v2_columns,
 )
@@ -255,6 +260,18 @@ def predict_fingerprint(gpu: str, fitted: dict[str, Fingerprint], registry,
     return Fingerprint(gpu, float(c[0]), c[1:], f"predicted from spec row: {text}", spread)
 
 
+def rule_bounds(rule: dict, gpu: str, training: list[str], registry) -> tuple[float, float]:
+    """The 80% bounds of ``log(latency / prediction)`` that ``rule`` (:func:`synperf.model.fingerprint_choice.
+    interval_rule`) gives a GPU without measurements when the GPUs of ``training`` trained: the case quantiles of
+    its case (a GPU of its class among ``training`` or not), or the scaled quantiles times ``offset + d`` with
+    ``d`` its :func:`synperf.model.pipes.spec_distance` to ``training``."""
+    if rule["kind"] == "case":
+        found = class_pool(gpu, training, registry)[1].startswith("class")
+        return rule["q"].get(found, rule["q"][None])
+    scale = rule["offset"] + spec_distance(gpu, training, registry)
+    return rule["q"][0] * scale, rule["q"][1] * scale
+
+
 @dataclass
 class FingerprintModel(JoblibModel):
     """Fingerprints of the training GPUs and the GPU-invariant correction of one kernel family; stored as one
@@ -273,6 +290,8 @@ class FingerprintModel(JoblibModel):
             prior weight (:func:`fewshot_fingerprint`); both chosen by
             :func:`synperf.model.fingerprint_choice.fit_chosen`.
         local: training GPU -> its own-GPU correction (trees on its rows' residual after the shared correction).
+        unseen_q: the interval rule of a GPU without measurements (:func:`synperf.model.fingerprint_choice.
+            interval_rule`; empty when fewer than two GPUs trained).
         feature_set: the feature set of the rows it was fitted on (the sidecar's ``feature_set``); a caller builds
             the same features for the rows it predicts.
     """
@@ -487,9 +506,9 @@ class FingerprintModel(JoblibModel):
         """Bounds of ``log(latency / prediction)`` per row (GPU ids ``gpus``, fingerprint spreads ``spread``) at
         ``level``: the correction's out-of-fold residual quantiles (10%/90%, scaled by the normal quantile ratio
         for another ``level``), widened in quadrature by the fingerprint's ``log_spread``; for a GPU without
-        training rows, when :func:`synperf.model.fingerprint_choice.fit_chosen` recorded them (:attr:`unseen_q`),
-        the quantiles of the training GPUs' residuals when each was predicted from the others, of the same case
-        (a GPU of its class trained or not). NaN where neither is known."""
+        training rows, when :func:`synperf.model.fingerprint_choice.fit_chosen` recorded one (:attr:`unseen_q`),
+        the interval rule it chose on the training GPUs' residuals when each was predicted from the others
+        (:func:`rule_bounds`, scaled the same way for another ``level``). NaN where neither is known."""
         z = norm.ppf(0.5 + level / 2) / norm.ppf(0.9)
         low, high = np.full(len(gpus), np.nan), np.full(len(gpus), np.nan)
         if np.isfinite(self.residual_q).all():
@@ -500,8 +519,7 @@ class FingerprintModel(JoblibModel):
         if self.unseen_q:
             new = ~np.isin(gpus, list(self.fitted))
             for g in np.unique(gpus[new]):
-                found = class_pool(g, list(self.fitted), registry)[1].startswith("class")
-                q = self.unseen_q.get(found, self.unseen_q[None])
+                q = rule_bounds(self.unseen_q, str(g), sorted(self.fitted), registry)
                 low[gpus == g], high[gpus == g] = q[0] * z, q[1] * z
         return low, high
 

@@ -7,9 +7,10 @@ measurements (:func:`synperf.model.fingerprint.predict_fingerprint`), its class-
 part of the predictor, not an option), and its rows predicted; an option scores the
 mean over GPUs of its MAPE %; the first option within :data:`MARGIN` (5%) of the lowest wins
 (:func:`choose_options`). The chosen option's residuals on those left-out GPUs give the interval of a GPU without
-measurements (:func:`unseen_quantiles`). The few-shot prior weight (:data:`PRIOR_WEIGHTS`) is chosen the same way:
-each left-out GPU's constants are refitted on its short sweeps (``k`` in :data:`PRIOR_KS`) and its other rows scored
-(:func:`choose_prior_weight`). :func:`fit_chosen` fits the predictor with the chosen options.
+measurements, its rule (:data:`INTERVALS`) chosen the same way by how close each left-out GPU's coverage comes to
+80% when the others set its bounds (:func:`choose_interval`). The few-shot prior weight (:data:`PRIOR_WEIGHTS`) is
+chosen the same way: each left-out GPU's constants are refitted on its short sweeps (``k`` in :data:`PRIOR_KS`) and
+its other rows scored (:func:`choose_prior_weight`). :func:`fit_chosen` fits the predictor with the chosen options.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from synperf.model.fingerprint import (
     FingerprintModel,
     class_pool,
     gpu_quantiles,
+    rule_bounds,
 )
+from synperf.model.pipes import spec_distance
 
 #: correction options of :meth:`FingerprintModel.fit`, simplest first: the fingerprint time alone, the correction
 #: with :data:`synperf.model.correction.RESIDUAL_TREES`, a larger budget
@@ -166,14 +169,79 @@ def choose_fewshot_calibration(folds: list, registry, rule: str, weight: float, 
     return chosen, table
 
 
-def unseen_quantiles(residuals: pd.DataFrame) -> dict:
-    """The 10% and 90% quantiles of the log residuals of GPUs predicted without their measurements (the chosen
-    option's rows in :func:`choose_options`), each GPU weighing the same (:func:`gpu_quantiles`), per case
-    ``class_found`` (a training GPU of its class or not), plus ``None`` over every row: ``{case: (q10, q90)}``."""
-    out = {None: gpu_quantiles(residuals["log_residual"].to_numpy(), residuals["gpu"].to_numpy())}
+#: interval rules for a GPU without measurements, simplest first: ``(name, kind, parameter)``. ``case``: the
+#: quantiles ``(1 - p) / 2`` and ``(1 + p) / 2`` of the left-out GPUs' log residuals of the same case (a GPU of its
+#: class trained or not; :func:`case_quantiles`). ``distance``: each left-out GPU's log residuals divided by
+#: ``p + d`` (``d``: its :func:`synperf.model.pipes.spec_distance` to the GPUs that trained without it), their 10%
+#: and 90% quantiles, times ``p + d`` of the new GPU (:func:`distance_quantiles`): an interval that widens with how
+#: far the new GPU is from every GPU that trained
+INTERVALS = (("case 80%", "case", 0.8), ("case 90%", "case", 0.9), ("distance 0.4", "distance", 0.4),
+             ("distance 0.2", "distance", 0.2), ("distance 0.1", "distance", 0.1))
+#: the per-GPU share of rows an 80% interval is to cover
+INTERVAL_TARGET = 0.8
+
+
+def case_quantiles(residuals: pd.DataFrame, level: float = 0.8) -> dict:
+    """The ``(1 - level) / 2`` and ``(1 + level) / 2`` quantiles of the log residuals of GPUs predicted without
+    their measurements (the chosen option's rows in :func:`choose_options`), each GPU weighing the same
+    (:func:`gpu_quantiles`), per case ``class_found`` (a training GPU of its class or not), plus ``None`` over
+    every row: ``{case: (low, high)}``."""
+    q = ((1.0 - level) / 2.0, (1.0 + level) / 2.0)
+    out = {None: gpu_quantiles(residuals["log_residual"].to_numpy(), residuals["gpu"].to_numpy(), q)}
     for found, g in residuals.groupby("class_found"):
-        out[bool(found)] = gpu_quantiles(g["log_residual"].to_numpy(), g["gpu"].to_numpy())
+        out[bool(found)] = gpu_quantiles(g["log_residual"].to_numpy(), g["gpu"].to_numpy(), q)
     return out
+
+
+def distance_quantiles(residuals: pd.DataFrame, training: list[str], registry, offset: float) -> tuple:
+    """The 10% and 90% quantiles (each GPU weighing the same) of ``log_residual / (offset + d)`` over the left-out
+    GPUs of ``residuals``, ``d`` each GPU's :func:`synperf.model.pipes.spec_distance` to the other GPUs of
+    ``training`` (those its residuals were predicted from)."""
+    parts, gpus = [], []
+    for g, rows in residuals.groupby("gpu", sort=True):
+        d = spec_distance(str(g), [t for t in training if t != g], registry)
+        parts.append(rows["log_residual"].to_numpy() / (offset + d))
+        gpus += [str(g)] * len(rows)
+    return gpu_quantiles(np.concatenate(parts), np.array(gpus))
+
+
+def interval_rule(residuals: pd.DataFrame, training: list[str], registry, kind: str, parameter: float) -> dict:
+    """One rule of :data:`INTERVALS` fitted on the left-out GPUs' ``residuals``: ``{"kind": "case", "q": {case:
+    (low, high)}}`` or ``{"kind": "distance", "offset": p, "q": (low, high)}`` (the scaled residuals' quantiles);
+    :meth:`synperf.model.fingerprint.FingerprintModel._log_bounds` reads it."""
+    if kind == "case":
+        return {"kind": "case", "q": case_quantiles(residuals, parameter)}
+    return {"kind": "distance", "offset": parameter,
+            "q": distance_quantiles(residuals, training, registry, parameter)}
+
+
+def choose_interval(residuals: pd.DataFrame, training: list[str], registry, intervals=INTERVALS
+                    ) -> tuple[str, dict, dict]:
+    """The interval rule of a GPU without measurements, chosen on the training GPUs alone: each left-out GPU of
+    ``residuals`` (:func:`choose_options`) gets the bounds each rule of ``intervals`` fits on the other left-out
+    GPUs' residuals (its own distance taken to the training GPUs but itself, as its residuals were predicted); a
+    rule scores the mean over GPUs of ``|share of the GPU's rows inside - INTERVAL_TARGET|``; the first within
+    :data:`MARGIN` of the lowest wins. With fewer than two left-out GPUs, the first rule.
+
+    Returns:
+        ``(name, rule fitted on every left-out GPU's residuals, {name: score})``.
+    """
+    gpus = sorted(set(residuals["gpu"].astype(str)))
+    scores: dict[str, float] = {}
+    if len(gpus) >= 2:
+        for name, kind, parameter in intervals:
+            errors = []
+            for h in gpus:
+                own = residuals[residuals["gpu"] == h]["log_residual"].to_numpy()
+                rule = interval_rule(residuals[residuals["gpu"] != h], training, registry, kind, parameter)
+                lo, hi = rule_bounds(rule, h, [t for t in training if t != h], registry)
+                errors.append(abs(float(np.mean((own >= lo) & (own <= hi))) - INTERVAL_TARGET))
+            scores[name] = float(np.mean(errors))
+    if scores:
+        name, kind, parameter = next(c for c in intervals if scores[c[0]] <= min(scores.values()) * (1.0 + MARGIN))
+    else:
+        name, kind, parameter = intervals[0]
+    return name, interval_rule(residuals, training, registry, kind, parameter), scores
 
 
 def fit_chosen(rows: pd.DataFrame, meta: dict, registry, *, max_train_rows: int = 0, seed: int = 0,
@@ -196,5 +264,7 @@ def fit_chosen(rows: pd.DataFrame, meta: dict, registry, *, max_train_rows: int 
                     "prior_weight_scores_mape_pct": weight_scores, "fewshot_calibration": calibration,
                     "fewshot_scores": calibration_scores.to_dict("records")}
     if len(residuals):
-        model.unseen_q = unseen_quantiles(residuals)
+        name, rule, interval_scores = choose_interval(residuals, sorted(model.fitted), registry)
+        model.unseen_q = rule
+        model.choice.update({"interval": name, "interval_scores": interval_scores})
     return model

@@ -27,8 +27,6 @@ V2_COLUMNS = ("l2_cycle", "sm_max_smem_cycle", "waves", "num_tasks", "ctas_per_s
     + SM_COMPUTE_CYCLES
 
 
-
-
 def with_spec_columns(rows: pd.DataFrame, registry) -> pd.DataFrame:
     """``rows`` with the ``bl_*`` work and spec columns (added when any is missing; row order kept)."""
     if all(c in rows.columns for c in BASELINE_COLUMNS):
@@ -47,6 +45,37 @@ def gpu_class(spec) -> tuple[int, str]:
 def class_text(cls: tuple[int, str]) -> str:
     """``"sm_9x HBM"`` for ``(9, "HBM")``."""
     return f"sm_{cls[0]}x {cls[1]}"
+
+
+#: terms of :func:`spec_distance` added for a different memory family (HBM/GDDR) and SM generation
+DISTANCE_MEMORY_FAMILY = 1.0
+DISTANCE_SM_GENERATION = 0.5
+
+
+def _spec_vector(spec) -> np.ndarray:
+    """Natural logs of DRAM bandwidth (GB/s), dense tensor peak (bf16, else fp16, else the FP32 CUDA-core peak,
+    TFLOP/s), L2 size (MB) and SM count x boost clock (MHz), all from the registry row."""
+    peak = spec.dense_bf16_tflops or spec.dense_fp16_tflops or spec.fp32_tflops
+    return np.log([spec.dram_bw_gbps, peak, spec.l2_cache_mb, spec.sm_count * spec.boost_clock_mhz])
+
+
+def spec_distance(gpu: str, others, registry) -> float:
+    """How far ``gpu`` is from the nearest GPU of ``others`` (registry ids, ``gpu`` itself skipped) on the spec
+    sheet: the Euclidean distance of :func:`_spec_vector` plus :data:`DISTANCE_MEMORY_FAMILY` where the memory
+    families differ and :data:`DISTANCE_SM_GENERATION` where the compute capability majors differ (the two halves
+    of :func:`gpu_class`). Dimensionless; 0 for a GPU with a spec twin among ``others``.
+
+    Raises:
+        ValueError: ``others`` holds no GPU but ``gpu``.
+    """
+    spec = registry[gpu]
+    v, cls = _spec_vector(spec), gpu_class(spec)
+    ds = [float(np.linalg.norm(v - _spec_vector(registry[o])))
+          + DISTANCE_MEMORY_FAMILY * (gpu_class(registry[o])[1] != cls[1])
+          + DISTANCE_SM_GENERATION * (gpu_class(registry[o])[0] != cls[0]) for o in others if o != gpu]
+    if not ds:
+        raise ValueError(f"spec distance of {gpu}: no other GPU to compare with")
+    return min(ds)
 
 
 def with_v2_columns(rows: pd.DataFrame, registry) -> pd.DataFrame:
