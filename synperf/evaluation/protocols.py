@@ -350,7 +350,8 @@ def _iter_fold_predictions(table, folds, methods, registry, train_cfg, features,
                 d = fp_model.describe(te, registry, INTERVAL_LEVEL)
                 pred = d["predicted_latency_us"].to_numpy()
                 bounds = d[["predicted_latency_low_us", "predicted_latency_high_us"]].to_numpy()
-                budget = f"{fp_model.choice['option']} (chosen by leave-one-training-GPU-out); {budget}"
+                budget = (f"{fp_model.choice['option']}, interval {fp_model.choice.get('interval', 'none')} (chosen by "
+                          f"leave-one-training-GPU-out); {budget}")
             elif method == MLP and fold.name in (pretrained or {}):
                 model = pretrained[fold.name]
                 pred = model.predict_latency_us(FeatureFrame(te, meta["numeric"], meta["linear"], meta["categorical"]))

@@ -111,8 +111,9 @@ def fit_fingerprint_model(exp_name: str, exp: dict, spec: dict, seed: int, deplo
     model = fit_chosen(rows, read_artefact(spec["meta"], "features"), registry,
                        max_train_rows=int(spec.get("max_train_rows") or 0), seed=seed, oof=True)
     model.save(spec["out"])
-    log.info("%s: fingerprint predictor (%s) on %d rows of %s in %.0f s: %s; constants %s", exp_name,
-             model.choice["option"], len(rows), sorted(model.fitted), time.time() - t0, spec["out"],
+    log.info("%s: fingerprint predictor (%s; interval %s) on %d rows of %s in %.0f s: %s; constants %s", exp_name,
+             model.choice["option"], model.choice.get("interval", "none"), len(rows), sorted(model.fitted),
+             time.time() - t0, spec["out"],
              json.dumps({g: [round(float(c), 4) for c in fp.constants] for g, fp in model.fitted.items()}))
 
 
