@@ -188,7 +188,13 @@ def evaluation_section(leaks: list[dict], selection_table: str | None, selection
            "of the GPU's own rows (up to 20,000 of them) replaced the shared correction's budget after the configured "
            "split's held-out problems of the seen GPUs had shown fused MoE at 8.6%; that learning rate and row cap "
            "were compared on those held-out rows (fused MoE, GEMM, prefill), so the held-out numbers, and the unseen "
-           "GPUs that take a class-mate's own-GPU correction, are not independent evidence for them.", ""]
+           "GPUs that take a class-mate's own-GPU correction, are not independent evidence for them.",
+           "- *The interval rules of a new GPU were designed after a look at leave-one-GPU-out coverage.* The "
+           "spec-sheet distance that widens the interval (docs/fingerprint.md) and the candidate rules were written "
+           "after the fast loop had shown each unseen GPU's coverage under leave one GPU out (near-twins B200 and "
+           "GB200 giving H100 and H200 too narrow an interval, L40S and A100 below 50%). The choice among the rules "
+           "is made per fold on the training GPUs alone, but the interval goal's numbers are not independent "
+           "evidence for the candidates.", ""]
     if leaks:
         rows = []
         for r in leaks:
