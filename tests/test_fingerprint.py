@@ -419,3 +419,16 @@ def test_the_interval_of_a_new_gpu_widens_with_its_spec_distance_when_the_left_o
     # one left-out GPU: nothing to score, the first (simplest) rule
     name, rule, scores = choose_interval(residuals[residuals["gpu"] == "h20"], training, registry)
     assert name == INTERVALS[0][0] and rule["kind"] == "case" and scores == {}
+
+
+def test_a_prior_constant_left_at_a_rounding_zero_does_not_derail_the_few_shot_fit():
+    # a pooled fit can leave a constant at 1e-17 instead of 0; the few-shot fit must treat it as zero, not divide
+    # by it (a pseudo-row weighing 1e16 stops the bounded solver at the bounds)
+    rng = np.random.default_rng(0)
+    dram = np.exp(rng.uniform(np.log(1.0), np.log(160.0), 32))
+    terms = np.column_stack([dram * 0.019, dram, dram * 0.29, dram * 0.038])
+    prior = F.Fingerprint("a40", 1.6, np.array([2.5, 1.0, 5.55e-17, 13.0]), "prior")
+    y = 1.1 * prior.time_us(terms) * np.exp(rng.normal(0.0, 0.05, len(dram)))
+    fp = F.fewshot_fingerprint(prior, terms, y, prior_weight=3.0)
+    assert fp.floor_us > 0.5 and fp.multipliers[0] > 1.0 and fp.multipliers[3] > 5.0
+    assert np.mean(np.abs(fp.time_us(terms) / y - 1.0)) < 0.1

@@ -108,6 +108,8 @@ FINGERPRINT_FILE = "fingerprint.joblib"
 RULES = ("pooled", "mean")
 #: relative weight of each prior pseudo-row in a few-shot fit (one measured row weighs 1)
 FEWSHOT_PRIOR_WEIGHT = 1.0
+#: a prior constant at or below this (microseconds, or a dimensionless multiplier) counts as zero in a few-shot fit
+PRIOR_ZERO = 1e-9
 @dataclass
 class Fingerprint:
     """The effective constants of one GPU.
@@ -149,10 +151,13 @@ def _relative_lsq(terms: np.ndarray, y: np.ndarray, prior: np.ndarray | None = N
     x = np.column_stack([np.ones(len(y)), terms]) * (w / y)[:, None]
     b = w.copy()
     if prior is not None:
-        # one pseudo-row per constant: prior_weight * (c_j / prior_j - 1); a zero prior pulls on the absolute value
-        scale = np.where(prior > 0, prior, 1.0)
+        # one pseudo-row per constant: prior_weight * (c_j / prior_j - 1); a zero prior pulls on the absolute value.
+        # A prior below PRIOR_ZERO is a zero of the solver's rounding (a pooled fit leaves 1e-17): dividing by it
+        # would give its pseudo-row a weight of 1e16 and stop the bounded solver at the bounds
+        positive = prior > PRIOR_ZERO
+        scale = np.where(positive, prior, 1.0)
         x = np.vstack([x, np.diag(prior_weight / scale)])
-        b = np.concatenate([b, prior_weight * np.where(prior > 0, 1.0, 0.0)])
+        b = np.concatenate([b, prior_weight * np.where(positive, 1.0, 0.0)])
     return lsq_linear(x, b, bounds=(LOWER_BOUNDS, np.inf), method="bvls").x
 
 
