@@ -120,11 +120,11 @@ def test_runner_scores_every_method_on_a_real_slice(configured_run, vidur_gemm):
         assert allrows.loc[(m, "test_seen"), "coverage"] == 0.0
     for m in ("synperf_mlp", "roofline", "linear", "neusight", "gbt", "synperf"):
         assert unseen.loc[m, "coverage"] == 1.0
-    # synperf names the option leaving each training GPU out chose for the fold
-    chosen = res.loc[res.method == "synperf", "budget"].iloc[0].split(" (chosen by")[0]
-    from synperf.model.fingerprint_choice import GRID
+    # synperf names the option and the interval rule leaving each training GPU out chose for the fold
+    chosen, interval = res.loc[res.method == "synperf", "budget"].iloc[0].split(" (chosen by")[0].split(", interval ")
+    from synperf.model.fingerprint_choice import GRID, INTERVALS
 
-    assert chosen in [g[0] for g in GRID]
+    assert chosen in [g[0] for g in GRID] and interval in [i[0] for i in INTERVALS]
     # per-GPU rows add up to the ALL row
     per = res[(res.gpu != "ALL") & (res.split == "test_seen")].groupby("method")["n_total"].sum()
     assert per.sort_index().to_dict() == allrows.xs("test_seen", level="split")["n_total"].sort_index().to_dict()
