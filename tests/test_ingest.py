@@ -187,3 +187,25 @@ def test_every_config_gpu_map_is_checked_against_the_registry(registry, path):
     key = re.escape(".".join(path + (name,)))
     with pytest.raises(InputError, match=rf"^config key {key}: unknown GPU id 'h900_sxm'"):
         check_references(bad, registry)
+
+
+@pytest.mark.parametrize("source_gpus, match", [
+    ({"neusight": ["a40"]}, r"^config key experiments\.gemm\.source_gpus\.neusight: source 'neusight' is not in "
+                            r"experiments\.gemm\.sources \['aiconfigurator', 'vidur'\]; list it there or remove the "
+                            r"entry$"),
+    ({"vidur": ["a4O"]}, r"^config key experiments\.gemm\.source_gpus\.vidur: unknown GPU id 'a4O'"),
+    ({"vidur": ["l4"]}, r"^config key experiments\.gemm\.source_gpus\.vidur: 'l4' is neither seen nor unseen in "
+                        r"experiments\.gemm; its rows would select nothing$"),
+])
+def test_source_gpus_must_name_a_listed_source_and_a_gpu_of_the_experiment(registry, source_gpus, match):
+    import copy
+
+    import yaml
+
+    from synperf.data.checks import check_references
+
+    cfg = yaml.safe_load((Path(__file__).resolve().parent.parent / "config" / "config.yaml").read_text())
+    bad = copy.deepcopy(cfg)
+    bad["experiments"]["gemm"]["source_gpus"] = source_gpus
+    with pytest.raises(InputError, match=match):
+        check_references(bad, registry)

@@ -268,13 +268,32 @@ def test_a_config_selection_that_yields_nothing_names_its_key(vidur_measurements
     out = {"v1": (str(tmp_path / "f.parquet"), str(tmp_path / "f.json"))}
     cases = [({**base, "unseen": ["a40", "l40s"]}, r"experiments\.rn\.unseen: l40s has no rmsnorm rows"),
              ({**base, "dtypes": ["bfloat16"]}, r"experiments\.rn\.dtypes: 'bfloat16' selects no rmsnorm row"),
-             ({**base, "sources": ["aiconfigurator"]}, r"experiments\.rn\.sources: 'aiconfigurator' selects no")]
+             ({**base, "sources": ["aiconfigurator"]}, r"experiments\.rn\.sources: 'aiconfigurator' selects no"),
+             ({**base, "source_gpus": {"vidur": ["l40s"]}},
+              r"^experiments\.rn\.source_gpus\.vidur: l40s has no rmsnorm row of vidur; remove it or add its data$")]
     for exp, message in cases:
         with pytest.raises(InputError, match=message):
             experiment_features(str(allp), "rn", exp, reg, out, 0)
         assert not (tmp_path / "f.parquet").exists()
     experiment_features(str(allp), "rn", base, reg, out, 0)   # the configured experiment selects rows on every GPU
     assert set(pd.read_parquet(tmp_path / "f.parquet")["gpu"]) == {"a100_sxm4_80gb", "h100_sxm", "a40"}
+    # source_gpus keeps the source's rows of the listed GPUs only: a seen GPU left out of it has no rows
+    message = (r"^experiments\.rn\.seen: h100_sxm has no rmsnorm rows \(sources \['vidur'\], dtypes \['float16'\], "
+               r"source_gpus \{'vidur': \['a100_sxm4_80gb', 'a40'\]\}\)")
+    with pytest.raises(InputError, match=message):
+        experiment_features(str(allp), "rn", {**base, "source_gpus": {"vidur": ["a100_sxm4_80gb", "a40"]}}, reg, out,
+                            0)
+
+
+def test_source_gpus_keeps_one_sources_rows_of_the_listed_gpus():
+    from synperf.pipeline.common import select_rows
+
+    df = pd.DataFrame({"kernel": ["gemm"] * 5 + ["rmsnorm"], "dtype": "float16",
+                       "source": ["aiconfigurator", "aiconfigurator", "vidur", "vidur", "vidur", "vidur"],
+                       "gpu": ["h100_sxm", "l40s", "h100_sxm", "a40", "a100_sxm4_80gb", "a40"]})
+    exp = {"kernel": "gemm", "sources": ["aiconfigurator", "vidur"], "source_gpus": {"vidur": ["a40"]}}
+    assert select_rows(df, exp).index.tolist() == [0, 1, 3]
+    assert select_rows(df, {**exp, "source_gpus": None}).index.tolist() == [0, 1, 2, 3, 4]
 
 
 @pytest.mark.xdist_group("vidur_measurements")

@@ -61,6 +61,16 @@ def check_references(config: dict, registry) -> None:
         both = set(exp.get("seen", [])) & set(exp.get("unseen", []))
         if both:
             raise InputError(f"config key experiments.{name}: GPU(s) {sorted(both)} are both seen and unseen")
+        for source, gpus in (exp.get("source_gpus") or {}).items():
+            key = f"experiments.{name}.source_gpus.{source}"
+            if source not in (exp.get("sources") or []):
+                raise InputError(f"config key {key}: source {source!r} is not in experiments.{name}.sources "
+                                 f"{exp.get('sources') or []}; list it there or remove the entry")
+            for gpu in gpus:
+                need(gpu, key)
+                if gpu not in exp.get("seen", []) and gpu not in exp.get("unseen", []):
+                    raise InputError(f"config key {key}: {gpu!r} is neither seen nor unseen in experiments.{name}; "
+                                     "its rows would select nothing")
     for key, names in (("ablation.experiments", config.get("ablation", {}).get("experiments", [])),
                        ("protocols.experiments", config.get("protocols", {}).get("experiments", [])),
                        ("protocols.configured_only", config.get("protocols", {}).get("configured_only", []))):

@@ -9,7 +9,8 @@ from synperf.model.features import FeatureFrame
 
 
 def select_rows(df: pd.DataFrame, exp: dict) -> pd.DataFrame:
-    """Rows of one experiment: its kernel, optionally restricted to sources and dtypes.
+    """Rows of one experiment: its kernel, optionally restricted to sources and dtypes, and a source named in
+    ``source_gpus`` to the GPUs listed for it (e.g. one source's rows of a GPU class no other source measured).
 
     The filters apply to every row alike: our own measurements (``source`` ``synperf_profiler``) join an
     experiment with ``sources`` only when it lists ``synperf_profiler``."""
@@ -18,6 +19,8 @@ def select_rows(df: pd.DataFrame, exp: dict) -> pd.DataFrame:
         sel &= df["source"].isin(exp["sources"])
     if exp.get("dtypes"):
         sel &= df["dtype"].isin(exp["dtypes"])
+    for source, gpus in (exp.get("source_gpus") or {}).items():
+        sel &= (df["source"] != source) | df["gpu"].astype(str).isin([str(g) for g in gpus])
     return df[sel]
 
 

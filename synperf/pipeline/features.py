@@ -21,11 +21,12 @@ def experiment_features(measurements: str, exp_name: str, exp: dict, registry_pa
                         seed: int, *, measured_dir: str | None = None) -> None:
     """Features, split label and target for one experiment's rows, for every feature set in ``outputs``.
 
-    The rows are the experiment's kernel (and ``sources``/``dtypes``) on its seen and unseen GPUs, in the order of
-    the measurement table, with every split label of :func:`synperf.evaluation.split.experiment_split`
-    (``train``, ``test_seen``, ``unseen`` and ``unused``: a training-file row of a held-out problem). Training
-    uses ``train`` rows only, the tables score ``test_seen``/``unseen``, and the leave-one-out protocols use every
-    row. The decomposition is computed once and shared by the feature sets built on it.
+    The rows are the experiment's kernel (and ``sources``/``dtypes``/``source_gpus``, :func:`select_rows`) on its
+    seen and unseen GPUs, in the order of the measurement table, with every split label of
+    :func:`synperf.evaluation.split.experiment_split` (``train``, ``test_seen``, ``unseen`` and ``unused``: a
+    training-file row of a held-out problem). Training uses ``train`` rows only, the tables score
+    ``test_seen``/``unseen``, and the leave-one-out protocols use every row. The decomposition is computed once and
+    shared by the feature sets built on it.
 
     Args:
         outputs: ``{feature_set: (table_path, meta_path)}``; the table is Parquet (key columns, ``latency_us``,
@@ -33,12 +34,18 @@ def experiment_features(measurements: str, exp_name: str, exp: dict, registry_pa
             the meta JSON (``numeric``, ``linear``, ``categorical``, row and split counts).
 
     Raises:
-        InputError: a configured GPU, source or dtype of the experiment selects no row, or the experiment has no
-            training row (names the config key, e.g. ``experiments.gemm.unseen``, and the value).
+        InputError: a configured GPU, source, dtype or ``source_gpus`` GPU of the experiment selects no row, or the
+            experiment has no training row (names the config key, e.g. ``experiments.gemm.unseen``, and the value).
     """
     registry = load_registry(registry_path, measured_dir)
     all_rows = read_table(measurements)
     kernel_rows = all_rows[all_rows["kernel"] == exp["kernel"]]
+    for source, gpus in (exp.get("source_gpus") or {}).items():
+        of_source = kernel_rows.loc[kernel_rows["source"] == source, "gpu"].astype(str)
+        for g in gpus:
+            if not (of_source == str(g)).any():
+                raise InputError(f"experiments.{exp_name}.source_gpus.{source}: {g} has no {exp['kernel']} row of "
+                                 f"{source}; remove it or add its data")
     for key, column, among in (("sources", "source", kernel_rows),
                                ("dtypes", "dtype", select_rows(all_rows, {**exp, "dtypes": None}))):
         for value in exp.get(key) or []:
@@ -50,9 +57,10 @@ def experiment_features(measurements: str, exp_name: str, exp: dict, registry_pa
         have = set(df["gpu"].astype(str))
         for g in exp.get(key) or []:
             if str(g) not in have:
+                restricted = f", source_gpus {exp['source_gpus']}" if exp.get("source_gpus") else ""
                 raise InputError(f"experiments.{exp_name}.{key}: {g} has no {exp['kernel']} rows (sources "
-                                 f"{exp.get('sources') or 'any'}, dtypes {exp.get('dtypes') or 'any'}); remove it "
-                                 "or add its measurements")
+                                 f"{exp.get('sources') or 'any'}, dtypes {exp.get('dtypes') or 'any'}{restricted}); "
+                                 "remove it or add its measurements")
     gpus = [str(g) for g in list(exp["seen"]) + list(exp.get("unseen", []))]
     split = experiment_split(df, exp, seed)
     keep = df["gpu"].astype(str).isin(gpus).to_numpy()
