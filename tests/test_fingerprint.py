@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
 
+from synperf.data.io import InputError
 from synperf.model import fingerprint as F
 
 #: constants of the synthetic GPUs: launch floor (us), then one multiplier per pipe of F.PIPES
@@ -266,6 +269,12 @@ def test_describe_says_where_each_gpus_constants_and_correction_came_from_and_su
     again = F.FingerprintModel.load(tmp_path / F.FINGERPRINT_FILE)
     np.testing.assert_array_equal(again.describe(launches, registry)["predicted_latency_us"],
                                   d["predicted_latency_us"])
+    # a file saved by a synperf whose model layout differed (no format recorded: format 2) is refused by name
+    del model.__dict__["model_format"]
+    model.save(tmp_path / "old.joblib")
+    with pytest.raises(InputError, match=rf"^{re.escape(str(tmp_path / 'old.joblib'))}: fingerprint model of format 2, "
+                                         rf"this synperf reads format {F.MODEL_FORMAT} .*retrain it"):
+        F.FingerprintModel.load(tmp_path / "old.joblib")
 
 
 def test_predict_answers_from_the_experiments_fingerprint_file_and_names_what_it_lacks(registry, tmp_path):

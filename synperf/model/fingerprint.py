@@ -277,6 +277,11 @@ def rule_bounds(rule: dict, gpu: str, training: list[str], registry) -> tuple[fl
     return rule["q"][0] * scale, rule["q"][1] * scale
 
 
+#: the layout of a saved :class:`FingerprintModel`, raised when a field changes meaning (3: :attr:`FingerprintModel.
+#: unseen_q` holds the chosen interval rule); :meth:`FingerprintModel.load` refuses a file of another layout
+MODEL_FORMAT = 3
+
+
 @dataclass
 class FingerprintModel(JoblibModel):
     """Fingerprints of the training GPUs and the GPU-invariant correction of one kernel family; stored as one
@@ -316,6 +321,27 @@ class FingerprintModel(JoblibModel):
     choice: dict = field(default_factory=dict)
     unseen_q: dict = field(default_factory=dict)
     feature_set: str = ""
+
+    def __post_init__(self) -> None:
+        # an instance attribute, not a field: a file pickled before it existed has none (format 2 or older)
+        self.model_format = MODEL_FORMAT
+
+    @classmethod
+    def load(cls, file) -> "FingerprintModel":
+        """Read a model :meth:`save` wrote.
+
+        Raises:
+            InputError: as :meth:`JoblibModel.load`, or a file of another layout than :data:`MODEL_FORMAT` (saved
+                by another synperf version; the message says to retrain).
+        """
+        from synperf.data.io import InputError
+
+        model = super().load(file)
+        found = model.__dict__.get("model_format", 2)
+        if found != MODEL_FORMAT:
+            raise InputError(f"{file}: fingerprint model of format {found}, this synperf reads format {MODEL_FORMAT} "
+                             "(saved by another version); retrain it: snakemake --cores all (the train stage)")
+        return model
 
     @classmethod
     def fit(cls, rows: pd.DataFrame, meta: dict, registry, *, max_train_rows: int = 0, seed: int = 0,
