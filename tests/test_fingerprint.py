@@ -9,7 +9,9 @@ import pandas as pd
 import pytest
 
 from synperf.data.io import InputError
+from synperf.data.schema import KEY_COLUMNS
 from synperf.model import fingerprint as F
+from synperf.model.twins import LAUNCH_KEY_COLUMNS, launch_keys
 
 #: constants of the synthetic GPUs: launch floor (us), then one multiplier per pipe of F.PIPES
 TRUE = {"a40": [4.0, 1.5, 1.2, 0.3, 0.8], "l40s": [2.0, 1.1, 1.6, 0.5, 0.4],
@@ -227,8 +229,59 @@ def test_a_gpus_own_measurements_correct_its_rows_and_reach_other_gpus_only_as_c
     # h200 (sm_9x HBM, never measured) takes h100's own correction alone: neither a100 (sm_8x) nor the GDDR GPUs'
     h200 = F.with_v2_columns(l40.assign(gpu="h200_sxm"), registry)
     xh, fph = with_local._design(h200, F.pipe_times(h200, registry), registry)
-    np.testing.assert_allclose(with_local.predict(h200, registry),
-                               fph * np.exp(with_local.local["h100_sxm"].predict(xh)), rtol=1e-9)
+    twin = np.isin(launch_keys(h200), launch_keys(train[train["gpu"] == "h100_sxm"]))
+    assert 0 < twin.sum() < len(h200)  # launches h100 measured take its measurement instead (the twins' test)
+    np.testing.assert_allclose(with_local.predict(h200, registry)[~twin],
+                               (fph * np.exp(with_local.local["h100_sxm"].predict(xh)))[~twin], rtol=1e-9)
+
+
+def _roofline_us(rows, gpu, registry):
+    from synperf.model.roofline import add_baseline_columns
+
+    plain = rows.drop(columns=[c for c in rows.columns if c.startswith("bl_")]).assign(gpu=gpu)
+    return add_baseline_columns(plain, registry, tiles=False)["bl_roofline_us"].to_numpy()
+
+
+def test_a_gpu_without_measurements_takes_a_near_class_mates_measurement_of_the_same_launch(registry):
+    from synperf.model.roofline import roofline_shift
+    from synperf.model.twins import TWIN_MAX_DISTANCE, twin_mates
+
+    rows = with_formula_latency(gemm_launches(list(TRUE), n=120), registry)
+    rows = rows.assign(latency_us=rows["latency_us"] * np.exp(0.1 * np.sin(np.arange(len(rows)))))
+    model = F.FingerprintModel.fit(rows, META, registry, seed=0, oof=False)
+    # h200 is h100's class-mate and close on the spec sheet (1.43x the DRAM bandwidth); h20 is a class-mate with a
+    # sixth of its tensor peak, too far for its measurements to carry
+    assert twin_mates("h200_sxm", model.measured, registry) == ["h100_sxm"]
+    assert twin_mates("h20", model.measured, registry) == []
+    assert F.spec_distance("h20", ["h100_sxm"], registry) > TWIN_MAX_DISTANCE
+    key_columns = [c for c in LAUNCH_KEY_COLUMNS if c in rows.columns]
+    h100 = rows[rows["gpu"] == "h100_sxm"].drop_duplicates(key_columns).reset_index(drop=True)
+    keys = launch_keys(h100)
+    measured = rows[rows["gpu"] == "h100_sxm"]
+    y = pd.Series(measured["latency_us"].to_numpy()).groupby(launch_keys(measured)).mean().reindex(keys).to_numpy()
+    h200 = h100.drop(columns=["latency_us"]).assign(gpu="h200_sxm")
+    want = roofline_shift(y, _roofline_us(h100, "h100_sxm", registry), _roofline_us(h100, "h200_sxm", registry))
+    np.testing.assert_allclose(model.predict(h200, registry), want, rtol=1e-9)
+    # a user's table: integer columns, no feature columns, another row order
+    plain = h200[list(KEY_COLUMNS)].iloc[::-1]
+    plain = plain.assign(m=plain["m"].astype("int64"))
+    np.testing.assert_allclose(model.predict(plain, registry), want[::-1], rtol=1e-9)
+    d = model.describe(h200, registry)
+    assert (d["evidence"] == "the same launch measured on h100_sxm (its time above the roofline carried over)").all()
+    # the bounds stay around the prediction (its GPU's interval rule is not the twins' business)
+    assert np.allclose(d["predicted_latency_us"], want, rtol=1e-9)
+    # without the class-mates' evidence, or for a GPU too far from every class-mate, the model's own prediction
+    bare = F.FingerprintModel.fit(rows, META, registry, seed=0, oof=False)
+    bare.measured = {}
+    np.testing.assert_allclose(model.predict(h200, registry, sibling=False),
+                               bare.predict(h200, registry, sibling=False))
+    assert not np.allclose(model.predict(h200, registry), bare.predict(h200, registry), rtol=1e-3)
+    h20 = h200.assign(gpu="h20")
+    np.testing.assert_allclose(model.predict(h20, registry), bare.predict(h20, registry), rtol=1e-12)
+    assert not model.describe(h20, registry)["evidence"].str.contains("same launch").any()
+    # a GPU with measurements of its own never takes a twin's
+    own = h100.drop(columns=["latency_us"])
+    np.testing.assert_allclose(model.predict(own, registry), bare.predict(own, registry), rtol=1e-12)
 
 
 def test_the_dram_multiplier_is_never_fitted_below_the_spec_sheet_bandwidth(registry):
@@ -259,7 +312,9 @@ def test_describe_says_where_each_gpus_constants_and_correction_came_from_and_su
     # l40s left out: its constants and correction come from its class-mate a40 (sm_8x GDDR), never from a100
     assert by.loc["l40s", "gpu_constants"].startswith("predicted from spec row: class sm_8x GDDR (a40)")
     assert by.loc["l40s", "evidence"].endswith("class-mates' own-GPU corrections (a40)")
-    assert by.loc["h200_sxm", "evidence"].endswith("class-mates' own-GPU corrections (h100_sxm)")
+    # h200 (never measured): h100, its near class-mate, measured these very launches
+    assert by.loc["h200_sxm", "evidence"] == "the same launch measured on h100_sxm (its time above the roofline " \
+        "carried over)"
     assert by.loc["t4", "evidence"].endswith("no class-mate of class sm_7x GDDR in training")
     assert by.loc["t4", "gpu_constants"].startswith("predicted from spec row: all training GPUs")
     assert (d["predicted_latency_low_us"] < d["predicted_latency_us"]).all()

@@ -30,7 +30,11 @@ import pandas as pd
 
 from synperf.evaluation.split import SHAPE_COLUMNS, shape_key
 from synperf.model.features.v1 import gpu_columns
-from synperf.model.roofline import training_latency_us, with_baseline_columns
+from synperf.model.roofline import (  # noqa: F401  (roofline_shift is part of this interface)
+    roofline_shift,
+    training_latency_us,
+    with_baseline_columns,
+)
 
 
 def coverage(pred) -> float:
@@ -144,14 +148,6 @@ def nearest_gpu_scaled(train: pd.DataFrame, test: pd.DataFrame, registry, *, see
     r = np.arange(len(b))
     pred[ok] = s["latency_us"].to_numpy(dtype="float64") * tt[r, b] / st[r, b]
     return pred
-
-
-def roofline_shift(latency_src, roofline_src, roofline_tgt) -> np.ndarray:
-    """``latency_src - roofline_src + roofline_tgt`` floored at ``1e-3 * latency_src``: a measured latency with its
-    excess over the source GPU's roofline carried to the target GPU (arrays of one shape, microseconds)."""
-    lat = np.asarray(latency_src, dtype="float64")
-    return np.maximum(lat - np.asarray(roofline_src, dtype="float64") + np.asarray(roofline_tgt, dtype="float64"),
-                      1e-3 * lat)
 
 
 def nearest_gpu_roofline(train: pd.DataFrame, test: pd.DataFrame, registry, *, seed: int = 0,

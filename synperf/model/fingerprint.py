@@ -47,6 +47,10 @@ Class-mates' evidence (:meth:`FingerprintModel.predict`, ``sibling=True``)
     same_class`) is added to the shared correction at every launch; with no class-mate in training, nothing is
     added. A class-mate's measurements so reach the new GPU as that GPU's learned residual, at launches it measured
     and at launches it did not.
+Twins' evidence (:mod:`synperf.model.twins`, also fixed beforehand)
+    Where a near class-mate (within :data:`synperf.model.twins.TWIN_MAX_DISTANCE` on the spec sheet) measured the
+    very launch, a GPU without measurements takes that measurement with its time above the roofline carried over,
+    in place of the prediction above: the nearest-GPU baseline's evidence inside the one predictor.
 
 One way to choose (:mod:`synperf.model.fingerprint_choice`)
     Whether to correct, with which tree budget, and how a GPU without measurements gets its constants from its pool
@@ -74,7 +78,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 from scipy.optimize import lsq_linear
-from scipy.stats import norm
 
 from synperf.model.correction import (  # noqa: F401  (the correction's budgets are part of this interface)
     OWN_GPU_MAX_ROWS,
@@ -85,12 +88,14 @@ from synperf.model.correction import (  # noqa: F401  (the correction's budgets 
     correction_design,
     gpu_quantiles,
 )
+from synperf.model.fingerprint_interval import log_bounds, rule_bounds  # noqa: F401
 from synperf.model.pipes import (  # noqa: F401  (the pipe terms are part of this module's interface)
     LINEAR,
     LOWER_BOUNDS,
     PIPES,
     SM_COMPUTE_CYCLES,
     V2_COLUMNS,
+    class_pool,
     class_text,
     gpu_class,
     pipe_times,
@@ -98,6 +103,7 @@ from synperf.model.pipes import (  # noqa: F401  (the pipe terms are part of thi
     with_spec_columns,
     with_v2_columns,
 )
+from synperf.model.twins import measured_table, twin_latency
 
 #: an experiment's fitted predictor in its model folder (``models/<experiment>/``, ``models/deploy/<experiment>/``)
 FINGERPRINT_FILE = "fingerprint.joblib"
@@ -196,18 +202,6 @@ def fewshot_fingerprint(prior: Fingerprint, terms: np.ndarray, latency_us: np.nd
                        prior.log_spread * float(np.sqrt(w / (w + len(y)))))
 
 
-def class_pool(gpu: str, training: list[str], registry) -> tuple[list[str], str]:
-    """The training GPUs that inform ``gpu``'s predicted constants: those of its class (:func:`gpu_class`), else
-    every training GPU; and the source text (``"class sm_8x GDDR (a40)"`` or ``"all training GPUs (no sm_8x GDDR
-    GPU trained: a100_sxm4_80gb, h100_sxm)"``)."""
-    cls = gpu_class(registry[gpu])
-    same = sorted(g for g in training if g != gpu and registry[g].same_class(registry[gpu]))
-    if same:
-        return same, f"class {class_text(cls)} ({', '.join(same)})"
-    pool = sorted(g for g in training if g != gpu)
-    return pool, f"all training GPUs (no {class_text(cls)} GPU trained: {', '.join(pool)})"
-
-
 def pool_constants(pool: list[str], fitted: dict[str, Fingerprint], terms_of: dict | None, rule: str
                    ) -> np.ndarray:
     """Constants ``[floor_us, *multipliers]`` for a GPU without measurements from the GPUs of ``pool``:
@@ -265,21 +259,9 @@ def predict_fingerprint(gpu: str, fitted: dict[str, Fingerprint], registry,
     return Fingerprint(gpu, float(c[0]), c[1:], f"predicted from spec row: {text}", spread)
 
 
-def rule_bounds(rule: dict, gpu: str, training: list[str], registry) -> tuple[float, float]:
-    """The 80% bounds of ``log(latency / prediction)`` that ``rule`` (:func:`synperf.model.fingerprint_choice.
-    interval_rule`) gives a GPU without measurements when the GPUs of ``training`` trained: the case quantiles of
-    its case (a GPU of its class among ``training`` or not), or the scaled quantiles times ``offset + d`` with
-    ``d`` its :func:`synperf.model.pipes.spec_distance` to ``training``."""
-    if rule["kind"] == "case":
-        found = class_pool(gpu, training, registry)[1].startswith("class")
-        return rule["q"].get(found, rule["q"][None])
-    scale = rule["offset"] + spec_distance(gpu, training, registry)
-    return rule["q"][0] * scale, rule["q"][1] * scale
-
-
-#: the layout of a saved :class:`FingerprintModel`, raised when a field changes meaning (3: :attr:`FingerprintModel.
-#: unseen_q` holds the chosen interval rule); :meth:`FingerprintModel.load` refuses a file of another layout
-MODEL_FORMAT = 3
+#: the layout of a saved :class:`FingerprintModel`, raised when a field changes meaning (4: it keeps its training
+#: GPUs' measured launches, :attr:`FingerprintModel.measured`); :meth:`FingerprintModel.load` refuses another layout
+MODEL_FORMAT = 4
 
 
 @dataclass
@@ -304,6 +286,8 @@ class FingerprintModel(JoblibModel):
             interval_rule`; empty when fewer than two GPUs trained).
         feature_set: the feature set of the rows it was fitted on (the sidecar's ``feature_set``); a caller builds
             the same features for the rows it predicts.
+        measured: training GPU -> its measured launches (:func:`synperf.model.twins.measured_table`), the twins'
+            evidence for a GPU without measurements.
     """
 
     fitted: dict
@@ -321,6 +305,7 @@ class FingerprintModel(JoblibModel):
     choice: dict = field(default_factory=dict)
     unseen_q: dict = field(default_factory=dict)
     feature_set: str = ""
+    measured: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         # an instance attribute, not a field: a file pickled before it existed has none (format 2 or older)
@@ -367,6 +352,7 @@ class FingerprintModel(JoblibModel):
             on = gpus == g
             fitted[g] = fit_fingerprint(g, terms[on], y[on])
             train_terms[g] = (terms[on], y[on])
+        model_measured = {g: measured_table(rows[gpus == g], registry) for g in fitted}
         columns = correction_columns(meta, rows.columns)
         sub = np.arange(len(rows))
         if max_train_rows and len(rows) > max_train_rows:
@@ -374,7 +360,7 @@ class FingerprintModel(JoblibModel):
         srows = rows.iloc[sub]
         levels = {c: {v: i for i, v in enumerate(sorted(srows[c].astype(str).unique()))} for c in columns[2]}
         model = cls(fitted, None, columns, levels, train_terms=train_terms, rule=rule, trees_args=dict(trees or {}),
-                    feature_set=str(meta.get("feature_set", "")))
+                    feature_set=str(meta.get("feature_set", "")), measured=model_measured)
         x, fp = model._design(srows, terms[sub], registry)
         r = np.log(y[sub] / fp)
         if correct:
@@ -515,11 +501,22 @@ class FingerprintModel(JoblibModel):
             return np.zeros(0)
         rows = with_spec_columns(with_v2_columns(rows, registry), registry)
         x, fp = self._design(rows, pipe_times(rows, registry), registry, rule)
-        return fp * np.exp(self._shared(x) + self._local(rows, x, registry, sibling))
+        return self._twins(rows, fp * np.exp(self._shared(x) + self._local(rows, x, registry, sibling)), registry,
+                           sibling)[0]
+
+    def _twins(self, rows: pd.DataFrame, pred: np.ndarray, registry, sibling: bool = True
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """``pred`` with the twins' evidence in place for the rows of GPUs without measurements where a near
+        class-mate measured the launch (:func:`synperf.model.twins.twin_latency`; none without ``sibling``), and
+        the twin per row (``""`` where none)."""
+        if not sibling or not self.measured:
+            return pred, np.full(len(rows), "", dtype=object)
+        twin, src = twin_latency(self.measured, rows, registry, exclude=set(self.fitted))
+        return np.where(np.isfinite(twin), twin, pred), src
 
     def interval(self, rows: pd.DataFrame, registry, level: float = 0.8) -> tuple[np.ndarray, np.ndarray]:
         """``(low, high)`` latency per row, microseconds (:meth:`describe`'s bounds; how they are set:
-        :meth:`_log_bounds`).
+        :func:`synperf.model.fingerprint_interval.log_bounds`).
 
         Raises:
             ValueError: a row has no bounds: its GPU trained and the model was fitted without out-of-fold
@@ -531,27 +528,6 @@ class FingerprintModel(JoblibModel):
             gpus = sorted(set(rows["gpu"].astype(str).to_numpy()[np.isnan(low)]))
             raise ValueError(f"fingerprint model: no interval for {gpus} (fitted without out-of-fold residuals, or "
                              "without left-out GPUs' residuals for a GPU without measurements)")
-        return low, high
-
-    def _log_bounds(self, gpus: np.ndarray, spread: np.ndarray, registry, level: float) -> tuple[np.ndarray, ...]:
-        """Bounds of ``log(latency / prediction)`` per row (GPU ids ``gpus``, fingerprint spreads ``spread``) at
-        ``level``: the correction's out-of-fold residual quantiles (10%/90%, scaled by the normal quantile ratio
-        for another ``level``), widened in quadrature by the fingerprint's ``log_spread``; for a GPU without
-        training rows, when :func:`synperf.model.fingerprint_choice.fit_chosen` recorded one (:attr:`unseen_q`),
-        the interval rule it chose on the training GPUs' residuals when each was predicted from the others
-        (:func:`rule_bounds`, scaled the same way for another ``level``). NaN where neither is known."""
-        z = norm.ppf(0.5 + level / 2) / norm.ppf(0.9)
-        low, high = np.full(len(gpus), np.nan), np.full(len(gpus), np.nan)
-        if np.isfinite(self.residual_q).all():
-            lo, hi = (q * z for q in self.residual_q)
-            zs = norm.ppf(0.5 + level / 2)
-            low[:] = -np.sqrt(lo ** 2 + (zs * spread) ** 2) if lo < 0 else lo - zs * spread
-            high[:] = np.sqrt(hi ** 2 + (zs * spread) ** 2) if hi > 0 else hi + zs * spread
-        if self.unseen_q:
-            new = ~np.isin(gpus, list(self.fitted))
-            for g in np.unique(gpus[new]):
-                q = rule_bounds(self.unseen_q, str(g), sorted(self.fitted), registry)
-                low[gpus == g], high[gpus == g] = q[0] * z, q[1] * z
         return low, high
 
     def evidence(self, gpu: str, registry) -> str:
@@ -570,19 +546,22 @@ class FingerprintModel(JoblibModel):
     def describe(self, rows: pd.DataFrame, registry, level: float = 0.8) -> pd.DataFrame:
         """Prediction and provenance per row of ``rows`` (launch rows: ``gpu`` and the key columns), index
         ``0..len-1``: ``predicted_latency_us``, ``predicted_latency_low_us`` and ``predicted_latency_high_us``
-        (:meth:`_log_bounds` at ``level``; NaN where no residuals set them), ``fingerprint_time_us`` (the physical
+        (:func:`synperf.model.fingerprint_interval.log_bounds` at ``level``; NaN where no residuals set them),
+        ``fingerprint_time_us`` (the physical
         time with the GPU's constants), ``theoretical_time_us`` (feature set v2's), ``gpu_constants`` (where the
-        GPU's constants came from, :attr:`Fingerprint.source`), ``evidence`` (:meth:`evidence`) and
+        GPU's constants came from, :attr:`Fingerprint.source`), ``evidence`` (:meth:`evidence`, or the twin whose
+        measurement of the same launch it is) and
         ``unknown_category`` (``column=value`` pairs of categorical columns whose value no training row had: the
         correction sees no level there; empty when none)."""
         rows = with_spec_columns(with_v2_columns(rows.reset_index(drop=True), registry), registry)
         terms = pipe_times(rows, registry)
         fp_time, floor, spread = self._fingerprints(rows, terms, registry)
         x = correction_design(rows, terms, fp_time, floor, self.columns, self.levels, registry)
-        pred = fp_time * np.exp(self._shared(x) + self._local(rows, x, registry, True))
+        pred, twin = self._twins(rows, fp_time * np.exp(self._shared(x) + self._local(rows, x, registry, True)),
+                                 registry)
         gpus = rows["gpu"].astype(str).to_numpy()
         out = pd.DataFrame({"predicted_latency_us": pred}, index=rows.index)
-        low, high = self._log_bounds(gpus, spread, registry, level)
+        low, high = log_bounds(self.residual_q, self.unseen_q, list(self.fitted), gpus, spread, registry, level)
         out["predicted_latency_low_us"], out["predicted_latency_high_us"] = pred * np.exp(low), pred * np.exp(high)
         out["fingerprint_time_us"] = fp_time
         out["theoretical_time_us"] = (rows["theoretical_time_us"].to_numpy(dtype="float64")
@@ -590,6 +569,8 @@ class FingerprintModel(JoblibModel):
         uniq, inv = np.unique(gpus, return_inverse=True)
         out["gpu_constants"] = np.array([self.fingerprint(g, registry).source for g in uniq], dtype=object)[inv]
         out["evidence"] = np.array([self.evidence(g, registry) for g in uniq], dtype=object)[inv]
+        out.loc[twin != "", "evidence"] = [f"the same launch measured on {t} (its time above the roofline carried "
+                                           "over)" for t in twin[twin != ""]]
         unknown = np.full(len(rows), "", dtype=object)
         for c in self.columns[2]:
             values = rows[c].astype(str).to_numpy()

@@ -47,6 +47,18 @@ def class_text(cls: tuple[int, str]) -> str:
     return f"sm_{cls[0]}x {cls[1]}"
 
 
+def class_pool(gpu: str, training: list[str], registry) -> tuple[list[str], str]:
+    """The training GPUs that inform ``gpu``'s predicted constants: those of its class (:func:`gpu_class`), else
+    every training GPU; and the source text (``"class sm_8x GDDR (a40)"`` or ``"all training GPUs (no sm_8x GDDR
+    GPU trained: a100_sxm4_80gb, h100_sxm)"``)."""
+    cls = gpu_class(registry[gpu])
+    same = sorted(g for g in training if g != gpu and registry[g].same_class(registry[gpu]))
+    if same:
+        return same, f"class {class_text(cls)} ({', '.join(same)})"
+    pool = sorted(g for g in training if g != gpu)
+    return pool, f"all training GPUs (no {class_text(cls)} GPU trained: {', '.join(pool)})"
+
+
 #: terms of :func:`spec_distance` added for a different memory family (HBM/GDDR) and SM generation
 DISTANCE_MEMORY_FAMILY = 1.0
 DISTANCE_SM_GENERATION = 0.5

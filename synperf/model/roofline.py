@@ -101,3 +101,11 @@ def training_latency_us(train: pd.DataFrame, method: str) -> np.ndarray:
     if not (np.isfinite(y) & (y > 0)).all():
         raise ValueError(f"baseline {method!r}: training latency_us must be finite and > 0")
     return y
+
+
+def roofline_shift(latency_src, roofline_src, roofline_tgt) -> np.ndarray:
+    """``latency_src - roofline_src + roofline_tgt`` floored at ``1e-3 * latency_src``: a measured latency with its
+    excess over the source GPU's roofline carried to the target GPU (arrays of one shape, microseconds)."""
+    lat = np.asarray(latency_src, dtype="float64")
+    return np.maximum(lat - np.asarray(roofline_src, dtype="float64") + np.asarray(roofline_tgt, dtype="float64"),
+                      1e-3 * lat)

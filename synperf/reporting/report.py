@@ -200,7 +200,15 @@ def evaluation_section(leaks: list[dict], selection_table: str | None, selection
            "(sm_8x, GDDR). The fast loop's L40S numbers with and without them were seen before the change, and the "
            "same addition to `fused_moe` (pipeweave's A40 and L40 sweeps) was tried and left out after it made "
            "L40S worse; the seen GPUs' leave-one-out numbers agree with both outcomes, but the configured L40S "
-           "numbers are not independent evidence for them.", ""]
+           "numbers are not independent evidence for them.",
+           "- *The twins' evidence was added after a look at leave-one-GPU-out numbers.* A GPU without measurements "
+           "takes a near class-mate's measurement of the same launch, its time above the roofline carried over "
+           "(docs/fingerprint.md). It was fixed (never chosen) after the leave-one-GPU-out table had shown the "
+           "nearest-GPU baseline ahead of `synperf` on the near-twins (H100 and H200, B200 and GB200), test GPUs "
+           "of the configured split included; its distance bound was set from the spec sheet (H20, a sixth of "
+           "H100's tensor peak, excluded) after fp8 GEMM's H800 fold had shown the baseline's error with H20 as "
+           "source. The configured H200 and GB200 and the leave-one-GPU-out `synperf` numbers are not independent "
+           "evidence for it.", ""]
     if leaks:
         rows = []
         for r in leaks:
