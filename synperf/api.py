@@ -353,8 +353,10 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
         The canonical parameter columns plus ``theoretical_time_us``, ``predicted_efficiency``,
         ``predicted_latency_us`` (microseconds), ``predicted_latency_low_us`` and ``predicted_latency_high_us``
         (80% interval; NaN for the MLP), ``prediction_path`` (``fingerprint`` or ``mlp:<model folder>``),
-        ``source_gpu`` (<NA>), ``unknown_category`` (``column=value`` pairs of categorical features, e.g. an
-        implementation label, that training never saw: less certain; empty when none) and ``model_set``, one row
+        ``source_gpu`` (the near class-mate whose measurement of the same launch answers, :mod:`synperf.model.
+        twins`; <NA> elsewhere and for the MLP), ``unknown_category`` (``column=value`` pairs of categorical
+        features, e.g. an implementation label, that training never saw: less certain; empty when none) and
+        ``model_set``, one row
         per launch; the fingerprint predictor adds ``fingerprint_time_us``, ``gpu_constants`` and ``evidence``
         (:func:`predict_fingerprint`). ``attrs``: ``model_dir``, ``model_set``, and for the fingerprint
         predictor ``training_gpus`` and ``interval``.
@@ -476,7 +478,9 @@ def predict_fingerprint(table: pd.DataFrame, registry: Registry, exp_dir: Path, 
         ``predicted_efficiency``, ``predicted_latency_low_us`` and ``predicted_latency_high_us`` (80% interval),
         ``fingerprint_time_us``, ``gpu_constants`` (where the row GPU's constants came from: fitted on its
         measurements, or predicted from its class's training GPUs), ``evidence`` (which measurements taught the
-        correction), ``unknown_category``, ``prediction_path`` (``fingerprint``), ``source_gpu`` (<NA>) and
+        correction, or the near class-mate whose measurement of the same launch answers for a GPU without
+        measurements: :mod:`synperf.model.twins`), ``unknown_category``, ``prediction_path`` (``fingerprint``),
+        ``source_gpu`` (that class-mate, <NA> elsewhere) and
         ``model_set``; ``attrs``: ``model_dir`` (the file), ``model_set``, ``training_gpus``, ``interval``.
 
     Raises:
@@ -519,7 +523,7 @@ def predict_fingerprint(table: pd.DataFrame, registry: Registry, exp_dir: Path, 
         out[c] = pred[c].to_numpy()
     out["predicted_efficiency"] = out["theoretical_time_us"] / out["predicted_latency_us"]
     out["prediction_path"] = "fingerprint"
-    out["source_gpu"] = pd.Series([pd.NA] * len(out), dtype="string", index=out.index)
+    out["source_gpu"] = pd.Series(pred["twin_gpu"].to_numpy(), dtype="string", index=out.index).replace("", pd.NA)
     out["model_set"] = model_set
     out.attrs.update(model_dir=str(path), model_set=model_set, training_gpus=sorted(model.fitted),
                      interval=("80% interval from the correction's residuals with each training GPU left out "

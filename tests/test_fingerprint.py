@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from synperf.api import launch_table
 from synperf.data.io import InputError
 from synperf.data.schema import KEY_COLUMNS
 from synperf.model import fingerprint as F
@@ -262,10 +263,15 @@ def test_a_gpu_without_measurements_takes_a_near_class_mates_measurement_of_the_
     h200 = h100.drop(columns=["latency_us"]).assign(gpu="h200_sxm")
     want = roofline_shift(y, _roofline_us(h100, "h100_sxm", registry), _roofline_us(h100, "h200_sxm", registry))
     np.testing.assert_allclose(model.predict(h200, registry), want, rtol=1e-9)
-    # a user's table: integer columns, no feature columns, another row order
+    # a user's table: integer columns, no feature columns, another row order; and the canonical rows
+    # synperf.api.launch_table builds, which fill other families' parameters with defaults (window_size=0, ...)
     plain = h200[list(KEY_COLUMNS)].iloc[::-1]
-    plain = plain.assign(m=plain["m"].astype("int64"))
+    plain = plain.assign(m=plain["m"].astype("int64"), n=plain["n"].astype(object))
     np.testing.assert_allclose(model.predict(plain, registry), want[::-1], rtol=1e-9)
+    params = h200[["m", "n", "k"]].astype("int64").assign(dtype="bfloat16", implementation="cublas")
+    canon = launch_table("gemm", params, "h200_sxm", registry)
+    assert (canon["window_size"] == 0).all() and h200["window_size"].isna().all()
+    np.testing.assert_allclose(model.predict(canon, registry), want, rtol=1e-9)
     d = model.describe(h200, registry)
     assert (d["evidence"] == "the same launch measured on h100_sxm (its time above the roofline carried over)").all()
     # the bounds stay around the prediction (its GPU's interval rule is not the twins' business)

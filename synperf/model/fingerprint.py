@@ -496,7 +496,8 @@ class FingerprintModel(JoblibModel):
     def predict(self, rows: pd.DataFrame, registry, sibling: bool = True, rule: str | None = None) -> np.ndarray:
         """Predicted latency per row, microseconds, shape ``(len(rows),)``. ``sibling``: add the class-mates'
         correction for the rows of a GPU without measurements (the predictor's own rule; False only to measure
-        what it adds). ``rule`` (default :attr:`rule`): how a GPU without measurements gets its constants."""
+        what it adds; it also leaves out the twins' evidence, :meth:`_twins`). ``rule`` (default :attr:`rule`): how a
+        GPU without measurements gets its constants."""
         if len(rows) == 0:
             return np.zeros(0)
         rows = with_spec_columns(with_v2_columns(rows, registry), registry)
@@ -550,7 +551,7 @@ class FingerprintModel(JoblibModel):
         ``fingerprint_time_us`` (the physical
         time with the GPU's constants), ``theoretical_time_us`` (feature set v2's), ``gpu_constants`` (where the
         GPU's constants came from, :attr:`Fingerprint.source`), ``evidence`` (:meth:`evidence`, or the twin whose
-        measurement of the same launch it is) and
+        measurement of the same launch it is), ``twin_gpu`` (that twin, ``""`` where none) and
         ``unknown_category`` (``column=value`` pairs of categorical columns whose value no training row had: the
         correction sees no level there; empty when none)."""
         rows = with_spec_columns(with_v2_columns(rows.reset_index(drop=True), registry), registry)
@@ -571,6 +572,7 @@ class FingerprintModel(JoblibModel):
         out["evidence"] = np.array([self.evidence(g, registry) for g in uniq], dtype=object)[inv]
         out.loc[twin != "", "evidence"] = [f"the same launch measured on {t} (its time above the roofline carried "
                                            "over)" for t in twin[twin != ""]]
+        out["twin_gpu"] = twin
         unknown = np.full(len(rows), "", dtype=object)
         for c in self.columns[2]:
             values = rows[c].astype(str).to_numpy()

@@ -208,7 +208,7 @@ def distance_quantiles(residuals: pd.DataFrame, training: list[str], registry, o
 def interval_rule(residuals: pd.DataFrame, training: list[str], registry, kind: str, parameter: float) -> dict:
     """One rule of :data:`INTERVALS` fitted on the left-out GPUs' ``residuals``: ``{"kind": "case", "q": {case:
     (low, high)}}`` or ``{"kind": "distance", "offset": p, "q": (low, high)}`` (the scaled residuals' quantiles);
-    :meth:`synperf.model.fingerprint.FingerprintModel._log_bounds` reads it."""
+    :func:`synperf.model.fingerprint_interval.log_bounds` reads it."""
     if kind == "case":
         return {"kind": "case", "q": case_quantiles(residuals, parameter)}
     return {"kind": "distance", "offset": parameter,
