@@ -343,7 +343,8 @@ class FingerprintModel(JoblibModel):
         Raises:
             ValueError: no rows, or a latency that is not finite and > 0.
         """
-        rows = with_v2_columns(rows, registry)
+        # the spec columns once, for the pipe times and the measured launches' rooflines alike
+        rows = with_spec_columns(with_v2_columns(rows, registry), registry)
         terms = pipe_times(rows, registry)
         y = rows["latency_us"].to_numpy(dtype="float64")
         gpus = rows["gpu"].astype(str).to_numpy()
