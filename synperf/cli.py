@@ -157,8 +157,11 @@ def plan_cmd(args: argparse.Namespace) -> int:
             raise InputError("--trace and --isl/--osl: pass one workload")
         reqs, max_batch = read_trace(args.trace), args.batch
     else:
+        if args.batch is None and args.concurrency:   # the static batch of a server's concurrency
+            args.batch = args.concurrency
         if not (args.isl and args.osl and args.batch) or min(args.isl, args.osl, args.batch) < 1:
-            raise InputError("pass --trace FILE.csv, or --isl, --osl and --batch (integers >= 1)")
+            raise InputError("pass --trace FILE.csv, or --isl, --osl and --batch (integers >= 1; --batch defaults "
+                             "to --concurrency)")
         reqs, max_batch = [Request(args.isl, args.osl)] * args.batch, args.batch
     gpus = list(registry.gpus) if args.gpus == "all" else [g.strip() for g in args.gpus.split(",") if g.strip()]
     tps, pps = _int_list(args.tp, "--tp"), _int_list(args.pp, "--pp")
@@ -179,9 +182,10 @@ def plan_cmd(args: argparse.Namespace) -> int:
 
         if args.trace:
             raise InputError("--concurrency needs --isl and --osl (not --trace)")
-        kw = {} if fn is None else {"predict_fn": fn}
+        # the plan's own predictor, so the static batch and the server are priced alike
         df = plan_serving(df, model, args.isl, args.osl, args.concurrency, registry=registry, collectives=coll,
-                          models_dir=args.models_dir, overhead=overhead, **kw)
+                          models_dir=args.models_dir, overhead=overhead,
+                          predict_fn=fn or (lambda *a, **k: planmod.predict(*a, **k)))
     if args.format == "csv":
         sys.stdout.write(df.to_csv(index=False))
     elif args.format == "json":
@@ -395,7 +399,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--isl", type=int, default=None, help="prompt tokens per request (without --trace)")
     p.add_argument("--osl", type=int, default=None, help="output tokens per request (without --trace)")
     p.add_argument("--batch", type=int, default=None,
-                   help="requests (with --isl/--osl), or the max batch of --trace (default: the whole trace)")
+                   help="requests (with --isl/--osl; default --concurrency when given), or the max batch of --trace "
+                        "(default: the whole trace)")
     p.add_argument("--gpus", required=True, help="comma list of registry ids, or 'all'")
     p.add_argument("--tp", default="1", help="comma list of tensor-parallel sizes (default 1)")
     p.add_argument("--pp", default="1", help="comma list of pipeline-parallel sizes (default 1)")

@@ -295,3 +295,17 @@ def test_the_shipped_trace_is_the_readme_workload(fake_plan, capsys):
     a = _plan_json(capsys, ["--model", "llama-3.1-8b", "--trace", str(trace), "--batch", "16", "--gpus", "h100_sxm"])
     b = _plan_json(capsys, ["--model", "llama-3.1-8b", *WORKLOAD, "--gpus", "h100_sxm"])
     assert a["total_s"].iloc[0] == b["total_s"].iloc[0] > 0
+
+
+def test_concurrency_adds_ttft_and_tpot_and_stands_for_the_batch(fake_plan, capsys):
+    """``--concurrency`` without ``--batch``: the static plan of that many requests, plus the server's TTFT/TPOT,
+    both priced by the plan's predictor."""
+    base = ["--model", "llama-3.1-8b", "--isl", "500", "--osl", "20", "--gpus", "h100_sxm"]
+    a = _plan_json(capsys, [*base, "--concurrency", "4"])
+    b = _plan_json(capsys, [*base, "--batch", "4"])
+    assert a["total_s"].iloc[0] == b["total_s"].iloc[0] > 0
+    assert "ttft_ms" not in b.columns
+    # one request's prefill at least, and below the static batch's four prefills plus every decode step
+    assert a["prefill_ms"].iloc[0] / 4 <= a["ttft_ms"].iloc[0] < 1e3 * a["total_s"].iloc[0]
+    assert 0 < a["tpot_ms"].iloc[0] < a["ttft_ms"].iloc[0]
+    assert a["ttft_low_ms"].isna().all() or (a["ttft_low_ms"] <= a["ttft_ms"]).all()
