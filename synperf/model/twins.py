@@ -46,7 +46,10 @@ def key_columns(kernel: str) -> tuple[str, ...]:
     return ("kernel", "implementation", "dtype", *KERNEL_PARAMS[kernel], *_HOW_COLUMNS)
 
 
-def _canonical(v: pd.Series) -> pd.Series:
+def canonical_values(v: pd.Series) -> pd.Series:
+    """``v`` with numbers as float64 whatever their dtype (integer, nullable, category, or objects after a
+    concatenation with an all-missing column), categories as their values, other columns as they are: the same
+    launch parameter compares equal from every table."""
     if v.dtype == object:   # numbers held as objects (after a concatenation with an all-missing column)
         num = pd.to_numeric(v, errors="coerce")
         if int(num.notna().sum()) == int(v.notna().sum()):
@@ -75,7 +78,7 @@ def launch_keys(rows: pd.DataFrame) -> np.ndarray:
             if c not in part.columns:
                 cols[c] = pd.Categorical.from_codes(np.full(len(on), -1), categories=pd.Index([], dtype="string"))
                 continue
-            codes, uniques = pd.factorize(_canonical(part[c].reset_index(drop=True)), use_na_sentinel=True)
+            codes, uniques = pd.factorize(canonical_values(part[c].reset_index(drop=True)), use_na_sentinel=True)
             cols[c] = pd.Categorical.from_codes(codes, categories=pd.Index(uniques).astype("string"))
         out[on] = pd.util.hash_pandas_object(pd.DataFrame(cols), index=False).to_numpy()
     return out

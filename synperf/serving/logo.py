@@ -27,7 +27,16 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from ._deps import KEY_COLUMNS, InputError, Registry, launch_table, read_table, route_experiment, write_csv
+from ._deps import (
+    KEY_COLUMNS,
+    InputError,
+    Registry,
+    canonical_values,
+    launch_table,
+    read_table,
+    route_experiment,
+    write_csv,
+)
 from .score import EVALUATION_PREDICT, KEYS, add_baseline, mape_table, mark_untrained, score_rows
 from .silicon import read_silicon
 
@@ -41,19 +50,13 @@ LOGO_FOLDS, CONFIGURED_UNSEEN = "leave-one-GPU-out folds", "configured split (GP
 
 
 def launch_keys(df: pd.DataFrame) -> pd.Series:
-    """One string per row of ``df`` over :data:`KEY_COLUMNS` (numbers as floats, missing values empty), equal for
-    the same launch whatever the columns' dtypes (Int64 or float after a Parquet round trip, numbers in an object
-    column after a concatenation, category or str)."""
+    """One string per row of ``df`` over :data:`KEY_COLUMNS` (values as :func:`synperf.model.twins.canonical_values`
+    gives them, missing values empty), equal for the same launch whatever the columns' dtypes (Int64 or float after
+    a Parquet round trip, numbers in an object column after a concatenation, category or str)."""
     parts = []
     for c in KEY_COLUMNS:
         s = df[c] if c in df.columns else pd.Series(pd.NA, index=df.index)
-        if s.dtype == object:   # numbers held as objects (a concatenation with an all-missing column): as numbers
-            num = pd.to_numeric(s, errors="coerce")
-            if int(num.notna().sum()) == int(s.notna().sum()):
-                s = num
-        if pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s):
-            s = s.astype("Float64")
-        parts.append(s.astype("string").fillna(""))
+        parts.append(canonical_values(s).astype("string").fillna(""))
     key = parts[0]
     for p in parts[1:]:
         key = key + "|" + p
