@@ -82,6 +82,10 @@ def e2e(args: argparse.Namespace) -> int:
     spec = registry[args.gpu]
     model = load_model_config(args.model)
     reqs = read_trace(args.trace)
+    check_context(model, reqs, args.trace)
+    if args.batch is not None and args.batch < 1:
+        raise InputError(f"--batch {args.batch}: expected an integer >= 1")
+    check_fits(model, reqs, args.gpu, args.tp, args.pp, args.batch, registry)
     coll = _collectives(args.collectives, registry, args.config) if (args.tp > 1 or args.pp > 1) else None
     if (args.tp > 1 or args.pp > 1) and coll is None:
         raise InputError("TP/PP > 1 needs the collective tables: pass --collectives "
@@ -133,16 +137,69 @@ def model_set_of(model_dir: str) -> str:
     return "deploy" if DEPLOY_DIR in p.parts else "evaluation"
 
 
+def check_context(model, reqs, source: str) -> None:
+    """Refuse a request longer than the model's context (prompt plus output tokens above the config's
+    ``max_position_embeddings``), naming ``source`` (the trace file or the flags).
+
+    Raises:
+        InputError: the first such request, with its token counts and the limit.
+    """
+    limit = model.max_position_embeddings
+    if not limit:
+        return
+    for i, r in enumerate(reqs):
+        if r.prompt_tokens + r.output_tokens > limit:
+            raise InputError(f"{source}: request {i + 1} has {r.prompt_tokens} prompt + {r.output_tokens} output "
+                             f"tokens, above {model.name}'s context of {limit} (max_position_embeddings)")
+
+
+def check_fits(model, reqs, gpu: str, tp: int, pp: int, max_batch: int | None, registry) -> None:
+    """Refuse a configuration whose weights, KV cache and activations do not fit the GPU's usable memory, as
+    ``synperf plan`` marks it (:func:`synperf.e2e.plan.memory_need` against vLLM's default
+    ``gpu_memory_utilization`` x the registry's ``memory_gb``).
+
+    Raises:
+        InputError: the memory needed and usable, in GB; or the model cannot be sharded so.
+    """
+    from synperf.e2e import plan as planmod
+
+    need = planmod.memory_need(model, tp, pp, planmod.kv_tokens(reqs, max_batch))["memory_need_gb"]
+    usable = planmod.GPU_MEMORY_UTILIZATION * float(registry[gpu].datasheet().memory_gb)
+    if need > usable:
+        raise InputError(f"{model.name} at tp={tp} pp={pp} does not fit {gpu}: needs {need:.1f} GB per GPU of "
+                         f"{usable:.1f} GB usable (synperf plan lists the configurations that fit)")
+
+
+def check_figure_path(path: str, flag: str) -> None:
+    """Refuse a figure path whose folder does not exist or whose suffix matplotlib cannot write.
+
+    Raises:
+        InputError: naming ``flag`` and the path.
+    """
+    from matplotlib.figure import Figure
+
+    p = Path(path)
+    if not p.resolve().parent.is_dir():
+        raise InputError(f"{flag} {path}: no such folder {p.parent}")
+    formats = Figure().canvas.get_supported_filetypes()
+    if p.suffix.lstrip(".").lower() not in formats:
+        raise InputError(f"{flag} {path}: expected a figure file ending in one of "
+                         f"{', '.join('.' + f for f in sorted(formats))}")
+
+
 def _int_list(arg: str, flag: str) -> list[int]:
     """``"1,2,4"`` as ``[1, 2, 4]``.
 
     Raises:
-        InputError: an item that is not an integer (the message names ``flag``).
+        InputError: an item that is not an integer, or no item (the message names ``flag``).
     """
     try:
-        return [int(x) for x in arg.split(",") if x.strip()]
+        vals = list(dict.fromkeys(int(x) for x in arg.split(",") if x.strip()))   # each once, in the given order
     except ValueError:
         raise InputError(f"{flag} {arg}: expected a comma list of integers, e.g. 1,2,4") from None
+    if not vals:
+        raise InputError(f"{flag} {arg!r}: expected a comma list of integers, e.g. 1,2,4")
+    return vals
 
 
 def plan_cmd(args: argparse.Namespace) -> int:
@@ -152,6 +209,10 @@ def plan_cmd(args: argparse.Namespace) -> int:
 
     registry = load_registry(args.registry) if args.registry else default_registry()
     model = planmod.resolve_model(args.model, EXAMPLE_MODELS)
+    for flag, v in (("--concurrency", args.concurrency), ("--batch", args.batch), ("--isl", args.isl),
+                    ("--osl", args.osl)):
+        if v is not None and v < 1:
+            raise InputError(f"{flag} {v}: expected an integer >= 1")
     if args.trace:
         if args.isl or args.osl:
             raise InputError("--trace and --isl/--osl: pass one workload")
@@ -159,11 +220,17 @@ def plan_cmd(args: argparse.Namespace) -> int:
     else:
         if args.batch is None and args.concurrency:   # the static batch of a server's concurrency
             args.batch = args.concurrency
-        if not (args.isl and args.osl and args.batch) or min(args.isl, args.osl, args.batch) < 1:
-            raise InputError("pass --trace FILE.csv, or --isl, --osl and --batch (integers >= 1; --batch defaults "
-                             "to --concurrency)")
+        if not (args.isl and args.osl and args.batch):
+            raise InputError("pass --trace FILE.csv, or --isl, --osl and --batch (--batch defaults to "
+                             "--concurrency)")
         reqs, max_batch = [Request(args.isl, args.osl)] * args.batch, args.batch
-    gpus = list(registry.gpus) if args.gpus == "all" else [g.strip() for g in args.gpus.split(",") if g.strip()]
+    check_context(model, reqs, args.trace or "--isl + --osl")
+    gpus = (list(registry.gpus) if args.gpus == "all"
+            else list(dict.fromkeys(g.strip() for g in args.gpus.split(",") if g.strip())))
+    if not gpus:
+        raise InputError(f"--gpus {args.gpus!r}: expected a comma list of registry ids, or 'all'")
+    if args.plot:
+        check_figure_path(args.plot, "--plot")
     tps, pps = _int_list(args.tp, "--tp"), _int_list(args.pp, "--pp")
     for g in gpus:
         registry[g]
@@ -225,6 +292,8 @@ def predict_cmd(args: argparse.Namespace) -> int:
 
     if bool(args.param) == bool(args.launches):
         raise InputError("pass either --param key=value (repeatable) or --launches FILE.csv")
+    if args.out and not Path(args.out).resolve().parent.is_dir():
+        raise InputError(f"--out {args.out}: no such folder {Path(args.out).parent}")
     if args.launches:
         try:
             params = pd.read_csv(args.launches)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
+from pathlib import Path
 
 import pytest
 from test_e2e_compose import FakePredictor
@@ -44,6 +45,12 @@ def test_cli_errors(public_data, tmp_path, capsys):
                    ' "intermediate_size": 18432, "kv_lora_rank": 512}')
     assert cli.main(["e2e", "--model", str(mla), "--trace", str(pw / "workload/arxiv_8.csv"), "--gpu", "h100_sxm"]) == 2
     assert "kv_lora_rank" in capsys.readouterr().err
+    # Llama-3.1-70B in bf16 (141 GB of weights) on one 24 GB L4, as synperf plan marks it
+    big = str(Path(cli.EXAMPLE_MODELS) / "llama-3.1-70b.json")
+    assert cli.main(["e2e", "--model", big, "--trace", str(pw / "workload/arxiv_8.csv"), "--gpu", "l4"]) == 2
+    err = capsys.readouterr().err
+    assert re.search(r"llama-3.1-70b at tp=1 pp=1 does not fit l4: needs 1\d\d\.\d GB per GPU of 21\.6 GB usable",
+                     err), err
 
 
 def test_cli_reads_the_collective_gpu_map_from_the_config(public_data, fake_cli, tmp_path, capsys):

@@ -172,6 +172,36 @@ def test_read_trace_errors(tmp_path):
     p.write_text("prompt,output_tokens\n10,2\n")
     with pytest.raises(InputError, match="num_prefill_tokens"):
         read_trace(p)
+    # the row that is not a whole number is named, not the good row before it
+    for bad in ("abc", "512.5"):
+        p.write_text(f"num_prefill_tokens,output_tokens\n512,32\n{bad},32\n")
+        with pytest.raises(InputError, match=rf"line 3: token counts must be integers, got \('?{bad}'?, 32\)"):
+            read_trace(p)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"num_key_value_head": 8}, "config field 'num_key_value_head' is not read; did you mean 'num_key_value_heads'?"),
+    ({"hidden_size": 1024.5}, "config field 'hidden_size' must be an integer, got 1024.5"),
+    ({"sliding_window": "abc"}, "config field 'sliding_window' must be an integer, got 'abc'"),
+    ({"num_local_experts": "abc"}, "config field 'num_local_experts' must be an integer, got 'abc'"),
+    ({"torch_dtype": "bf16"}, "torch_dtype='bf16': expected one of ['bfloat16', 'float16', 'float32']; did you mean "
+                              "'bfloat16'?"),
+    ({"torch_dtype": "bfloat16", "dtype": "float16"}, "torch_dtype='bfloat16' and dtype='float16' differ"),
+])
+def test_config_values_that_would_be_guessed_are_refused(change, message):
+    base = {"hidden_size": 1024, "num_attention_heads": 16, "num_hidden_layers": 4, "intermediate_size": 4096,
+            "vocab_size": 1000}
+    with pytest.raises(InputError) as e:
+        parse_config({**base, **change}, where="cfg")
+    assert str(e.value) == f"cfg: {message}"
+
+
+def test_the_newer_dtype_field_names_the_weights_dtype():
+    base = {"hidden_size": 1024, "num_attention_heads": 16, "num_hidden_layers": 4, "intermediate_size": 4096,
+            "vocab_size": 1000}
+    assert parse_config({**base, "dtype": "float16"}).dtype == "float16"
+    assert parse_config(base).dtype == "bfloat16"
+    assert parse_config({**base, "head_dim": None}).head_dim == 64   # null: the default, hidden / heads
 
 
 def test_context_limit_and_qwen3_qk_norm(public_data):

@@ -146,6 +146,12 @@ def test_table_format_lists_what_does_not_fit(fake_plan, capsys):
     (["--gpus", "h100_sxm", "--tp", "2"], "TP/PP > 1 needs the collective tables"),
     (["--gpus", "h100_sxm", "--price", "h100_sxm"], "--price h100_sxm: expected GPU=USD_PER_HOUR"),
     (["--gpus", "h100_sxm", "--price", "h100_sxn=2"], "unknown GPU id 'h100_sxn'"),
+    (["--gpus", "h100_sxm", "--tp", ","], "--tp ',': expected a comma list of integers"),
+    (["--gpus", ","], "--gpus ',': expected a comma list of registry ids"),
+    (["--gpus", "h100_sxm", "--concurrency", "-4"], "--concurrency -4: expected an integer >= 1"),
+    (["--gpus", "h100_sxm", "--batch", "0"], "--batch 0: expected an integer >= 1"),
+    (["--gpus", "h100_sxm", "--plot", "/no/such/folder/x.png"], "--plot /no/such/folder/x.png: no such folder"),
+    (["--gpus", "h100_sxm", "--plot", "plan.txt"], "--plot plan.txt: expected a figure file ending in one of"),
 ])
 def test_plan_errors(fake_plan, monkeypatch, capsys, args, message):
     monkeypatch.setattr(cli, "DEFAULT_COLLECTIVES", ())
@@ -209,6 +215,7 @@ def test_predict_cli_equals_api_predict(tiny_gemm, registry, capsys, tmp_path):
     (["--gpu", "h100_sxm"], "pass either --param key=value"),
     (["--gpu", "h100_sxm", "--launches", "/no/such.csv"], "--launches /no/such.csv: cannot read CSV"),
     (["--gpu", "h100_sxm", "--param", "m=1", "--param", "dtype=bfloat16"], "needs ['n', 'k']"),
+    (["--gpu", "h100_sxm", "--param", "m=1", "--out", "/no/such/folder/o.csv"], "no such folder /no/such/folder"),
 ])
 def test_predict_errors(tmp_path, capsys, args, message):
     assert cli.main(["predict", "--kernel", "gemm", "--models-dir", str(tmp_path)] + args) == 2
@@ -309,3 +316,22 @@ def test_concurrency_adds_ttft_and_tpot_and_stands_for_the_batch(fake_plan, caps
     assert a["prefill_ms"].iloc[0] / 4 <= a["ttft_ms"].iloc[0] < 1e3 * a["total_s"].iloc[0]
     assert 0 < a["tpot_ms"].iloc[0] < a["ttft_ms"].iloc[0]
     assert a["ttft_low_ms"].isna().all() or (a["ttft_low_ms"] <= a["ttft_ms"]).all()
+
+
+def test_plan_refuses_what_the_model_or_the_overhead_cannot_mean_and_lists_each_gpu_once(fake_plan, capsys, tmp_path):
+    # a request longer than Llama-3.1-8B's context (131072 tokens)
+    assert cli.main(["plan", "--model", "llama-3.1-8b", "--isl", "131000", "--osl", "100", "--batch", "1",
+                     "--gpus", "h100_sxm"]) == 2
+    err = capsys.readouterr().err
+    assert "request 1 has 131000 prompt + 100 output tokens, above llama-3.1-8b's context of 131072" in err
+    # an overhead that would make iterations faster than their kernels
+    oh = tmp_path / "overhead.json"
+    oh.write_text('{"a_s": -5, "b_s": 0.001}')
+    assert cli.main(["plan", "--model", "llama-3.1-8b", *WORKLOAD, "--gpus", "h100_sxm", "--overhead", str(oh)]) == 2
+    assert f"{oh}: a_s = -5: expected a finite number of seconds >= 0" in capsys.readouterr().err
+    oh.write_text('{"a_s": 0.001}')
+    assert cli.main(["plan", "--model", "llama-3.1-8b", *WORKLOAD, "--gpus", "h100_sxm", "--overhead", str(oh)]) == 2
+    assert "missing key 'b_s'" in capsys.readouterr().err
+    # a GPU or a TP size named twice is priced once
+    df = _plan_json(capsys, ["--model", "llama-3.1-8b", *WORKLOAD, "--gpus", "h100_sxm,h100_sxm", "--tp", "1,1"])
+    assert len(df) == 1

@@ -21,6 +21,7 @@ take for the GPU (FA3 on compute capability 9.x, else FA2) with the API's defaul
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -66,13 +67,27 @@ class Overhead:
         """Read ``{"a_s": ..., "b_s": ...}`` (as written by :func:`synperf.e2e.evaluate.run_e2e_evaluation`).
 
         Raises:
-            InputError: unreadable file or missing keys.
+            InputError: unreadable file, not a JSON object, a missing key, or a value that is not a finite number
+                >= 0 (an overhead never speeds an iteration up).
         """
         try:
             d = json.loads(Path(path).read_text())
-            return cls(float(d["a_s"]), float(d["b_s"]))
-        except (OSError, ValueError, KeyError, TypeError) as e:
+        except (OSError, ValueError) as e:
             raise InputError(f"{path}: cannot read overhead ({e})") from None
+        if not isinstance(d, dict):
+            raise InputError(f"{path}: expected a JSON object with a_s and b_s (seconds)")
+        vals = []
+        for key in ("a_s", "b_s"):
+            if key not in d:
+                raise InputError(f"{path}: missing key {key!r} (expected a_s and b_s, seconds)")
+            try:
+                v = float(d[key])
+            except (TypeError, ValueError):
+                v = math.nan
+            if not (math.isfinite(v) and v >= 0):
+                raise InputError(f"{path}: {key} = {d[key]!r}: expected a finite number of seconds >= 0")
+            vals.append(v)
+        return cls(*vals)
 
 
 def fit_overhead(batch, residual_s) -> Overhead:

@@ -33,7 +33,7 @@ class ModelConfig:
         num_experts: routed experts (0 for a dense model); ``num_experts_per_tok`` experts per token;
             ``moe_intermediate_size`` each expert's intermediate width; ``shared_expert_intermediate_size``
             the always-on shared expert's width (Qwen2-MoE; 0 when absent).
-        dtype: weights/activations dtype (``torch_dtype``, default ``bfloat16``).
+        dtype: weights/activations dtype (``torch_dtype``, or ``dtype``, its newer name; default ``bfloat16``).
         max_position_embeddings: the context limit (vLLM's default ``max_model_len``), tokens; None if absent.
         qk_norm: RMSNorm of queries and keys in every layer (Qwen3: ``model_type`` qwen3/qwen3_moe; MiniMax-M2:
             ``use_qk_norm``); ``qk_norm_type`` ``per_head`` (rows = tokens x heads, width head_dim) or ``per_layer``
@@ -130,13 +130,70 @@ class ShardedModel:
 
 
 def _int(cfg: dict, key: str, where: str, default=None) -> int:
-    val = cfg.get(key, default)
+    """Config field ``key`` as an integer (``default`` where it is missing or null).
+
+    Raises:
+        InputError: missing without a default, or not an integer (a fraction such as 4096.7, a bool, text that is
+            not a whole number).
+    """
+    val = cfg.get(key)
+    if val is None:
+        val = default
     if val is None:
         raise InputError(f"{where}: missing config field {key!r}")
     try:
+        if isinstance(val, bool) or (isinstance(val, float) and not val.is_integer()):
+            raise ValueError
         return int(val)
     except (TypeError, ValueError):
         raise InputError(f"{where}: config field {key!r} must be an integer, got {val!r}") from None
+
+
+#: the config fields :func:`parse_config` reads; a field of the config spelled close to one of them that the config
+#: lacks is refused as a likely misspelling (``num_key_value_head``), since a missing optional field has a default
+READ_FIELDS = ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size",
+               "vocab_size", "num_hidden_layers", "num_local_experts", "num_experts", "num_experts_per_tok",
+               "moe_intermediate_size", "shared_expert_intermediate_size", "torch_dtype", "dtype",
+               "max_position_embeddings", "sliding_window", "use_sliding_window", "model_type", "architectures",
+               "hidden_act", "quantization_config", "use_qk_norm", "qk_norm_type", "decoder_sparse_step",
+               "mlp_only_layers", "is_encoder_decoder", "text_config")
+#: the weights/activations dtypes a config may name (``torch_dtype`` or ``dtype``, torch's names)
+MODEL_DTYPES = ("bfloat16", "float16", "float32")
+
+
+def _check_spelling(cfg: dict, where: str) -> None:
+    """Refuse a field that is not one :data:`READ_FIELDS` names but is spelled within difflib's 0.9 ratio of one
+    the config lacks."""
+    import difflib
+
+    absent = [f for f in READ_FIELDS if f not in cfg]
+    for key in cfg:
+        if key in READ_FIELDS:
+            continue
+        near = difflib.get_close_matches(str(key), absent, n=1, cutoff=0.9)
+        if near:
+            raise InputError(f"{where}: config field {key!r} is not read; did you mean {near[0]!r}?")
+
+
+def _dtype(cfg: dict, where: str) -> str:
+    """``torch_dtype`` (or ``dtype``, its newer name), default ``bfloat16``.
+
+    Raises:
+        InputError: a name outside :data:`MODEL_DTYPES`, or both fields with different values.
+    """
+    named = {k: str(cfg[k]) for k in ("torch_dtype", "dtype") if cfg.get(k) is not None}
+    if len(set(named.values())) > 1:
+        raise InputError(f"{where}: torch_dtype={named['torch_dtype']!r} and dtype={named['dtype']!r} differ")
+    if not named:
+        return "bfloat16"
+    key, val = next(iter(named.items()))
+    if val not in MODEL_DTYPES:
+        import difflib
+
+        near = difflib.get_close_matches(val, MODEL_DTYPES, n=1, cutoff=0.5)
+        raise InputError(f"{where}: {key}={val!r}: expected one of {list(MODEL_DTYPES)}"
+                         + (f"; did you mean {near[0]!r}?" if near else ""))
+    return val
 
 
 #: the decoder families the composer models, by ``model_type`` and by ``architectures[0]``: pre-norm decoders with
@@ -223,18 +280,21 @@ def parse_config(cfg: dict, name: str = "model", where: str | None = None) -> Mo
     if cfg.get("text_config") and "num_hidden_layers" not in cfg:
         raise InputError(f"{where}: multimodal config (text_config) is not modelled; pass the text model's config")
     _check_modelled(cfg, where)
+    _check_spelling(cfg, where)
     if cfg.get("is_encoder_decoder"):
         raise InputError(f"{where}: is_encoder_decoder=true: encoder-decoder models are not modelled")
     if cfg.get("use_sliding_window"):
         raise InputError(f"{where}: use_sliding_window=true (sliding_window={cfg.get('sliding_window')!r}): "
                          "sliding-window attention is not modelled")
-    sw, maxpos = cfg.get("sliding_window"), cfg.get("max_position_embeddings")
-    if "use_sliding_window" not in cfg and sw is not None and (maxpos is None or int(sw) < int(maxpos)):
+    sw = _int(cfg, "sliding_window", where) if cfg.get("sliding_window") is not None else None
+    maxpos = (_int(cfg, "max_position_embeddings", where) if cfg.get("max_position_embeddings") is not None
+              else None)
+    if "use_sliding_window" not in cfg and sw is not None and (maxpos is None or sw < maxpos):
         raise InputError(f"{where}: sliding_window={sw!r} applies to every layer (no use_sliding_window switch): "
                          "sliding-window attention is not modelled")
     hidden = _int(cfg, "hidden_size", where)
     heads = _int(cfg, "num_attention_heads", where)
-    num_experts = int(cfg.get("num_local_experts") or cfg.get("num_experts") or 0)
+    num_experts = _int(cfg, "num_local_experts" if cfg.get("num_local_experts") else "num_experts", where, 0)
     moe_inter = 0
     if num_experts:
         # Mixtral: the experts' width is intermediate_size; Qwen-MoE: moe_intermediate_size
@@ -250,8 +310,8 @@ def parse_config(cfg: dict, name: str = "model", where: str | None = None) -> Mo
         num_experts_per_tok=_int(cfg, "num_experts_per_tok", where) if num_experts else 0,
         moe_intermediate_size=moe_inter,
         shared_expert_intermediate_size=int(cfg.get("shared_expert_intermediate_size") or 0) if num_experts else 0,
-        dtype=str(cfg.get("torch_dtype") or "bfloat16"),
-        max_position_embeddings=int(maxpos) if maxpos is not None else None,
+        dtype=_dtype(cfg, where),
+        max_position_embeddings=maxpos,
         qk_norm=(str(cfg.get("model_type", "")).startswith("qwen3") or str(arch).startswith("Qwen3")
                  or bool(cfg.get("use_qk_norm"))),
         qk_norm_type=str(cfg.get("qk_norm_type", "per_layer")) if cfg.get("use_qk_norm") else "per_head",

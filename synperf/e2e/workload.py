@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+import numpy as np
 import pandas as pd
 
 from ._deps import InputError
@@ -135,13 +136,12 @@ def read_trace(path: str | os.PathLike) -> list[Request]:
         if col not in df.columns:
             raise InputError(f"{p}: trace needs column {col!r} (has {list(df.columns)})")
     out = []
-    for i, row in enumerate(df[["num_prefill_tokens", "output_tokens"]].itertuples(index=False), start=2):
-        try:
-            pr, ou = int(row[0]), int(row[1])
-            if pr != row[0] or ou != row[1]:
-                raise ValueError
-        except (TypeError, ValueError):
-            raise InputError(f"{p}: line {i}: token counts must be integers, got {tuple(row)}") from None
+    raw = df[["num_prefill_tokens", "output_tokens"]]
+    nums = raw.apply(pd.to_numeric, errors="coerce").to_numpy(dtype="float64")
+    for i, (row, (a, b)) in enumerate(zip(raw.itertuples(index=False), nums), start=2):
+        if not (np.isfinite(a) and np.isfinite(b) and a.is_integer() and b.is_integer()):
+            raise InputError(f"{p}: line {i}: token counts must be integers, got {tuple(row)}")
+        pr, ou = int(a), int(b)
         if pr < 1 or ou < 1:
             raise InputError(f"{p}: line {i}: num_prefill_tokens and output_tokens must be >= 1, got {pr}, {ou}")
         out.append(Request(pr, ou))
