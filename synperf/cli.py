@@ -235,6 +235,8 @@ def plan_cmd(args: argparse.Namespace) -> int:
     for g in gpus:
         registry[g]
     prices = planmod.parse_prices(args.price, registry)
+    if set(prices) - set(gpus):
+        raise InputError(f"--price {', '.join(sorted(set(prices) - set(gpus)))}: not among --gpus")
     needs_comm = max(tps) > 1 or max(pps) > 1
     coll = _collectives(args.collectives, registry, args.config) if needs_comm else None
     overhead = Overhead.from_json(args.overhead) if args.overhead else Overhead()
@@ -307,6 +309,8 @@ def predict_cmd(args: argparse.Namespace) -> int:
             key, sep, val = it.partition("=")
             if not sep or not key.strip():
                 raise InputError(f"--param {it}: expected key=value, e.g. m=4096")
+            if key.strip() in params:
+                raise InputError(f"--param {it}: {key.strip()} given twice")
             params[key.strip()] = _param_value(val.strip())
     registry = load_registry(args.registry) if args.registry else None
     measured = None

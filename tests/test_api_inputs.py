@@ -76,6 +76,8 @@ GEMM = {"m": 16, "n": 4096, "k": 4096, "dtype": "bfloat16"}
     ("fused_moe", {**MOE, "topk": 9}, r"^params row 0: topk = 9 exceeds num_experts = 8; a token picks topk distinct"),
     ("fused_moe", {**MOE, "moe_ep_size": [1, 16]}, r"^params row 1: moe_ep_size = 16 exceeds num_experts = 8"),
     ("fused_moe", {**MOE, "moe_ep_size": 3}, r"^params row 0: moe_ep_size = 3 does not divide num_experts = 8"),
+    ("fused_moe", {**MOE, "moe_tp_size": [2, 4096]}, r"^params row 1: moe_tp_size = 4096 does not divide inter_size "
+                                                     r"= 14336"),
     ("fused_moe", {**MOE, "distribution": "powerlaw_1.2"}, r"^params row 0: distribution = 'powerlaw_1.2' \(did you "
                                                            r"mean 'power_law_<alpha>'\?\); expected one of"),
     ("fused_moe", {**MOE, "distribution": ["balanced", "zipf"]}, r"^params row 1: distribution = 'zipf'; expected "

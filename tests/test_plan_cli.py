@@ -152,6 +152,9 @@ def test_table_format_lists_what_does_not_fit(fake_plan, capsys):
     (["--gpus", "h100_sxm", "--batch", "0"], "--batch 0: expected an integer >= 1"),
     (["--gpus", "h100_sxm", "--plot", "/no/such/folder/x.png"], "--plot /no/such/folder/x.png: no such folder"),
     (["--gpus", "h100_sxm", "--plot", "plan.txt"], "--plot plan.txt: expected a figure file ending in one of"),
+    (["--gpus", "h100_sxm", "--price", "h100_sxm=inf"], "--price h100_sxm=inf: expected GPU=USD_PER_HOUR"),
+    (["--gpus", "h100_sxm", "--price", "h100_sxm=2", "--price", "h100_sxm=3"], "h100_sxm priced twice"),
+    (["--gpus", "h100_sxm", "--price", "h200_sxm=3"], "--price h200_sxm: not among --gpus"),
 ])
 def test_plan_errors(fake_plan, monkeypatch, capsys, args, message):
     monkeypatch.setattr(cli, "DEFAULT_COLLECTIVES", ())
@@ -216,6 +219,9 @@ def test_predict_cli_equals_api_predict(tiny_gemm, registry, capsys, tmp_path):
     (["--gpu", "h100_sxm", "--launches", "/no/such.csv"], "--launches /no/such.csv: cannot read CSV"),
     (["--gpu", "h100_sxm", "--param", "m=1", "--param", "dtype=bfloat16"], "needs ['n', 'k']"),
     (["--gpu", "h100_sxm", "--param", "m=1", "--out", "/no/such/folder/o.csv"], "no such folder /no/such/folder"),
+    (["--gpu", "h100_sxm", "--param", "m=1", "--param", "m=2"], "--param m=2: m given twice"),
+    (["--gpu", "h100_sxm", "--param", "m=99999999999999999999", "--param", "n=1", "--param", "k=1", "--param",
+      "dtype=bfloat16"], "m = 99999999999999999999; expected an integer >= 1 and <= 2**53"),
 ])
 def test_predict_errors(tmp_path, capsys, args, message):
     assert cli.main(["predict", "--kernel", "gemm", "--models-dir", str(tmp_path)] + args) == 2

@@ -67,6 +67,10 @@ def check_param_keys(kernel: str, params, where: str = "params") -> None:
         raise InputError(f"{where}: unknown parameter {key!r} for {kernel}{hint}; expected one of {list(allowed)}")
 
 
+#: the largest integer launch parameter accepted: 2**53, the largest float64 that still holds every integer below it
+MAX_PARAM = 2.0 ** 53
+
+
 def check_moe_routing(topk, num_experts, ep_size=None, where: str = "params",
                       names: tuple[str, str, str] = ("topk", "num_experts", "moe_ep_size")) -> None:
     """Refuse fused-MoE routings no layer has: more experts per token than experts, or an expert-parallel degree
@@ -127,12 +131,12 @@ def check_launches(df: pd.DataFrame, kernel: str, registry, where: str = "params
         raw = df[col]
         values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype="float64")
         lo = 0 if col in _MAY_BE_ZERO else 1
-        bad = ~np.isfinite(values) | (values != np.round(values)) | (values < lo)
+        bad = ~np.isfinite(values) | (values != np.round(values)) | (values < lo) | (values > MAX_PARAM)
         if bad.any():
             i = _first_bad(bad)
             val = raw.iloc[i]
             shown = repr(val) if isinstance(val, str) else str(val)
-            raise InputError(f"{where} row {i}: {col} = {shown}; expected an integer >= {lo}")
+            raise InputError(f"{where} row {i}: {col} = {shown}; expected an integer >= {lo} and <= 2**53")
     if kernel.startswith("attention"):
         h, kv = (df[c].to_numpy(dtype="int64") for c in ("num_heads", "num_kv_heads"))
         bad = h % kv != 0
@@ -153,6 +157,12 @@ def check_launches(df: pd.DataFrame, kernel: str, registry, where: str = "params
     if kernel == "fused_moe":
         ints = {c: df[c].to_numpy(dtype="int64") for c in ("topk", "num_experts", "moe_ep_size")}
         check_moe_routing(ints["topk"], ints["num_experts"], ints["moe_ep_size"], where)
+        inter, tp = (df[c].to_numpy(dtype="int64") for c in ("inter_size", "moe_tp_size"))
+        bad = inter % tp != 0
+        if bad.any():
+            i = _first_bad(bad)
+            raise InputError(f"{where} row {i}: moe_tp_size = {tp[i]} does not divide inter_size = {inter[i]}; "
+                             "every tensor-parallel rank holds inter_size / moe_tp_size of each expert")
         _check_labels(df, "moe_stage", lambda v: v in MOE_STAGES, MOE_STAGES, where)
         if "distribution" in df.columns:
             _check_labels(df, "distribution", lambda v: v in ROUTINGS[:2] or bool(_POWER_LAW.fullmatch(v)),

@@ -126,7 +126,8 @@ def parse_prices(items: list[str] | None, registry: Registry) -> dict[str, float
     """``GPU=USD_PER_HOUR`` strings as ``{gpu: usd}`` (per GPU, per hour).
 
     Raises:
-        InputError: no ``=``, a non-positive or non-numeric price, or an unknown GPU id (named).
+        InputError: no ``=``, a price that is not a finite positive number, a GPU priced twice, or an unknown GPU
+            id (named).
     """
     out = {}
     for it in items or []:
@@ -135,9 +136,11 @@ def parse_prices(items: list[str] | None, registry: Registry) -> dict[str, float
             usd = float(val)
         except ValueError:
             usd = float("nan")
-        if not sep or not usd > 0:
+        if not sep or not (usd > 0 and math.isfinite(usd)):
             raise InputError(f"--price {it}: expected GPU=USD_PER_HOUR with a positive price, e.g. h100_sxm=2.5")
         registry[gpu.strip()]
+        if gpu.strip() in out:
+            raise InputError(f"--price {it}: {gpu.strip()} priced twice")
         out[gpu.strip()] = usd
     return out
 
