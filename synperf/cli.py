@@ -321,8 +321,16 @@ def predict_cmd(args: argparse.Namespace) -> int:
             raise InputError(f"--measured {args.measured}: cannot read CSV ({e})") from None
         if "gpu" not in measured.columns:
             measured = measured.assign(gpu=args.gpu)
-    out = predict(args.kernel, params, args.gpu, models_dir=args.models_dir, registry=registry, measured=measured,
-                  **_predict_kwargs(args))
+    try:
+        out = predict(args.kernel, params, args.gpu, models_dir=args.models_dir, registry=registry,
+                      measured=measured, **_predict_kwargs(args))
+    except InputError as e:   # name the file a row came from (rows count from 0, the CSV's line 2)
+        msg = str(e)
+        if args.launches and msg.startswith("params"):
+            msg = f"--launches {args.launches}: {msg}"
+        elif args.measured and msg.startswith("measured"):
+            msg = f"--measured {args.measured}: {msg}"
+        raise InputError(msg) from None
     empty = [c for c in out.columns if out[c].isna().all() or (out[c].astype(str) == "").all()]
     if empty:   # e.g. no interval recorded, no unknown category, no transfer source: said once on stderr
         print(f"synperf predict: left out columns empty on every row: {', '.join(empty)}", file=sys.stderr)

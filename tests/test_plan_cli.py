@@ -211,6 +211,14 @@ def test_predict_cli_equals_api_predict(tiny_gemm, registry, capsys, tmp_path):
     assert np.allclose(got["predicted_latency_us"], ref["predicted_latency_us"], rtol=1e-9)
 
 
+def test_predict_names_the_launches_file_of_a_bad_row(tmp_path, capsys):
+    launches = tmp_path / "launches.csv"
+    launches.write_text("m,n,k,dtype\n1,4096,4096,bfloat16\n2,abc,4096,bfloat16\n")
+    assert cli.main(["predict", "--kernel", "gemm", "--gpu", "h100_sxm", "--models-dir", str(tmp_path),
+                     "--launches", str(launches)]) == 2
+    assert f"--launches {launches}: params row 1: n = 'abc'" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("args, message", [
     (["--gpu", "h100_sxn", "--param", "m=1", "--param", "n=1", "--param", "k=1", "--param", "dtype=bfloat16"],
      "unknown GPU id 'h100_sxn'"),
