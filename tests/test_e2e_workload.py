@@ -187,6 +187,9 @@ def test_read_trace_errors(tmp_path):
     ({"torch_dtype": "bf16"}, "torch_dtype='bf16': expected one of ['bfloat16', 'float16', 'float32']; did you mean "
                               "'bfloat16'?"),
     ({"torch_dtype": "bfloat16", "dtype": "float16"}, "torch_dtype='bfloat16' and dtype='float16' differ"),
+    ({"hidden_size": -1024}, "config field 'hidden_size' must be >= 1, got -1024"),
+    ({"num_key_value_heads": 32}, "num_key_value_heads=32 does not divide num_attention_heads=16 (grouped-query "
+                                  "attention shares each KV head among a whole number of query heads)"),
 ])
 def test_config_values_that_would_be_guessed_are_refused(change, message):
     base = {"hidden_size": 1024, "num_attention_heads": 16, "num_hidden_layers": 4, "intermediate_size": 4096,

@@ -129,12 +129,13 @@ class ShardedModel:
         return self.num_heads * self.model.head_dim
 
 
-def _int(cfg: dict, key: str, where: str, default=None) -> int:
-    """Config field ``key`` as an integer (``default`` where it is missing or null).
+def _int(cfg: dict, key: str, where: str, default=None, minimum: int | None = None) -> int:
+    """Config field ``key`` as an integer (``default`` where it is missing or null), at least ``minimum`` when
+    given.
 
     Raises:
-        InputError: missing without a default, or not an integer (a fraction such as 4096.7, a bool, text that is
-            not a whole number).
+        InputError: missing without a default, not an integer (a fraction such as 4096.7, a bool, text that is
+            not a whole number), or below ``minimum``.
     """
     val = cfg.get(key)
     if val is None:
@@ -144,9 +145,12 @@ def _int(cfg: dict, key: str, where: str, default=None) -> int:
     try:
         if isinstance(val, bool) or (isinstance(val, float) and not val.is_integer()):
             raise ValueError
-        return int(val)
+        out = int(val)
     except (TypeError, ValueError):
         raise InputError(f"{where}: config field {key!r} must be an integer, got {val!r}") from None
+    if minimum is not None and out < minimum:
+        raise InputError(f"{where}: config field {key!r} must be >= {minimum}, got {val!r}")
+    return out
 
 
 #: the config fields :func:`parse_config` reads; a field of the config spelled close to one of them that the config
@@ -292,8 +296,12 @@ def parse_config(cfg: dict, name: str = "model", where: str | None = None) -> Mo
     if "use_sliding_window" not in cfg and sw is not None and (maxpos is None or sw < maxpos):
         raise InputError(f"{where}: sliding_window={sw!r} applies to every layer (no use_sliding_window switch): "
                          "sliding-window attention is not modelled")
-    hidden = _int(cfg, "hidden_size", where)
-    heads = _int(cfg, "num_attention_heads", where)
+    hidden = _int(cfg, "hidden_size", where, minimum=1)
+    heads = _int(cfg, "num_attention_heads", where, minimum=1)
+    kv_heads = _int(cfg, "num_key_value_heads", where, heads, minimum=1)
+    if heads % kv_heads:
+        raise InputError(f"{where}: num_key_value_heads={kv_heads} does not divide num_attention_heads={heads} "
+                         "(grouped-query attention shares each KV head among a whole number of query heads)")
     num_experts = _int(cfg, "num_local_experts" if cfg.get("num_local_experts") else "num_experts", where, 0)
     moe_inter = 0
     if num_experts:
@@ -302,11 +310,11 @@ def parse_config(cfg: dict, name: str = "model", where: str | None = None) -> Mo
             else _int(cfg, "intermediate_size", where)
     arch = (cfg.get("architectures") or [cfg.get("model_type", "unknown")])[0]
     return ModelConfig(
-        name=name, architecture=str(arch), num_layers=_int(cfg, "num_hidden_layers", where), hidden_size=hidden,
-        num_heads=heads, num_kv_heads=_int(cfg, "num_key_value_heads", where, heads),
-        head_dim=_int(cfg, "head_dim", where, hidden // heads),
-        intermediate_size=_int(cfg, "intermediate_size", where, moe_inter if num_experts else None),
-        vocab_size=_int(cfg, "vocab_size", where), num_experts=num_experts,
+        name=name, architecture=str(arch), num_layers=_int(cfg, "num_hidden_layers", where, minimum=1),
+        hidden_size=hidden, num_heads=heads, num_kv_heads=kv_heads,
+        head_dim=_int(cfg, "head_dim", where, hidden // heads, minimum=1),
+        intermediate_size=_int(cfg, "intermediate_size", where, moe_inter if num_experts else None, minimum=1),
+        vocab_size=_int(cfg, "vocab_size", where, minimum=1), num_experts=num_experts,
         num_experts_per_tok=_int(cfg, "num_experts_per_tok", where) if num_experts else 0,
         moe_intermediate_size=moe_inter,
         shared_expert_intermediate_size=int(cfg.get("shared_expert_intermediate_size") or 0) if num_experts else 0,
