@@ -216,6 +216,8 @@ def plan_cmd(args: argparse.Namespace) -> int:
     if args.trace:
         if args.isl or args.osl:
             raise InputError("--trace and --isl/--osl: pass one workload")
+        if args.concurrency:
+            raise InputError("--concurrency needs --isl and --osl (not --trace)")
         reqs, max_batch = read_trace(args.trace), args.batch
     else:
         if args.batch is None and args.concurrency:   # the static batch of a server's concurrency
@@ -249,8 +251,6 @@ def plan_cmd(args: argparse.Namespace) -> int:
     if args.concurrency:   # TTFT/TPOT of a vLLM server at this concurrency (synperf.serving, docs/serving.md)
         from synperf.serving.simulate import plan_serving
 
-        if args.trace:
-            raise InputError("--concurrency needs --isl and --osl (not --trace)")
         # the plan's own predictor, so the static batch and the server are priced alike
         df = plan_serving(df, model, args.isl, args.osl, args.concurrency, registry=registry, collectives=coll,
                           models_dir=args.models_dir, overhead=overhead,

@@ -346,6 +346,11 @@ def test_plan_refuses_what_the_model_or_the_overhead_cannot_mean_and_lists_each_
     oh.write_text('{"a_s": 0.001}')
     assert cli.main(["plan", "--model", "llama-3.1-8b", *WORKLOAD, "--gpus", "h100_sxm", "--overhead", str(oh)]) == 2
     assert "missing key 'b_s'" in capsys.readouterr().err
+    # a server's concurrency needs one request shape, refused before any configuration is priced
+    trace = Path(cli.EXAMPLE_MODELS).parent / "traces" / "16x2000x200.csv"
+    assert cli.main(["plan", "--model", "llama-3.1-8b", "--trace", str(trace), "--gpus", "h100_sxm",
+                     "--concurrency", "4"]) == 2
+    assert "--concurrency needs --isl and --osl (not --trace)" in capsys.readouterr().err
     # a GPU or a TP size named twice is priced once
     df = _plan_json(capsys, ["--model", "llama-3.1-8b", *WORKLOAD, "--gpus", "h100_sxm,h100_sxm", "--tp", "1,1"])
     assert len(df) == 1
