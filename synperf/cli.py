@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import re
 import sys
 from pathlib import Path
 
@@ -324,12 +325,13 @@ def predict_cmd(args: argparse.Namespace) -> int:
     try:
         out = predict(args.kernel, params, args.gpu, models_dir=args.models_dir, registry=registry,
                       measured=measured, **_predict_kwargs(args))
-    except InputError as e:   # name the file a row came from (rows count from 0, the CSV's line 2)
+    except InputError as e:   # name the file and the line a row came from (row 0 is the CSV's line 2)
         msg = str(e)
-        if args.launches and msg.startswith("params"):
-            msg = f"--launches {args.launches}: {msg}"
-        elif args.measured and msg.startswith("measured"):
-            msg = f"--measured {args.measured}: {msg}"
+        for flag, path, where in (("--launches", args.launches, "params"), ("--measured", args.measured, "measured")):
+            if path and msg.startswith(where):
+                msg = re.sub(rf"^{where}:? row (\d+)", lambda m: f"line {int(m.group(1)) + 2}", msg)
+                msg = f"{flag} {path}: {msg}"
+                break
         raise InputError(msg) from None
     empty = [c for c in out.columns if out[c].isna().all() or (out[c].astype(str) == "").all()]
     if empty:   # e.g. no interval recorded, no unknown category, no transfer source: said once on stderr

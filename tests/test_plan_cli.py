@@ -216,7 +216,7 @@ def test_predict_names_the_launches_file_of_a_bad_row(tmp_path, capsys):
     launches.write_text("m,n,k,dtype\n1,4096,4096,bfloat16\n2,abc,4096,bfloat16\n")
     assert cli.main(["predict", "--kernel", "gemm", "--gpu", "h100_sxm", "--models-dir", str(tmp_path),
                      "--launches", str(launches)]) == 2
-    assert f"--launches {launches}: params row 1: n = 'abc'" in capsys.readouterr().err
+    assert f"--launches {launches}: line 3: n = 'abc'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("args, message", [
