@@ -98,6 +98,17 @@ def check_moe_routing(topk, num_experts, ep_size=None, where: str = "params",
             raise InputError(f"{where} row {i}: {msg(i)}" if rows else f"{where}: {msg(i)}")
 
 
+def _refuse_rows(bad: np.ndarray, where: str, message) -> None:
+    """Refuse the first row where ``bad`` holds: ``"<where> row <i>: " + message(i)``.
+
+    Raises:
+        InputError: that message, when any row is bad.
+    """
+    if bad.any():
+        i = _first_bad(bad)
+        raise InputError(f"{where} row {i}: {message(i)}")
+
+
 def _check_labels(df: pd.DataFrame, col: str, ok, allowed, where: str) -> None:
     """Refuse the first non-null value of ``df[col]`` for which ``ok(value)`` is false."""
     values = df[col]
@@ -139,30 +150,23 @@ def check_launches(df: pd.DataFrame, kernel: str, registry, where: str = "params
             raise InputError(f"{where} row {i}: {col} = {shown}; expected an integer >= {lo} and <= 2**53")
     if kernel.startswith("attention"):
         h, kv = (df[c].to_numpy(dtype="int64") for c in ("num_heads", "num_kv_heads"))
-        bad = h % kv != 0
-        if bad.any():
-            i = _first_bad(bad)
-            raise InputError(f"{where} row {i}: num_heads = {h[i]} with num_kv_heads = {kv[i]}; expected num_heads "
-                             "to be a multiple of num_kv_heads (grouped-query attention)")
+        _refuse_rows(h % kv != 0, where, lambda i: f"num_heads = {h[i]} with num_kv_heads = {kv[i]}; expected "
+                                                   "num_heads to be a multiple of num_kv_heads (grouped-query "
+                                                   "attention)")
         from synperf.model.kernels.attention import check_supported
 
         check_supported(df, kernel, registry, where)
         if kernel == "attention_prefill":
             q, k = (df[c].to_numpy(dtype="int64") for c in ("seq_len", "kv_len"))
-            bad = k < q
-            if bad.any():
-                i = _first_bad(bad)
-                raise InputError(f"{where} row {i}: kv_len = {k[i]} < seq_len = {q[i]}; expected kv_len >= seq_len "
-                                 "(a prefill attends to its own tokens and any cached prefix)")
+            _refuse_rows(k < q, where, lambda i: f"kv_len = {k[i]} < seq_len = {q[i]}; expected kv_len >= seq_len "
+                                                 "(a prefill attends to its own tokens and any cached prefix)")
     if kernel == "fused_moe":
         ints = {c: df[c].to_numpy(dtype="int64") for c in ("topk", "num_experts", "moe_ep_size")}
         check_moe_routing(ints["topk"], ints["num_experts"], ints["moe_ep_size"], where)
         inter, tp = (df[c].to_numpy(dtype="int64") for c in ("inter_size", "moe_tp_size"))
-        bad = inter % tp != 0
-        if bad.any():
-            i = _first_bad(bad)
-            raise InputError(f"{where} row {i}: moe_tp_size = {tp[i]} does not divide inter_size = {inter[i]}; "
-                             "every tensor-parallel rank holds inter_size / moe_tp_size of each expert")
+        _refuse_rows(inter % tp != 0, where, lambda i: f"moe_tp_size = {tp[i]} does not divide inter_size = "
+                                                       f"{inter[i]}; every tensor-parallel rank holds inter_size / "
+                                                       "moe_tp_size of each expert")
         _check_labels(df, "moe_stage", lambda v: v in MOE_STAGES, MOE_STAGES, where)
         if "distribution" in df.columns:
             _check_labels(df, "distribution", lambda v: v in ROUTINGS[:2] or bool(_POWER_LAW.fullmatch(v)),
