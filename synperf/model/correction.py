@@ -22,7 +22,9 @@ RESIDUAL_TREES = {"max_iter": 40, "learning_rate": 0.7, "max_leaf_nodes": 31}
 
 
 #: the own-GPU correction's trees (``HistGradientBoostingRegressor``): the number of trees set by early stopping on
-#: a seeded 10% of the GPU's rows (no improvement of the validation loss in 20 iterations)
+#: a seeded 10% of the GPU's rows (no improvement of the validation loss in 20 iterations). With
+#: :data:`OWN_GPU_MAX_ROWS`, the cheapest budget within 5% of the lowest MAPE on set-aside problems of the training
+#: GPUs' configured training rows (``tools/own_gpu_budget.py``; larger caps, leaves and slower rates are scored)
 OWN_GPU_TREES = {"max_iter": 1000, "learning_rate": 0.1, "max_leaf_nodes": 31, "early_stopping": True,
                  "validation_fraction": 0.1, "n_iter_no_change": 20}
 #: the own-GPU correction's row cap per GPU (a seeded subsample above it)
