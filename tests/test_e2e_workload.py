@@ -184,8 +184,8 @@ def test_read_trace_errors(tmp_path):
     ({"hidden_size": 1024.5}, "config field 'hidden_size' must be an integer, got 1024.5"),
     ({"sliding_window": "abc"}, "config field 'sliding_window' must be an integer, got 'abc'"),
     ({"num_local_experts": "abc"}, "config field 'num_local_experts' must be an integer, got 'abc'"),
-    ({"torch_dtype": "bf16"}, "torch_dtype='bf16': expected one of ['bfloat16', 'float16', 'float32']; did you mean "
-                              "'bfloat16'?"),
+    ({"torch_dtype": "bf16"}, "torch_dtype='bf16' (did you mean 'bfloat16'?): expected one of ['bfloat16', "
+                              "'float16', 'float32']"),
     ({"torch_dtype": "bfloat16", "dtype": "float16"}, "torch_dtype='bfloat16' and dtype='float16' differ"),
     ({"hidden_size": -1024}, "config field 'hidden_size' must be >= 1, got -1024"),
     ({"num_key_value_heads": 32}, "num_key_value_heads=32 does not divide num_attention_heads=16 (grouped-query "

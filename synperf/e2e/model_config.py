@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._deps import InputError
+from ._deps import InputError, close_match
 
 
 @dataclass(frozen=True)
@@ -192,11 +192,8 @@ def _dtype(cfg: dict, where: str) -> str:
         return "bfloat16"
     key, val = next(iter(named.items()))
     if val not in MODEL_DTYPES:
-        import difflib
-
-        near = difflib.get_close_matches(val, MODEL_DTYPES, n=1, cutoff=0.5)
-        raise InputError(f"{where}: {key}={val!r}: expected one of {list(MODEL_DTYPES)}"
-                         + (f"; did you mean {near[0]!r}?" if near else ""))
+        raise InputError(f"{where}: {key}={val!r}{close_match(val, MODEL_DTYPES)}: expected one of "
+                         f"{list(MODEL_DTYPES)}")
     return val
 
 
