@@ -32,19 +32,17 @@ import synperf.model.fingerprint as fingerprint  # noqa: E402
 from synperf.data.hardware import load_registry  # noqa: E402
 from synperf.data.io import read_table  # noqa: E402
 from synperf.evaluation.metrics import ape  # noqa: E402
-from synperf.evaluation.selection import MIN_RELATIVE_GAIN  # noqa: E402
 from synperf.model.correction import OWN_GPU_TREES  # noqa: E402
 from synperf.model.fingerprint_choice import GRID  # noqa: E402
 from synperf.model.pipes import pipe_times  # noqa: E402
 from synperf.model.roofline import add_baseline_columns  # noqa: E402
+from tools.protocol_mlp_budget import WITHIN, cheapest_within  # noqa: E402
 
 #: candidate budgets: name -> (row cap per GPU, 0 for all rows; tree arguments over OWN_GPU_TREES)
 BUDGETS = {"20000 rows, 31 leaves": (20000, {}),
            "all rows, 31 leaves": (0, {}),
            "all rows, 63 leaves": (0, {"max_leaf_nodes": 63}),
            "all rows, 63 leaves, rate 0.05": (0, {"max_leaf_nodes": 63, "learning_rate": 0.05, "max_iter": 3000})}
-#: a budget within this relative margin of the lowest geometric-mean MAPE counts as equal (the pipeline's margin)
-WITHIN = MIN_RELATIVE_GAIN
 #: share of the training problems set aside for scoring
 VALIDATION_SHARE = 0.2
 
@@ -93,11 +91,7 @@ def choose(scores: pd.DataFrame) -> tuple[str, pd.Series, pd.Series]:
     an experiment's MAPE weighs its GPUs by rows."""
     scores = scores.assign(weighted=scores["mape_pct"] * scores["rows"])
     per = scores.groupby(["experiment", "budget"])[["weighted", "rows"]].sum()
-    per = (per["weighted"] / per["rows"]).unstack()
-    geo = np.exp(np.log(per).mean())
-    secs = scores.groupby("budget")["fit_s"].sum()
-    ok = geo[geo <= geo.min() * (1 + WITHIN)].index
-    return str(secs.loc[ok].idxmin()), geo, secs
+    return cheapest_within((per["weighted"] / per["rows"]).unstack(), scores.groupby("budget")["fit_s"].sum())
 
 
 def main() -> None:

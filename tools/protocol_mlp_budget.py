@@ -75,9 +75,14 @@ def score(results: Path, config: dict) -> pd.DataFrame:
 
 def choose(scores: pd.DataFrame) -> tuple[str, pd.Series, pd.Series]:
     """``(chosen budget, geometric mean MAPE per budget, fit seconds per budget)`` from :func:`score`'s rows."""
-    per = scores.groupby(["experiment", "budget"])["mape_pct"].mean().unstack()
+    return cheapest_within(scores.groupby(["experiment", "budget"])["mape_pct"].mean().unstack(),
+                           scores.groupby("budget")["fit_s"].sum())
+
+
+def cheapest_within(per: pd.DataFrame, secs: pd.Series) -> tuple[str, pd.Series, pd.Series]:
+    """``(chosen budget, geometric mean MAPE per budget, secs)`` from a MAPE table (experiments x budgets) and the
+    fit seconds per budget: the cheapest budget whose geometric mean is within :data:`WITHIN` of the lowest."""
     geo = np.exp(np.log(per).mean())
-    secs = scores.groupby("budget")["fit_s"].sum()
     ok = geo[geo <= geo.min() * (1 + WITHIN)].index
     return str(secs.loc[ok].idxmin()), geo, secs
 
