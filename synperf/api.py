@@ -262,7 +262,8 @@ MLP_BLOCK_ROWS = inspect.signature(TrainedModel.predict_efficiency).parameters["
 
 def progress_reporter(desc: str, unit: str, min_total: int = 0) -> Callable[[int, int], None]:
     """A ``progress(done, total)`` callback that draws a tqdm bar on stderr when tqdm is installed, else a
-    carriage-return line ``<desc>: done/total <unit>`` every 5%; silent when ``total < min_total``."""
+    line ``<desc>: done/total <unit>``: redrawn in place every 5% on a terminal, one line per quarter when stderr
+    is a file or pipe (a log); silent when ``total < min_total``."""
     try:
         from tqdm import tqdm
     except ImportError:
@@ -277,10 +278,13 @@ def progress_reporter(desc: str, unit: str, min_total: int = 0) -> Callable[[int
             bar.update(done - bar.n)
             if done == total:
                 bar.close()
-        elif done == total or done * 20 // total > state.get("twentieths", 0):  # each 5% passed
-            state["twentieths"] = done * 20 // total
-            print(f"\r{desc}: {done}/{total} {unit}", end="\n" if done == total else "", file=sys.stderr,
-                  flush=True)
+        else:
+            tty = sys.stderr.isatty()
+            parts = 20 if tty else 4
+            if done == total or done * parts // total > state.get("parts", 0):
+                state["parts"] = done * parts // total
+                print(f"\r{desc}: {done}/{total} {unit}" if tty else f"{desc}: {done}/{total} {unit}",
+                      end="\n" if done == total or not tty else "", file=sys.stderr, flush=True)
     return cb
 
 

@@ -165,3 +165,28 @@ def test_the_experiments_of_the_models_config_route_the_dtype_not_the_checkouts(
     with pytest.raises(InputError, match=rf"^{tmp_path / 'gemm'}: no trained model"):
         predict("gemm", launch, "h100_sxm", experiment="gemm", models_dir=tmp_path,
                 experiments={"gemm": {"kernel": "gemm", "dtypes": ["float32"]}})
+
+
+def test_progress_lines_in_a_log_are_one_per_quarter(capsys, monkeypatch):
+    """Without tqdm and with stderr a file (a log), progress is whole lines, not carriage-return redraws."""
+    import builtins
+
+    from synperf.api import progress_reporter
+
+    real_import = builtins.__import__
+
+    def no_tqdm(name, *args, **kwargs):
+        if name == "tqdm":
+            raise ImportError("no tqdm")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_tqdm)
+    cb = progress_reporter("pricing", "configurations", min_total=6)
+    for done in range(1, 21):
+        cb(done, 20)
+    err = capsys.readouterr().err
+    assert "\r" not in err
+    assert err.splitlines() == [f"pricing: {d}/20 configurations" for d in (5, 10, 15, 20)]
+    cb_small = progress_reporter("pricing", "configurations", min_total=6)
+    cb_small(1, 5)
+    assert capsys.readouterr().err == ""
