@@ -263,7 +263,8 @@ def plan_cmd(args: argparse.Namespace) -> int:
     else:
         print(f"{model.name}: {len(reqs)} requests, batch {max_batch or len(reqs)}, "
               f"{sum(r.prompt_tokens for r in reqs)} prompt and {sum(r.output_tokens for r in reqs)} output tokens"
-              + ("" if args.overhead else " (no framework overhead: pass --overhead)"))
+              + ("" if args.overhead else " (no framework overhead: pass --overhead results/e2e/overhead.json "
+                                           "for the fitted a + b*batch)"))
         print(planmod.format_table(df))
         sets = sorted({s for v in df["model_set"].dropna() for s in str(v).split("+")})
         print(f"model set: {', '.join(sets) or '-'} (deploy: trained on every measured GPU; evaluation: "
