@@ -77,6 +77,15 @@ def test_worker_scaling_and_proxies(model):
         model.latency_us("all_gather", 1024, 2, "h100_sxm")
 
 
+def test_more_gpus_than_any_table_measured_are_refused(model):
+    # the largest table of all_reduce is 8 workers (A100, H20, H800): one node; TP 16 crosses nodes
+    assert model.max_workers("all_reduce") == 8 and model.max_workers("send_recv") == 2
+    assert model.latency_us("all_reduce", 2**20, 8, "h100_sxm")[0] > 0     # within a node: ring-factor scaling
+    with pytest.raises(InputError, match=r"^all_reduce over 16 GPUs: the NCCL tables measure at most 8 GPUs "
+                                         r"\(one node\); collectives across nodes are not modelled$"):
+        model.latency_us("all_reduce", 2**20, 16, "h100_sxm")
+
+
 def test_link_parsing():
     assert link("NVLink4 900 GB/s + PCIe Gen5 x16") == ("nvlink", 900.0)
     assert link("PCIe Gen4 x16 (64 GB/s) + optional NVLink3 bridge 600 GB/s (2 GPUs)") == ("pcie", 64.0)

@@ -252,6 +252,15 @@ def test_gpus_all_lists_what_cannot_run_or_shard(fake_plan, monkeypatch, capsys,
     assert df.loc[~df["status"].str.startswith("cannot shard"), "memory_need_gb"].notna().all()
 
 
+def test_tp_beyond_one_node_is_listed_not_priced(fake_plan, capsys, public_data):
+    df = _plan_json(capsys, ["--model", "llama-3.1-70b", *WORKLOAD, "--gpus", "b200", "--tp", "8,16",
+                             "--collectives", str(public_data / "pipeweave/dataset/collective")])
+    status = df.set_index("tp")["status"]
+    assert status[8] == "ok"
+    assert status[16] == "not modelled: TP 16 all-reduces across nodes (the NCCL tables measure at most 8 GPUs)"
+    assert np.isnan(df.set_index("tp")["total_s"][16]) and df["memory_need_gb"].notna().all()
+
+
 class MetaOnlyPredictor(FakePredictor):
     """FakePredictor whose GEMM result names a model folder (``meta.json`` with ``train_gpus``) and no
     ``training_gpus``, like a model folder without a recorded path."""

@@ -13,7 +13,9 @@ Model (:meth:`CollectiveModel.latency_us`, result in **microseconds**):
    Below the smallest size (2 KiB): the smallest size's time (latency floor). Above the largest: bandwidth-bound,
    ``t_max * size / size_max``.
 3. Workers not in the table (all-reduce only; send/recv is always 2 GPUs): the nearest measured count in log
-   scale, times the ring all-reduce traffic ratio ``(2 (n-1)/n) / (2 (m-1)/m)``. One worker: 0.
+   scale, times the ring all-reduce traffic ratio ``(2 (n-1)/n) / (2 (m-1)/m)``. One worker: 0. More workers than
+   any table of the op measured (:meth:`CollectiveModel.max_workers`, one node's GPUs) are refused: a collective
+   across nodes runs over the network, not the NVLink or PCIe of the tables, and is not modelled.
 4. A GPU without a table for the op: a proxy GPU that has one, chosen by (same link kind: NVLink or PCIe, from
    the registry's ``interconnect`` field; then same GPU class, :meth:`synperf.data.hardware.GPUSpec.same_class`;
    then closest link bandwidth; then has the worker count; then id), and its bandwidth part scaled by link bandwidth:
@@ -161,18 +163,36 @@ class CollectiveModel:
         avail = sorted(self.curves[(ref, op)])
         return workers if workers in avail else min(avail, key=lambda w: (abs(math.log(w / workers)), w))
 
+    def max_workers(self, op: str) -> int:
+        """The most GPUs any table of ``op`` measured (0 when none has it)."""
+        return max((max(c) for (_, o), c in self.curves.items() if o == op), default=0)
+
+    def check_workers(self, op: str, workers: int) -> None:
+        """Refuse ``workers`` beyond :meth:`max_workers` (module docstring, rule 3).
+
+        Raises:
+            InputError: naming the op, the GPU count and the largest measured one.
+        """
+        most = self.max_workers(op)
+        if workers > max(most, 1):
+            raise InputError(f"{op} over {workers} GPUs: the NCCL tables measure at most {most} GPUs (one node); "
+                             "collectives across nodes are not modelled")
+
     def latency_us(self, op: str, size_bytes, workers: int, gpu: str) -> np.ndarray:
         """Latency in microseconds of ``op`` (``all_reduce`` or ``send_recv``) moving ``size_bytes`` (scalar or
         array; bytes per GPU buffer) among ``workers`` GPUs of registry id ``gpu``.
 
         Raises:
-            InputError: unknown op or GPU, workers < 1.
+            InputError: unknown op or GPU, workers < 1, or more workers than the tables measure
+                (:meth:`check_workers`).
         """
         if op not in OPS:
             raise InputError(f"unknown collective {op!r}; expected one of {OPS}")
         workers = int(workers)
         if workers < 1:
             raise InputError(f"workers must be >= 1, got {workers}")
+        if workers > 1:
+            self.check_workers(op, workers)
         size = np.atleast_1d(np.asarray(size_bytes, dtype="float64"))
         if workers == 1:
             return np.zeros_like(size)

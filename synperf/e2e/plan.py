@@ -205,7 +205,9 @@ def plan(model: ModelConfig, requests: list[Request], gpus: list[str], tps: list
     """One row per (GPU, TP, PP) (:data:`PLAN_COLUMNS` plus ``flag_<family>``, module docstring); the memory
     columns on every row that can be sharded, the latency, interval and flag columns on the priced ones.
     ``status`` is ``ok`` for a priced row, else ``does not fit: needs X GB of Y GB usable`` (``memory_need_gb`` above
-    ``gpu_memory_utilization`` x ``memory_gb``), ``cannot run <dtype>`` (the
+    ``gpu_memory_utilization`` x ``memory_gb``), ``not modelled: TP <n> all-reduces across nodes`` (more GPUs
+    than the collective tables measure, :meth:`~.collectives.CollectiveModel.check_workers`), ``cannot run
+    <dtype>`` (the
     GPU has no Tensor Core peak for the model's dtype, as :func:`synperf.data.launches.check_launches` refuses) or
     ``cannot shard: <why>``; priced rows first, by ``total_s``. ``tokens_per_s`` = output tokens / total;
     ``usd_per_m_output_tokens`` = price per GPU-hour x GPUs x total /
@@ -260,6 +262,11 @@ def plan(model: ModelConfig, requests: list[Request], gpus: list[str], tps: list
                 if row["memory_need_gb"] > usable:
                     rows.append({**row, "status": f"does not fit: needs {row['memory_need_gb']:.1f} GB of "
                                                   f"{usable:.1f} GB usable"})
+                    continue
+                if collectives is not None and tp > max(collectives.max_workers("all_reduce"), 1):
+                    rows.append({**row, "status": f"not modelled: TP {tp} all-reduces across nodes (the NCCL "
+                                                  f"tables measure at most {collectives.max_workers('all_reduce')} "
+                                                  "GPUs)"})
                     continue
                 row.update(price(model, requests, gpu, tp, pp, registry=registry, max_batch=max_batch,
                                  policy=policy, collectives=collectives, overhead=overhead, models_dir=models_dir,
