@@ -252,3 +252,22 @@ def test_the_goals_measure_the_fingerprint_predictor_and_report_the_papers_mlp_b
     g = goals_table(pd.DataFrame(two[:3]), None, None, families=["gemm", "rmsnorm"])
     assert g["measured"].iloc[0] == 8.5 and g["detail"].iloc[0].startswith("synperf_mlp MAPE %")
     assert np.isnan(g["paper_mlp"].iloc[0])
+
+
+def test_fewshot_curves_per_gpu_class_average_the_class_gpus():
+    from synperf.reporting.fewshot_report import class_curves, fewshot_section
+
+    rows = [("gemm", "h200_sxm", 0, 10.0), ("gemm", "h200_sxm", 32, 6.0), ("gemm", "gb200", 0, 20.0),
+            ("gemm", "gb200", 32, 8.0), ("gemm", "l40s", 0, 40.0), ("gemm", "l40s", 32, 30.0)]
+    table = pd.DataFrame(rows, columns=["experiment", "gpu", "k", "mape_pct"])
+    classes = {"h200_sxm": "sm_9x HBM", "gb200": "sm_10x HBM", "l40s": "sm_8x GDDR"}
+    per = class_curves(table, classes).set_index("gpu_class")
+    assert per.loc["sm_8x GDDR", "k = 32 MAPE %"] == 30.0 and per.loc["sm_8x GDDR", "gpus"] == "l40s"
+    merged = class_curves(table, {**classes, "gb200": "sm_9x HBM"}).set_index("gpu_class")
+    assert merged.loc["sm_9x HBM", "k = 0 MAPE %"] == 15.0 and merged.loc["sm_9x HBM", "gpus"] == "gb200, h200_sxm"
+    with pytest.raises(KeyError, match=r"no GPU class for \['l40s'\]"):
+        class_curves(table, {"h200_sxm": "sm_9x HBM", "gb200": "sm_10x HBM"})
+    choice = pd.DataFrame({"k": [32], "calibration": ["none"], "chosen": [True]})
+    text = "\n".join(fewshot_section(table, choice, "f.png", ["gemm"], classes))
+    assert "Per GPU class" in text and "| gemm | sm_8x GDDR |" in text
+    assert "Per GPU class" not in "\n".join(fewshot_section(table, choice, "f.png", ["gemm"]))

@@ -31,10 +31,28 @@ def fewshot_figure(table: pd.DataFrame, path: str, experiments: list[str] | None
     save_figure(fig, path, dpi=110)
 
 
+def class_curves(table: pd.DataFrame, classes: dict[str, str]) -> pd.DataFrame:
+    """MAPE per k (columns ``k = <k> MAPE %``, mean over GPUs) per experiment and GPU class: ``classes`` maps each
+    GPU of ``table`` to its class text (``"sm_8x GDDR"``); a GPU it lacks is refused.
+
+    Raises:
+        KeyError: a GPU of ``table`` without a class.
+    """
+    missing = sorted(set(table["gpu"].astype(str)) - set(classes))
+    if missing:
+        raise KeyError(f"few-shot table: no GPU class for {missing}")
+    t = table.assign(gpu_class=table["gpu"].astype(str).map(classes))
+    per = t.pivot_table(index=["experiment", "gpu_class"], columns="k", values="mape_pct", aggfunc="mean")
+    per.columns = [f"k = {k} MAPE %" for k in per.columns]
+    gpus = t.groupby(["experiment", "gpu_class"])["gpu"].agg(lambda g: ", ".join(sorted(set(g.astype(str)))))
+    return per.join(gpus.rename("gpus")).reset_index()
+
+
 def fewshot_section(table: pd.DataFrame, choice: pd.DataFrame, figure_rel: str,
-                    experiments: list[str] | None = None) -> list[str]:
+                    experiments: list[str] | None = None, classes: dict[str, str] | None = None) -> list[str]:
     """Markdown lines: how rows are drawn, what is refitted and the correction chosen per k, the per-experiment
-    MAPE per k and the figure."""
+    MAPE per k and the figure; with ``classes`` (GPU -> class text) also per experiment and GPU class
+    (:func:`class_curves`)."""
     chosen = choice[choice["chosen"].astype(bool)]
     pick = "; ".join(f"k = {k}: " + ", ".join(f"`{c}` ({n} experiment{'s' if n > 1 else ''})"
                                               for c, n in g["calibration"].value_counts().items())
@@ -60,6 +78,9 @@ def fewshot_section(table: pd.DataFrame, choice: pd.DataFrame, figure_rel: str,
     if len(core) and "k = 32 MAPE %" in core.columns:
         lines += [f"Mean over the {len(core)} core families at k = 32: {core['k = 32 MAPE %'].mean():.1f}% "
                   f"(k = 0: {core['k = 0 MAPE %'].mean():.1f}%).", ""]
+    if classes:
+        lines += ["Per GPU class (compute capability and memory type; mean over the class's unseen GPUs):", "",
+                  md_table(class_curves(table, classes)), ""]
     return lines
 
 

@@ -77,6 +77,18 @@ def ablation_table(full: pd.DataFrame, ablation: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(names="experiment")
 
 
+def _gpu_classes(registry_path: str | None, measured_dir: str | None, gpus) -> dict[str, str] | None:
+    """GPU id -> class text (``"sm_9x HBM"``, :func:`synperf.model.pipes.gpu_class`) for ``gpus``, from the run's
+    registry; None without one."""
+    if registry_path is None:
+        return None
+    from synperf.data.hardware import load_registry
+    from synperf.model.pipes import class_text, gpu_class
+
+    reg = load_registry(registry_path, measured_dir)
+    return {str(g): class_text(gpu_class(reg[str(g)])) for g in sorted(set(map(str, gpus)))}
+
+
 def _hardware_section(registry_path: str, measured_dir: str | None) -> list[str]:
     """Which GPU numbers the features used: the run's registry (``registry_path``) with, where
     ``measured_dir`` is given (``hardware_measurements_dir``; None when ``characterize.use_measured`` is
@@ -406,7 +418,8 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
         from .fewshot_report import fewshot_section
 
         rel = str(Path(fewshot["figure"]).resolve().relative_to(Path(out_md).resolve().parent))
-        md += fewshot_section(fewshot_table, pd.read_csv(fewshot["choice"]), rel, (goals or {}).get("families"))
+        md += fewshot_section(fewshot_table, pd.read_csv(fewshot["choice"]), rel, (goals or {}).get("families"),
+                              _gpu_classes(registry_path, measured_dir, fewshot_table["gpu"]))
     md += e2e_report.report_lines(e2e, out_md)
     md += serving_lines(out_md)
     if ceiling:
