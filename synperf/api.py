@@ -492,6 +492,7 @@ def predict_fingerprint(table: pd.DataFrame, registry: Registry, exp_dir: Path, 
             a GPU the model trained on.
     """
     from synperf.model.fingerprint import FINGERPRINT_FILE
+    from synperf.model.pipes import at_compute_bound
 
     path = exp_dir / FINGERPRINT_FILE
     if not path.is_file():
@@ -519,8 +520,9 @@ def predict_fingerprint(table: pd.DataFrame, registry: Registry, exp_dir: Path, 
         on = gpus == gpu
         p = pred["predicted_latency_us"].to_numpy()[on]
         scale = fitted.apply(p, pred["theoretical_time_us"].to_numpy()[on]) / p
-        for c in ("predicted_latency_us", "predicted_latency_low_us", "predicted_latency_high_us"):
-            pred.loc[on, c] = pred.loc[on, c].to_numpy() * scale
+        cols = ["predicted_latency_us", "predicted_latency_low_us", "predicted_latency_high_us"]
+        pred.loc[on, cols] = np.column_stack(at_compute_bound(pred["compute_bound_us"].to_numpy()[on],
+                                                              *(pred[c].to_numpy()[on] * scale for c in cols))[:3])
         pred.loc[on, "gpu_constants"] = pred.loc[on, "gpu_constants"].astype(str) + f"; then correction {name}"
     for c in ("theoretical_time_us", "predicted_latency_us", "predicted_latency_low_us", "predicted_latency_high_us",
               "fingerprint_time_us", "gpu_constants", "evidence", "unknown_category"):

@@ -28,12 +28,16 @@ from synperf.data.io import InputError
 from synperf.e2e._deps import default_registry
 from synperf.e2e.collectives import CollectiveModel
 from synperf.e2e.compose import COLLECTIVES, Overhead, attention_path, compose_trace
-from synperf.e2e.model_config import load_model_config
 from synperf.e2e.workload import GROUP_ITERATIONS, POLICIES, Request, read_trace
 
 _REPO = Path(__file__).resolve().parents[1]
 #: the shipped example model configs ``synperf plan --model NAME`` reads (public Hugging Face ``config.json`` fields)
 EXAMPLE_MODELS = _REPO / "examples" / "models"
+#: ``--model`` of ``e2e`` and ``plan``
+MODEL_HELP = ("Hugging Face config.json, or an example name (examples/models/: "
+              + ", ".join(sorted(f.stem for f in EXAMPLE_MODELS.glob("*.json"))) + ")")
+#: the note printed when no --overhead file is given
+NO_OVERHEAD = "(no framework overhead added: --overhead FILE adds a_s + b_s * batch per iteration)"
 DEFAULT_COLLECTIVES = ("resources/public-data/pipeweave/dataset/collective",
                        "../shared/public-data/pipeweave/dataset/collective")
 
@@ -81,7 +85,9 @@ def _collectives(arg: str | None, registry, config_path: str | Path | None) -> C
 def e2e(args: argparse.Namespace) -> int:
     registry = load_registry(args.registry) if args.registry else default_registry()
     spec = registry[args.gpu]
-    model = load_model_config(args.model)
+    from synperf.e2e import plan as planmod
+
+    model = planmod.resolve_model(args.model, EXAMPLE_MODELS)
     reqs = read_trace(args.trace)
     check_context(model, reqs, args.trace)
     if args.batch is not None and args.batch < 1:
@@ -115,7 +121,7 @@ def e2e(args: argparse.Namespace) -> int:
         print("(intervals: kernel errors fully correlated within a family, independent across families; "
               "docs/e2e.md)")
     if not args.overhead:
-        print("(no framework overhead: pass --overhead results/e2e/overhead.json for the fitted a + b*batch)")
+        print(NO_OVERHEAD)
     else:
         print(f"(framework overhead from {args.overhead}: a = {overhead.a_s * 1e3:.3f} ms, "
               f"b = {overhead.b_s * 1e3:.3f} ms per sequence, per iteration)")
@@ -263,8 +269,7 @@ def plan_cmd(args: argparse.Namespace) -> int:
     else:
         print(f"{model.name}: {len(reqs)} requests, batch {max_batch or len(reqs)}, "
               f"{sum(r.prompt_tokens for r in reqs)} prompt and {sum(r.output_tokens for r in reqs)} output tokens"
-              + ("" if args.overhead else " (no framework overhead: pass --overhead results/e2e/overhead.json "
-                                           "for the fitted a + b*batch)"))
+              + ("" if args.overhead else f" {NO_OVERHEAD}"))
         print(planmod.format_table(df))
         sets = sorted({s for v in df["model_set"].dropna() for s in str(v).split("+")})
         print(f"model set: {', '.join(sets) or '-'} (deploy: trained on every measured GPU; evaluation: "
@@ -449,7 +454,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="synperf", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
     e = sub.add_parser("e2e", help="predict end-to-end serving latency of a request trace")
-    e.add_argument("--model", required=True, help="Hugging Face config.json")
+    e.add_argument("--model", required=True, help=MODEL_HELP)
     e.add_argument("--trace", required=True, help="CSV with num_prefill_tokens, output_tokens per request")
     e.add_argument("--gpu", required=True, help="registry id (config/gpus.yaml), e.g. h200_sxm")
     e.add_argument("--tp", type=int, default=1)
@@ -476,9 +481,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "config/config.yaml of this checkout; its relative paths start at the folder above config/)")
     g.set_defaults(func=gpus)
     p = sub.add_parser("plan", help="rank GPUs and TP/PP splits for one model and workload by predicted latency")
-    p.add_argument("--model", required=True, help="Hugging Face config.json, or an example name "
-                   "(examples/models/: llama-3.1-8b, llama-3.1-70b, qwen2.5-14b, qwen3-32b, "
-                   "minimax-m2.5, qwen3-235b-a22b-fp8)")
+    p.add_argument("--model", required=True, help=MODEL_HELP)
     p.add_argument("--trace", default=None, help="CSV with num_prefill_tokens, output_tokens per request")
     p.add_argument("--isl", type=int, default=None, help="prompt tokens per request (without --trace)")
     p.add_argument("--osl", type=int, default=None, help="output tokens per request (without --trace)")

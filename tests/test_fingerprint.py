@@ -503,3 +503,34 @@ def test_a_prior_constant_left_at_a_rounding_zero_does_not_derail_the_few_shot_f
     fp = F.fewshot_fingerprint(prior, terms, y, prior_weight=3.0)
     assert fp.floor_us > 0.5 and fp.multipliers[0] > 1.0 and fp.multipliers[3] > 5.0
     assert np.mean(np.abs(fp.time_us(terms) / y - 1.0)) < 0.1
+
+
+def test_no_prediction_is_faster_than_the_spec_sheet_flop_time(registry):
+    # constants that beat the Tensor Core peak on paper (compute multiplier 0.1, as a fit can leave when pipes
+    # overlap): H20 (a quarter of H100's per-SM rate) predicted from them would run a large GEMM faster than its peak
+    fast = {"h100_sxm": [2.0, 0.1, 1.0, 0.0, 0.0], "b200": [2.0, 0.1, 1.0, 0.0, 0.0]}
+    rng = np.random.default_rng(4)
+    rows = with_formula_latency(gemm_launches(list(fast), n=60), registry, fast)
+    rows = rows.assign(latency_us=rows["latency_us"] * np.exp(rng.normal(0, 0.05, len(rows))))
+    model = F.FingerprintModel.fit(rows, META, registry, seed=0, correct=False, local=False)
+    big = pd.concat([launch_table("gemm", {"m": s, "n": s, "k": s, "dtype": "bfloat16"}, g, registry)
+                     for g, s in (("h20", 8192), ("h100_sxm", 64))], ignore_index=True)
+    d = model.describe(big, registry)
+    flop_us = 2 * np.array([8192, 64]) ** 3 / np.array([registry["h20"].datasheet().dense_bf16_tflops,
+                                                         registry["h100_sxm"].datasheet().dense_bf16_tflops]) / 1e6
+    np.testing.assert_allclose(d["compute_bound_us"], flop_us, rtol=0.01)
+    # h20: raised to its FLOP time, the interval moved with it (its low end held at the bound), and said so
+    assert d.loc[0, "predicted_latency_us"] == pytest.approx(d.loc[0, "compute_bound_us"])
+    assert d.loc[0, "predicted_latency_low_us"] == pytest.approx(d.loc[0, "compute_bound_us"])
+    assert d.loc[0, "predicted_latency_high_us"] > 1.05 * d.loc[0, "compute_bound_us"]
+    assert d.loc[0, "evidence"].endswith("raised to the spec-sheet FLOP time (predicted faster than the GPU's peak)")
+    np.testing.assert_allclose(model.predict(big, registry), d["predicted_latency_us"], rtol=1e-12)
+    # every prediction is at or above its bound; one above it (a tiny GEMM, launch floor) is left as it is
+    assert (model.predict(rows, registry) >= F.with_spec_columns(rows, registry)["bl_compute_us"] - 1e-9).all()
+    assert d.loc[1, "predicted_latency_us"] > 10 * d.loc[1, "compute_bound_us"]
+    assert not d.loc[1, "evidence"].endswith("peak)")
+    pred, low, high, raised = F.at_compute_bound(np.array([10.0, 10.0]), np.array([5.0, 20.0]),
+                                                 np.array([4.0, 15.0]), np.array([8.0, 30.0]))
+    np.testing.assert_allclose(pred, [10.0, 20.0]) and np.testing.assert_allclose(low, [10.0, 15.0])
+    np.testing.assert_allclose(high, [16.0, 30.0])
+    assert raised.tolist() == [True, False]

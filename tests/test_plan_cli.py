@@ -291,6 +291,10 @@ def test_plan_total_equals_synperf_e2e_at_tp4(fake_plan, monkeypatch, capsys, tm
     model = str(cli.EXAMPLE_MODELS / "llama-3.1-70b.json")
     assert cli.main(["e2e", "--model", model, "--trace", str(trace), "--gpu", "b200", "--tp", "4", *coll]) == 0
     total = float(re.search(r"total latency\s+([\d.]+) s", capsys.readouterr().out).group(1))
+    # e2e takes an example name as plan does
+    assert cli.main(["e2e", "--model", "llama-3.1-70b", "--trace", str(trace), "--gpu", "b200", "--tp", "4",
+                     *coll]) == 0
+    assert float(re.search(r"total latency\s+([\d.]+) s", capsys.readouterr().out).group(1)) == total
     row = _plan_json(capsys, ["--model", "llama-3.1-70b", *WORKLOAD, "--gpus", "b200", "--tp", "4", *coll]).iloc[0]
     assert row["status"] == "ok" and row["total_s"] == pytest.approx(total, abs=1e-4)
 

@@ -29,6 +29,7 @@ import pandas as pd
 from sklearn.linear_model import TheilSenRegressor
 
 from synperf.evaluation.metrics import ape
+from synperf.model.pipes import at_compute_bound
 
 #: calibration sizes (measured rows of the new GPU) of the simulation
 KS = (0, 8, 32, 128)
@@ -297,8 +298,9 @@ def fingerprint_fewshot(model, rows: pd.DataFrame, registry, ks=KS, seeds=SEEDS,
                     d = refitted.describe(g[rest], registry, level)
                     pred = d["predicted_latency_us"].to_numpy()
                     factor = correction.apply(pred, theo[rest]) / pred
-                pred = d["predicted_latency_us"].to_numpy() * factor
-                lo, hi = (d[c].to_numpy() * factor for c in ("predicted_latency_low_us", "predicted_latency_high_us"))
+                pred, lo, hi, _ = at_compute_bound(d["compute_bound_us"].to_numpy(), *(
+                    d[c].to_numpy() * factor
+                    for c in ("predicted_latency_us", "predicted_latency_low_us", "predicted_latency_high_us")))
                 cover = float(np.mean((y[rest] >= lo) & (y[rest] <= hi))) if np.isfinite(lo).all() else float("nan")
                 out.append({"experiment": experiment, "gpu": gpu, "k": int(k), "seed": int(seed),
                             "prior_weight": float(model.prior_weight), "calibration": name,

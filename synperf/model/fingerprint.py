@@ -95,6 +95,7 @@ from synperf.model.pipes import (  # noqa: F401  (the pipe terms are part of thi
     PIPES,
     SM_COMPUTE_CYCLES,
     V2_COLUMNS,
+    at_compute_bound,
     class_pool,
     class_text,
     gpu_class,
@@ -498,13 +499,15 @@ class FingerprintModel(JoblibModel):
         """Predicted latency per row, microseconds, shape ``(len(rows),)``. ``sibling``: add the class-mates'
         correction for the rows of a GPU without measurements (the predictor's own rule; False only to measure
         what it adds; it also leaves out the twins' evidence, :meth:`_twins`). ``rule`` (default :attr:`rule`): how a
-        GPU without measurements gets its constants."""
+        GPU without measurements gets its constants. No faster than the spec-sheet FLOP time
+        (:func:`synperf.model.pipes.at_compute_bound`)."""
         if len(rows) == 0:
             return np.zeros(0)
         rows = with_spec_columns(with_v2_columns(rows, registry), registry)
         x, fp = self._design(rows, pipe_times(rows, registry), registry, rule)
-        return self._twins(rows, fp * np.exp(self._shared(x) + self._local(rows, x, registry, sibling)), registry,
+        pred = self._twins(rows, fp * np.exp(self._shared(x) + self._local(rows, x, registry, sibling)), registry,
                            sibling)[0]
+        return at_compute_bound(rows["bl_compute_us"].to_numpy(dtype="float64"), pred)[0]
 
     def _twins(self, rows: pd.DataFrame, pred: np.ndarray, registry, sibling: bool = True
                ) -> tuple[np.ndarray, np.ndarray]:
@@ -548,8 +551,9 @@ class FingerprintModel(JoblibModel):
     def describe(self, rows: pd.DataFrame, registry, level: float = 0.8) -> pd.DataFrame:
         """Prediction and provenance per row of ``rows`` (launch rows: ``gpu`` and the key columns), index
         ``0..len-1``: ``predicted_latency_us``, ``predicted_latency_low_us`` and ``predicted_latency_high_us``
-        (:func:`synperf.model.fingerprint_interval.log_bounds` at ``level``; NaN where no residuals set them),
-        ``fingerprint_time_us`` (the physical
+        (:func:`synperf.model.fingerprint_interval.log_bounds` at ``level``; NaN where no residuals set them; all
+        three held at or above ``compute_bound_us``, the spec-sheet FLOP time, by :func:`synperf.model.pipes.
+        at_compute_bound`), ``fingerprint_time_us`` (the physical
         time with the GPU's constants), ``theoretical_time_us`` (feature set v2's), ``gpu_constants`` (where the
         GPU's constants came from, :attr:`Fingerprint.source`), ``evidence`` (:meth:`evidence`, or the twin whose
         measurement of the same launch it is), ``twin_gpu`` (that twin, ``""`` where none) and
@@ -562,9 +566,11 @@ class FingerprintModel(JoblibModel):
         pred, twin = self._twins(rows, fp_time * np.exp(self._shared(x) + self._local(rows, x, registry, True)),
                                  registry)
         gpus = rows["gpu"].astype(str).to_numpy()
-        out = pd.DataFrame({"predicted_latency_us": pred}, index=rows.index)
         low, high = log_bounds(self.residual_q, self.unseen_q, list(self.fitted), gpus, spread, registry, level)
-        out["predicted_latency_low_us"], out["predicted_latency_high_us"] = pred * np.exp(low), pred * np.exp(high)
+        bound = rows["bl_compute_us"].to_numpy(dtype="float64")
+        pred, low, high, raised = at_compute_bound(bound, pred, pred * np.exp(low), pred * np.exp(high))
+        out = pd.DataFrame({"predicted_latency_us": pred, "predicted_latency_low_us": low,
+                            "predicted_latency_high_us": high, "compute_bound_us": bound}, index=rows.index)
         out["fingerprint_time_us"] = fp_time
         out["theoretical_time_us"] = (rows["theoretical_time_us"].to_numpy(dtype="float64")
                                       if "theoretical_time_us" in rows.columns else np.nan)
@@ -573,6 +579,7 @@ class FingerprintModel(JoblibModel):
         out["evidence"] = np.array([self.evidence(g, registry) for g in uniq], dtype=object)[inv]
         out.loc[twin != "", "evidence"] = [f"the same launch measured on {t} (its time above the roofline carried "
                                            "over)" for t in twin[twin != ""]]
+        out.loc[raised, "evidence"] += "; raised to the spec-sheet FLOP time (predicted faster than the GPU's peak)"
         out["twin_gpu"] = twin
         unknown = np.full(len(rows), "", dtype=object)
         for c in self.columns[2]:

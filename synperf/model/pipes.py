@@ -123,3 +123,23 @@ def pipe_times(rows: pd.DataFrame, registry) -> np.ndarray:
     cols = [comp, r["bl_memory_us"].to_numpy(dtype="float64")]
     cols += [r[c].to_numpy(dtype="float64", na_value=0.0) / clock * 1e6 for c in ("l2_cycle", "sm_max_smem_cycle")]
     return np.nan_to_num(np.column_stack(cols), nan=0.0)
+
+
+def at_compute_bound(bound_us: np.ndarray, pred_us: np.ndarray, low_us: np.ndarray | None = None,
+                     high_us: np.ndarray | None = None) -> tuple:
+    """Predictions no faster than the spec-sheet FLOP time ``bound_us`` (``bl_compute_us``: the launch's FLOPs at
+    its GPU's dense peak for the dtype, from the registry; no measured public row is more than 7% below it):
+    where ``pred_us`` is below the bound, the prediction and its interval move up by ``bound / pred`` (the
+    interval keeps its width in log space) and the low bound is held at the bound. All arrays shape ``(n,)``,
+    microseconds; a NaN or non-positive bound leaves the row as it is.
+
+    Returns:
+        ``(pred, low, high, raised)``: ``low``/``high`` None when not given; ``raised`` the rows moved up.
+    """
+    bound = np.nan_to_num(np.asarray(bound_us, dtype="float64"), nan=0.0)
+    pred = np.asarray(pred_us, dtype="float64")
+    raised = bound > pred
+    factor = np.where(raised, bound / np.where(pred > 0, pred, 1.0), 1.0)
+    low = None if low_us is None else np.where(raised, np.maximum(np.asarray(low_us) * factor, bound), low_us)
+    high = None if high_us is None else np.asarray(high_us, dtype="float64") * factor
+    return pred * factor, low, high, raised
