@@ -348,10 +348,11 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
             ``fingerprint`` answers from ``<experiment folder>/fingerprint.joblib`` (:func:`predict_fingerprint`,
             whose columns the output then has); ``mlp`` from the MLP folder.
         measured: few-shot, fingerprint predictor only: measured launches of GPUs the model did not train on (e.g.
-            the short sweep of ``profiling.short``): the parameter columns, ``gpu`` and ``latency_us``
-            (microseconds). Each such GPU's constants are refitted on its rows and the correction the predictor
-            chose for that many rows is applied (:func:`synperf.evaluation.fewshot.fewshot_predictor`); its
-            rows' ``gpu_constants`` then say "few-shot fit on k rows".
+            the short sweep of ``profiling.short``): the parameter columns, ``gpu`` (default: ``gpu`` when it names
+            one GPU) and ``latency_us`` (microseconds). Each such GPU's constants are refitted on its rows and the
+            correction the predictor chose for that many rows is applied
+            (:func:`synperf.evaluation.fewshot.fewshot_predictor`); its rows' ``gpu_constants`` then say "few-shot
+            fit on k rows".
 
     Returns:
         The canonical parameter columns plus ``theoretical_time_us``, ``predicted_efficiency``,
@@ -392,6 +393,8 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
     if measured is not None and predictor != "fingerprint":
         raise InputError("measured: few-shot refits the fingerprint predictor; leave predictor and feature_set out")
     if predictor == "fingerprint":
+        if measured is not None and "gpu" not in measured.columns and isinstance(gpu, str):
+            measured = measured.assign(gpu=gpu)
         return predict_fingerprint(table, registry, exp_dir, model_set, chunk_rows, report,
                                    measured=None if measured is None else measured_table(kernel, measured, registry))
     if feature_set is not None:

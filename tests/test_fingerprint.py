@@ -391,6 +391,9 @@ def test_predict_with_measured_launches_refits_that_gpus_fingerprint_and_says_so
     assert mape(few["predicted_latency_us"].to_numpy()) < 0.25 * mape(zero["predicted_latency_us"].to_numpy())
     assert few["gpu_constants"].str.startswith("few-shot fit on 32 rows").all()
     assert zero["gpu_constants"].str.startswith("predicted from spec row").all()
+    # without a gpu column the measured rows are of the GPU asked for
+    np.testing.assert_array_equal(predict("gemm", rest[cols], "l40", **call, measured=measured[cols + ["latency_us"]])
+                                  ["predicted_latency_us"], few["predicted_latency_us"])
     # the cached model is left as it was
     again = predict("gemm", rest[cols], "l40", **call)
     np.testing.assert_array_equal(again["predicted_latency_us"], zero["predicted_latency_us"])
@@ -399,7 +402,7 @@ def test_predict_with_measured_launches_refits_that_gpus_fingerprint_and_says_so
                 measured=measured[cols].assign(gpu="l40", latency_us=[1.0, -3.0] + [1.0] * 30))
     with pytest.raises(InputError, match=r"measured: few-shot: \[.a40.\] trained the model"):
         predict("gemm", rest[cols], "l40", **call, measured=measured[cols + ["latency_us"]].assign(gpu="a40"))
-    with pytest.raises(InputError, match="measured: needs the columns"):
+    with pytest.raises(InputError, match=r"measured: needs the columns \['latency_us'\]"):
         predict("gemm", rest[cols], "l40", **call, measured=measured[cols])
     # the command line: --measured FILE.csv, its gpu column defaulting to --gpu
     measured[cols + ["latency_us"]].to_csv(tmp_path / "sweep.csv", index=False)
