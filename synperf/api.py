@@ -197,15 +197,14 @@ def launch_table(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str],
     for col, val in {**DEFAULTS, "implementation": DEFAULT_IMPLEMENTATION[kernel]}.items():
         if col not in df.columns:
             df[col] = val
-    if "dtype" not in df.columns:
-        raise InputError("params: 'dtype' is required (e.g. 'bfloat16')")
     if kernel == "attention_prefill" and "kv_len" not in df.columns and "seq_len" in df.columns:
         df["kv_len"] = df["seq_len"]
     if kernel == "attention_decode" and "seq_len" not in df.columns:
         df["seq_len"] = 1
-    missing = [p for p in KERNEL_PARAMS[kernel] if p not in df.columns]
+    missing = [p for p in KERNEL_PARAMS[kernel] if p not in df.columns] + (["dtype"] if "dtype" not in df else [])
     if missing:
-        raise InputError(f"params: kernel {kernel!r} needs {missing}")
+        raise InputError(f"params: kernel {kernel!r} needs {missing}" + (" (dtype e.g. 'bfloat16')"
+                                                                          if "dtype" in missing else ""))
     check_launches(df, kernel, registry)
     df["latency_us"] = 1.0  # placeholder so the canonical table is complete; not used
     df["latency_stat"], df["source"], df["source_version"] = "predicted", "api", "api"
@@ -501,7 +500,7 @@ def predict_fingerprint(table: pd.DataFrame, registry: Registry, exp_dir: Path, 
     if not path.is_file():
         target = "`snakemake --cores all deploy`" if model_set == "deploy" else "the pipeline (`snakemake --cores all`)"
         raise InputError(f"{exp_dir}: no trained model (no {FINGERPRINT_FILE}, the fingerprint predictor of "
-                         f"{exp_dir.name!r}); run {target} first, or pass predictor='mlp'")
+                         f"{exp_dir.name!r}); run {target} first")
     model = _load_fingerprint(str(path), path.stat().st_mtime_ns)
     corrections = {}
     if measured is not None:

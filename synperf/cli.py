@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import re
 import sys
 from pathlib import Path
@@ -544,13 +545,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``synperf`` script. Returns the exit status (2 on bad input)."""
+    """Entry point of the ``synperf`` script. Returns the exit status (2 on bad input; 0 when the reader of
+    stdout, e.g. ``head``, closes it early)."""
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        status = args.func(args)
+        sys.stdout.flush()
+        return status
     except InputError as e:
         print(f"synperf: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the reader left: send what is still buffered to /dev/null so that exiting does not raise again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -226,6 +226,7 @@ def test_predict_names_the_launches_file_of_a_bad_row(tmp_path, capsys):
     (["--gpu", "h100_sxm"], "pass either --param key=value"),
     (["--gpu", "h100_sxm", "--launches", "/no/such.csv"], "--launches /no/such.csv: cannot read CSV"),
     (["--gpu", "h100_sxm", "--param", "m=1", "--param", "dtype=bfloat16"], "needs ['n', 'k']"),
+    (["--gpu", "h100_sxm", "--param", "m=1"], "needs ['n', 'k', 'dtype'] (dtype e.g. 'bfloat16')"),
     (["--gpu", "h100_sxm", "--param", "m=1", "--out", "/no/such/folder/o.csv"], "no such folder /no/such/folder"),
     (["--gpu", "h100_sxm", "--param", "m=1", "--param", "m=2"], "--param m=2: m given twice"),
     (["--gpu", "h100_sxm", "--param", "m=99999999999999999999", "--param", "n=1", "--param", "k=1", "--param",
