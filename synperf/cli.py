@@ -247,6 +247,10 @@ def plan_cmd(args: argparse.Namespace) -> int:
     prices = planmod.parse_prices(args.price, registry)
     if set(prices) - set(gpus):
         raise InputError(f"--price {', '.join(sorted(set(prices) - set(gpus)))}: not among --gpus")
+    if args.sort == "cost" and not prices:
+        raise InputError("--sort cost: pass --price GPU=USD_PER_HOUR")
+    if args.sort in ("ttft", "tpot") and not args.concurrency:
+        raise InputError(f"--sort {args.sort}: pass --concurrency (TTFT/TPOT of a server)")
     needs_comm = max(tps) > 1 or max(pps) > 1
     coll = _collectives(args.collectives, registry, args.config) if needs_comm else None
     overhead = Overhead.from_json(args.overhead) if args.overhead else Overhead()
@@ -263,6 +267,7 @@ def plan_cmd(args: argparse.Namespace) -> int:
         df = plan_serving(df, model, args.isl, args.osl, args.concurrency, registry=registry, collectives=coll,
                           models_dir=args.models_dir, overhead=overhead,
                           predict_fn=fn or (lambda *a, **k: planmod.predict(*a, **k)))
+    df = planmod.sort_plan(df, args.sort)
     if args.format == "csv":
         sys.stdout.write(df.to_csv(index=False))
     elif args.format == "json":
@@ -496,6 +501,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--price", action="append", default=None, metavar="GPU=USD_PER_HOUR",
                    help="price of one GPU-hour (repeatable): adds the cost per million output tokens")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    p.add_argument("--sort", choices=("total", "tokens-per-gpu", "cost", "ttft", "tpot"), default="total",
+                   help="rank by total latency of the batch (default), output tokens/s per GPU, cost per million "
+                        "output tokens (--price), or the server's TTFT/TPOT (--concurrency)")
     p.add_argument("--plot", default=None, metavar="FILE.png", help="bar chart of total latency per configuration")
     p.add_argument("--models-dir", default=None, help="trained models (default: models/ of this checkout)")
     p.add_argument("--registry", default=None, help="GPU registry (default config/gpus.yaml)")

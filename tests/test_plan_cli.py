@@ -253,6 +253,23 @@ def test_gpus_all_lists_what_cannot_run_or_shard(fake_plan, monkeypatch, capsys,
     assert df.loc[~df["status"].str.startswith("cannot shard"), "memory_need_gb"].notna().all()
 
 
+def test_sort_ranks_by_the_key_asked_for(fake_plan, capsys, public_data):
+    args = ["--model", "llama-3.1-8b", *WORKLOAD, "--gpus", "h100_sxm,b200", "--tp", "1,2",
+            "--collectives", str(public_data / "pipeweave/dataset/collective")]
+    by_total = _plan_json(capsys, args)
+    assert by_total["total_s"].is_monotonic_increasing
+    per_gpu = _plan_json(capsys, args + ["--sort", "tokens-per-gpu"])
+    np.testing.assert_allclose(per_gpu["tokens_per_s_per_gpu"], per_gpu["tokens_per_s"] / per_gpu["gpus"])
+    assert per_gpu["tokens_per_s_per_gpu"].is_monotonic_decreasing
+    assert sorted(map(tuple, per_gpu[["gpu", "tp"]].values)) == sorted(map(tuple, by_total[["gpu", "tp"]].values))
+    cost = _plan_json(capsys, args + ["--sort", "cost", "--price", "h100_sxm=2", "--price", "b200=5"])
+    assert cost["usd_per_m_output_tokens"].is_monotonic_increasing
+    for extra, message in ((["--sort", "cost"], "--sort cost: pass --price GPU=USD_PER_HOUR"),
+                           (["--sort", "tpot"], "--sort tpot: pass --concurrency")):
+        assert cli.main(["plan", "--format", "json"] + args + extra) == 2
+        assert message in capsys.readouterr().err
+
+
 def test_tp_beyond_one_node_is_listed_not_priced(fake_plan, capsys, public_data):
     df = _plan_json(capsys, ["--model", "llama-3.1-70b", *WORKLOAD, "--gpus", "b200", "--tp", "8,16",
                              "--collectives", str(public_data / "pipeweave/dataset/collective")])

@@ -59,7 +59,8 @@ GB = 1e9
 #: columns of :func:`plan`'s table, before the per-family ``flag_<family>`` columns
 PLAN_COLUMNS = ["gpu", "tp", "pp", "gpus", "status", "prefill_ms", "prefill_low_ms", "prefill_high_ms",
                 "decode_step_ms", "decode_step_low_ms", "decode_step_high_ms", "total_s", "total_low_s",
-                "total_high_s", "tokens_per_s", "tokens_per_s_low", "tokens_per_s_high", "weights_gb",
+                "total_high_s", "tokens_per_s", "tokens_per_s_low", "tokens_per_s_high", "tokens_per_s_per_gpu",
+                "weights_gb",
                 "kv_cache_gb", "activation_gb", "memory_need_gb", "memory_usable_gb", "memory_gb",
                 "gpu_memory_utilization", "usd_per_hour", "usd_per_m_output_tokens", "model_set"]
 
@@ -275,6 +276,7 @@ def plan(model: ModelConfig, requests: list[Request], gpus: list[str], tps: list
                 row["tokens_per_s"] = out_tokens / row["total_s"]
                 row["tokens_per_s_low"] = out_tokens / row["total_high_s"]
                 row["tokens_per_s_high"] = out_tokens / row["total_low_s"]
+                row["tokens_per_s_per_gpu"] = row["tokens_per_s"] / (tp * pp)
                 row["usd_per_m_output_tokens"] = row["usd_per_hour"] * tp * pp * row["total_s"] / 3600 \
                     / out_tokens * 1e6
                 rows.append(row)
@@ -286,6 +288,32 @@ def plan(model: ModelConfig, requests: list[Request], gpus: list[str], tps: list
     df["_ok"] = df["status"] != "ok"
     return df.sort_values(["_ok", "total_s", "gpu", "tp", "pp"], kind="stable").drop(columns="_ok") \
         .reset_index(drop=True)
+
+
+#: ``synperf plan --sort`` keys: the column a configuration is ranked by and whether lower is better
+SORT_KEYS = {"total": ("total_s", True), "tokens-per-gpu": ("tokens_per_s_per_gpu", False),
+             "cost": ("usd_per_m_output_tokens", True), "ttft": ("ttft_ms", True), "tpot": ("tpot_ms", True)}
+
+
+def sort_plan(df: pd.DataFrame, key: str) -> pd.DataFrame:
+    """``df`` of :func:`plan` ranked by :data:`SORT_KEYS` ``key``: priced rows with a value first, best first
+    (ties by total, GPU, TP, PP), then priced rows without one (e.g. no ``--price`` for that GPU), then the rest.
+
+    Raises:
+        InputError: an unknown key, or a key whose column no row has (cost without prices, TTFT/TPOT without
+            ``--concurrency``).
+    """
+    if key not in SORT_KEYS:
+        raise InputError(f"--sort {key}: expected one of {list(SORT_KEYS)}")
+    col, ascending = SORT_KEYS[key]
+    if col not in df.columns or df[col].isna().all():
+        need = {"cost": "--price GPU=USD_PER_HOUR", "ttft": "--concurrency", "tpot": "--concurrency"}.get(key, "")
+        raise InputError(f"--sort {key}: no configuration has {col}" + (f" (pass {need})" if need else ""))
+    rank = df[col] if ascending else -df[col]
+    order = pd.DataFrame({"_bad": df["status"] != "ok", "_none": df[col].isna(), "_rank": rank})
+    order = pd.concat([order, df[["total_s", "gpu", "tp", "pp"]]], axis=1)
+    idx = order.sort_values(["_bad", "_none", "_rank", "total_s", "gpu", "tp", "pp"], kind="stable").index
+    return df.loc[idx].reset_index(drop=True)
 
 
 def format_table(df: pd.DataFrame) -> str:
@@ -307,6 +335,7 @@ def format_table(df: pd.DataFrame) -> str:
             "decode step ms": iv(r["decode_step_ms"], r["decode_step_low_ms"], r["decode_step_high_ms"], "{:.2f}"),
             "total s": iv(r["total_s"], r["total_low_s"], r["total_high_s"], "{:.3f}"),
             "tokens/s": iv(r["tokens_per_s"], r["tokens_per_s_low"], r["tokens_per_s_high"], "{:.0f}"),
+            "tok/s/GPU": "-" if pd.isna(r.get("tokens_per_s_per_gpu")) else f"{r['tokens_per_s_per_gpu']:.0f}",
             "memory GB": "-" if pd.isna(r["memory_need_gb"]) else
             f"{r['memory_need_gb']:.1f}/{r['memory_usable_gb']:.1f}",
             "$/M out tok": "-" if pd.isna(r["usd_per_m_output_tokens"]) else f"{r['usd_per_m_output_tokens']:.2f}",
