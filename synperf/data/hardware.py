@@ -78,6 +78,11 @@ MEMORY_FAMILY: dict[str, str] = {
 }
 
 
+def class_label(major: int, memory_family: str) -> str:
+    """``"sm_9x HBM"`` for compute capability major 9 and memory family HBM: a GPU class in words."""
+    return f"sm_{major}x {memory_family}"
+
+
 @dataclass(frozen=True)
 class GPUSpec:
     """One GPU of the registry. Numbers are datasheet values unless ``sources`` says otherwise."""
@@ -210,6 +215,11 @@ class GPUSpec:
         ``("9.0", "HBM")`` for H100. Both halves come from the registry (``compute_capability``,
         ``memory_type``, each with its source in ``sources.specs``)."""
         return self.compute_capability, self.memory_family
+
+    @property
+    def class_label(self) -> str:
+        """The class of :meth:`same_class` in words (:func:`class_label`), e.g. ``"sm_8x GDDR"`` for L40S."""
+        return class_label(int(self.compute_capability.split(".")[0]), self.memory_family)
 
     def same_class(self, other: "GPUSpec") -> bool:
         """True when ``other`` is of this GPU's class for similarity: the same compute capability major version

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from synperf.data.hardware import class_label
 from synperf.data.launches import TENSOR_FAMILIES
 from synperf.model.roofline import BASELINE_COLUMNS, add_baseline_columns
 
@@ -43,8 +44,8 @@ def gpu_class(spec) -> tuple[int, str]:
 
 
 def class_text(cls: tuple[int, str]) -> str:
-    """``"sm_9x HBM"`` for ``(9, "HBM")``."""
-    return f"sm_{cls[0]}x {cls[1]}"
+    """``"sm_9x HBM"`` for ``(9, "HBM")`` (:func:`synperf.data.hardware.class_label`)."""
+    return class_label(*cls)
 
 
 def class_pool(gpu: str, training: list[str], registry) -> tuple[list[str], str]:

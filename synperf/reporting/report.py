@@ -78,15 +78,14 @@ def ablation_table(full: pd.DataFrame, ablation: pd.DataFrame) -> pd.DataFrame:
 
 
 def _gpu_classes(registry_path: str | None, measured_dir: str | None, gpus) -> dict[str, str] | None:
-    """GPU id -> class text (``"sm_9x HBM"``, :func:`synperf.model.pipes.gpu_class`) for ``gpus``, from the run's
-    registry; None without one."""
+    """GPU id -> class in words (``"sm_9x HBM"``, :attr:`synperf.data.hardware.GPUSpec.class_label`) for ``gpus``,
+    from the run's registry; None without one."""
     if registry_path is None:
         return None
     from synperf.data.hardware import load_registry
-    from synperf.model.pipes import class_text, gpu_class
 
     reg = load_registry(registry_path, measured_dir)
-    return {str(g): class_text(gpu_class(reg[str(g)])) for g in sorted(set(map(str, gpus)))}
+    return {str(g): reg[str(g)].class_label for g in sorted(set(map(str, gpus)))}
 
 
 def _hardware_section(registry_path: str, measured_dir: str | None) -> list[str]:
