@@ -300,17 +300,19 @@ def sort_plan(df: pd.DataFrame, key: str) -> pd.DataFrame:
     (ties by total, GPU, TP, PP), then priced rows without one (e.g. no ``--price`` for that GPU), then the rest.
 
     Raises:
-        InputError: an unknown key, or a key whose column no row has (cost without prices, TTFT/TPOT without
-            ``--concurrency``).
+        InputError: an unknown key, or a key whose column no priced row has (cost without prices, TTFT/TPOT
+            without ``--concurrency``).
     """
     if key not in SORT_KEYS:
         raise InputError(f"--sort {key}: expected one of {list(SORT_KEYS)}")
     col, ascending = SORT_KEYS[key]
-    if col not in df.columns or df[col].isna().all():
+    priced = df["status"] == "ok"
+    values = df[col] if col in df.columns else pd.Series(np.nan, index=df.index)
+    if priced.any() and values[priced].isna().all():
         need = {"cost": "--price GPU=USD_PER_HOUR", "ttft": "--concurrency", "tpot": "--concurrency"}.get(key, "")
         raise InputError(f"--sort {key}: no configuration has {col}" + (f" (pass {need})" if need else ""))
-    rank = df[col] if ascending else -df[col]
-    order = pd.DataFrame({"_bad": df["status"] != "ok", "_none": df[col].isna(), "_rank": rank})
+    rank = values if ascending else -values
+    order = pd.DataFrame({"_bad": ~priced, "_none": values.isna(), "_rank": rank})
     order = pd.concat([order, df[["total_s", "gpu", "tp", "pp"]]], axis=1)
     idx = order.sort_values(["_bad", "_none", "_rank", "total_s", "gpu", "tp", "pp"], kind="stable").index
     return df.loc[idx].reset_index(drop=True)
