@@ -534,6 +534,7 @@ def test_no_prediction_is_faster_than_the_spec_sheet_flop_time(registry):
     assert not d.loc[1, "evidence"].endswith("peak)")
     pred, low, high, raised = F.at_compute_bound(np.array([10.0, 10.0]), np.array([5.0, 20.0]),
                                                  np.array([4.0, 15.0]), np.array([8.0, 30.0]))
-    np.testing.assert_allclose(pred, [10.0, 20.0]) and np.testing.assert_allclose(low, [10.0, 15.0])
+    np.testing.assert_allclose(pred, [10.0, 20.0])
+    np.testing.assert_allclose(low, [10.0, 15.0])
     np.testing.assert_allclose(high, [16.0, 30.0])
     assert raised.tolist() == [True, False]

@@ -167,16 +167,19 @@ class CollectiveModel:
         """The most GPUs any table of ``op`` measured (0 when none has it)."""
         return max((max(c) for (_, o), c in self.curves.items() if o == op), default=0)
 
+    def spans_nodes(self, op: str, workers: int) -> bool:
+        """True when ``workers`` GPUs are more than :meth:`max_workers` (module docstring, rule 3)."""
+        return workers > max(self.max_workers(op), 1)
+
     def check_workers(self, op: str, workers: int) -> None:
-        """Refuse ``workers`` beyond :meth:`max_workers` (module docstring, rule 3).
+        """Refuse ``workers`` that :meth:`spans_nodes`.
 
         Raises:
             InputError: naming the op, the GPU count and the largest measured one.
         """
-        most = self.max_workers(op)
-        if workers > max(most, 1):
-            raise InputError(f"{op} over {workers} GPUs: the NCCL tables measure at most {most} GPUs (one node); "
-                             "collectives across nodes are not modelled")
+        if self.spans_nodes(op, workers):
+            raise InputError(f"{op} over {workers} GPUs: the NCCL tables measure at most {self.max_workers(op)} "
+                             "GPUs (one node); collectives across nodes are not modelled")
 
     def latency_us(self, op: str, size_bytes, workers: int, gpu: str) -> np.ndarray:
         """Latency in microseconds of ``op`` (``all_reduce`` or ``send_recv``) moving ``size_bytes`` (scalar or

@@ -207,7 +207,7 @@ def plan(model: ModelConfig, requests: list[Request], gpus: list[str], tps: list
     columns on every row that can be sharded, the latency, interval and flag columns on the priced ones.
     ``status`` is ``ok`` for a priced row, else ``does not fit: needs X GB of Y GB usable`` (``memory_need_gb`` above
     ``gpu_memory_utilization`` x ``memory_gb``), ``not modelled: TP <n> all-reduces across nodes`` (more GPUs
-    than the collective tables measure, :meth:`~.collectives.CollectiveModel.check_workers`), ``cannot run
+    than the collective tables measure, :meth:`~.collectives.CollectiveModel.spans_nodes`), ``cannot run
     <dtype>`` (the
     GPU has no Tensor Core peak for the model's dtype, as :func:`synperf.data.launches.check_launches` refuses) or
     ``cannot shard: <why>``; priced rows first, by ``total_s``. ``tokens_per_s`` = output tokens / total;
@@ -264,7 +264,7 @@ def plan(model: ModelConfig, requests: list[Request], gpus: list[str], tps: list
                     rows.append({**row, "status": f"does not fit: needs {row['memory_need_gb']:.1f} GB of "
                                                   f"{usable:.1f} GB usable"})
                     continue
-                if collectives is not None and tp > max(collectives.max_workers("all_reduce"), 1):
+                if collectives is not None and collectives.spans_nodes("all_reduce", tp):
                     rows.append({**row, "status": f"not modelled: TP {tp} all-reduces across nodes (the NCCL "
                                                   f"tables measure at most {collectives.max_workers('all_reduce')} "
                                                   "GPUs)"})
