@@ -120,11 +120,25 @@ def test_synperf_runs_in_predict_protocol_and_is_deterministic(registry):
     # every GPU shares the constants: an unseen GPU's predicted constants give its latency within 2%
     unseen = p[p["split"] == "unseen"]
     assert unseen["ape_pct"].mean() < 2.0
-    # unseen rows carry the interval of a GPU without measurements; seen rows none (no out-of-fold residuals)
+    # unseen rows carry the interval of a GPU without measurements; the leave-one-out folds' held-out problems of
+    # training GPUs none (no own-GPU residuals fitted there)
     assert (unseen["predicted_low_us"] <= unseen["predicted_latency_us"]).all()
     assert (unseen["predicted_latency_us"] <= unseen["predicted_high_us"]).all()
     assert p.loc[p["split"] == "test_seen", "predicted_low_us"].isna().all()
     np.testing.assert_array_equal(preds[0]["predicted_latency_us"], preds[1]["predicted_latency_us"])
+    # the configured fold's held-out problems of training GPUs carry their own-GPU interval, as `predict` serves it
+    from synperf.evaluation.protocols import configured, summarize_predictions
+
+    keys = table["problem_key"].astype(str).to_numpy()
+    held = np.isin(keys, np.unique(keys)[::5])
+    gpu = table["gpu"].astype(str).to_numpy()
+    split = np.where(gpu == "l40", "unseen", np.where(held, "test_seen", "train"))
+    conf = predict_protocol(table.assign(split=split), configured(table.assign(split=split)), ["synperf"], registry,
+                            None, meta, log=lambda *_: None)
+    seen = conf[conf["split"] == "test_seen"]
+    assert len(seen) and np.isfinite(seen[["predicted_low_us", "predicted_high_us"]].to_numpy()).all()
+    summary = summarize_predictions(conf)
+    assert summary.loc[summary["split"] == "test_seen", "interval_coverage"].notna().all()
 
 
 def test_the_interval_widens_with_the_constants_spread(registry):
@@ -141,6 +155,36 @@ def test_the_interval_widens_with_the_constants_spread(registry):
     new = seen.assign(gpu="l40").drop(columns=list(F.V2_COLUMNS))
     lo_n, hi_n = model.interval(new, registry)
     assert np.median(np.log(hi_n / lo_n)) > np.median(np.log(hi / lo))
+
+
+def test_a_trained_gpus_interval_comes_from_its_own_held_out_residuals(registry):
+    # a40 measures with 2% noise, h100 with 15%: one pooled width would be too wide for a40 and too narrow for h100
+    rng = np.random.default_rng(3)
+    rows = with_formula_latency(gemm_launches(["a40", "h100_sxm", "a100_sxm4_80gb"], n=600), registry)
+    sigma = rows["gpu"].map({"a40": 0.02, "h100_sxm": 0.15, "a100_sxm4_80gb": 0.05}).to_numpy()
+    rows = rows.assign(latency_us=rows["latency_us"] * np.exp(rng.normal(0, sigma)))
+    rows = rows.assign(problem_key=np.arange(len(rows)) // 3 % 200)
+    train, heldout = rows[rows["problem_key"] % 5 != 0], rows[rows["problem_key"] % 5 == 0]
+    model = F.FingerprintModel.fit(train, META, registry, seed=0)
+    assert sorted(model.local_q) == ["a100_sxm4_80gb", "a40", "h100_sxm"]
+    width = {}
+    for g in ("a40", "h100_sxm"):
+        part = heldout[heldout["gpu"] == g]
+        lo, hi = model.interval(part, registry)
+        y = part["latency_us"].to_numpy()
+        width[g] = float(np.median(np.log(hi / lo)))
+        # 80% intervals on problems nothing was trained on: near 80% of the rows, not all of them
+        assert 0.65 <= float(np.mean((y >= lo) & (y <= hi))) <= 0.92, g
+    # the noisier GPU's interval is wider, in about the ratio of the noise (2 x 1.28 x sigma for 80%)
+    assert width["h100_sxm"] > 4 * width["a40"]
+    assert width["a40"] < 2 * 1.2816 * 0.02 * 1.5
+    # without the own-GPU residuals (fit without oof: none at all), no interval for a trained GPU
+    bare = F.FingerprintModel.fit(train, META, registry, seed=0, oof=False)
+    assert bare.local_q == {}
+    with pytest.raises(ValueError, match="no interval"):
+        bare.interval(heldout[heldout["gpu"] == "a40"], registry)
+    only_own = F.FingerprintModel.fit(train, META, registry, seed=0, oof=False, local_oof=True)
+    assert np.isnan(only_own.residual_q).all() and sorted(only_own.local_q) == sorted(model.local_q)
 
 
 def test_few_shot_on_the_fingerprint_refits_the_constants_and_gets_better_with_more_rows(registry):

@@ -345,8 +345,11 @@ def _iter_fold_predictions(table, folds, methods, registry, train_cfg, features,
             if method == SYNPERF:
                 from synperf.model.fingerprint_choice import fit_chosen
 
+                # the configured fold's held-out problems of training GPUs carry the own-GPU corrections' intervals
+                # (what the trained predictor serves them); the leave-one-out folds score unseen GPUs' only
+                held_out = fold.protocol == "configured" and bool((fold.labels[te_idx] == "test_seen").any())
                 fp_model = fit_chosen(tr, meta, registry, max_train_rows=fold_bcfg.max_train_rows, seed=seed,
-                                      oof=False, fewshot=False)
+                                      oof=False, fewshot=False, local_oof=held_out)
                 d = fp_model.describe(te, registry, INTERVAL_LEVEL)
                 pred = d["predicted_latency_us"].to_numpy()
                 bounds = d[["predicted_latency_low_us", "predicted_latency_high_us"]].to_numpy()

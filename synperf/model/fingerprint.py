@@ -60,15 +60,10 @@ One way to choose (:mod:`synperf.model.fingerprint_choice`)
     way, on the short sweeps of the left-out training GPUs. Nothing else is chosen: the pipes, the class rule, the
     class-mates' correction and the correction's features are fixed beforehand.
 
-Interval (:meth:`FingerprintModel.interval`)
-    80% by default: the correction's out-of-fold log residuals (leave one training GPU out: the correction refitted
-    without that GPU, its fitted fingerprint kept; without a correction, the fingerprint's own residuals) give the
-    10% and 90% quantiles, each GPU weighing the same (:func:`gpu_quantiles`), widened in quadrature by the
-    fingerprint's ``log_spread`` (normal approximation, ``z = 1.2816`` for 80%). A GPU without measurements takes
-    the rule :func:`synperf.model.fingerprint_choice.choose_interval` chose on the training GPUs' residuals when each
-    was predicted from the others (:func:`rule_bounds`): their quantiles in the same case (a GPU of its class
-    trained or not), or quantiles that widen with the GPU's spec-sheet distance to every training GPU
-    (:func:`synperf.model.pipes.spec_distance`).
+Interval (:meth:`FingerprintModel.interval`, :mod:`synperf.model.fingerprint_interval`)
+    80% by default: a training GPU's residual quantiles on problems its own-GPU correction did not train on; the
+    correction's out-of-fold residuals (leave one training GPU out) where it has none; a GPU without measurements
+    the rule :func:`synperf.model.fingerprint_choice.choose_interval` chose on the training GPUs left out in turn.
 """
 
 from __future__ import annotations
@@ -77,7 +72,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import lsq_linear
 
 from synperf.model.correction import (  # noqa: F401  (the correction's budgets are part of this interface)
     OWN_GPU_MAX_ROWS,
@@ -88,7 +82,17 @@ from synperf.model.correction import (  # noqa: F401  (the correction's budgets 
     correction_design,
     gpu_quantiles,
 )
-from synperf.model.fingerprint_interval import log_bounds, rule_bounds  # noqa: F401
+from synperf.model.fingerprint_interval import held_out_quantiles, log_bounds, rule_bounds  # noqa: F401
+from synperf.model.gpu_constants import (  # noqa: F401  (the constants are part of this module's interface)
+    FEWSHOT_PRIOR_WEIGHT,
+    PRIOR_ZERO,
+    RULES,
+    Fingerprint,
+    fewshot_fingerprint,
+    fit_fingerprint,
+    pool_constants,
+    predict_fingerprint,
+)
 from synperf.model.pipes import (  # noqa: F401  (the pipe terms are part of this module's interface)
     LINEAR,
     LOWER_BOUNDS,
@@ -108,161 +112,9 @@ from synperf.model.twins import measured_table, twin_latency
 
 #: an experiment's fitted predictor in its model folder (``models/<experiment>/``, ``models/deploy/<experiment>/``)
 FINGERPRINT_FILE = "fingerprint.joblib"
-#: how a GPU without measurements gets its constants from its pool (:func:`pool_constants`), the default first:
-#: ``pooled`` is the estimator of a measured GPU's own constants applied to the pool's rows; ``mean`` averages
-#: constants whose pipes may be collinear on one GPU (an L2 and a DRAM multiplier that trade off). With two training
-#: GPUs, leaving one out leaves a pool of one, where both rules give the same constants, so the default decides.
-RULES = ("pooled", "mean")
-#: relative weight of each prior pseudo-row in a few-shot fit (one measured row weighs 1)
-FEWSHOT_PRIOR_WEIGHT = 1.0
-#: a prior constant at or below this (microseconds, or a dimensionless multiplier) counts as zero in a few-shot fit
-PRIOR_ZERO = 1e-9
-@dataclass
-class Fingerprint:
-    """The effective constants of one GPU.
-
-    Attributes:
-        gpu: registry id.
-        floor_us: launch floor, microseconds.
-        multipliers: one per :data:`PIPES`, dimensionless (1 = the spec-sheet time, 2 = half the peak reached).
-        source: where the constants came from (``"fitted on h100_sxm measurements (812 rows)"``, ``"predicted
-            from spec row: class sm_8x GDDR (a40, l40)"``, ``"few-shot fit on 8 rows"``).
-        log_spread: standard deviation of ``log(time / fitted time)`` expected of these constants (0 for fitted
-            ones; leave-one-training-GPU-out for predicted ones).
-    """
-
-    gpu: str
-    floor_us: float
-    multipliers: np.ndarray
-    source: str
-    log_spread: float = 0.0
-
-    @property
-    def constants(self) -> np.ndarray:
-        """``[floor_us, *multipliers]``, shape ``(1 + len(PIPES),)``."""
-        return np.concatenate([[self.floor_us], self.multipliers])
-
-    def time_us(self, terms: np.ndarray) -> np.ndarray:
-        """Fingerprint time per row of ``terms`` (:func:`pipe_times`), microseconds."""
-        return self.floor_us + np.asarray(terms, dtype="float64") @ self.multipliers
-
-    def to_dict(self) -> dict:
-        return {"gpu": self.gpu, "launch_floor_us": float(self.floor_us),
-                **{p: float(c) for p, c in zip(PIPES, self.multipliers)}, "source": self.source,
-                "log_spread": float(self.log_spread)}
-
-
-def _relative_lsq(terms: np.ndarray, y: np.ndarray, prior: np.ndarray | None = None,
-                  prior_weight: float = FEWSHOT_PRIOR_WEIGHT, weights: np.ndarray | None = None) -> np.ndarray:
-    w = np.ones(len(y)) if weights is None else np.asarray(weights, dtype="float64")
-    x = np.column_stack([np.ones(len(y)), terms]) * (w / y)[:, None]
-    b = w.copy()
-    if prior is not None:
-        # one pseudo-row per constant: prior_weight * (c_j / prior_j - 1); a zero prior pulls on the absolute value.
-        # A prior below PRIOR_ZERO is a zero of the solver's rounding (a pooled fit leaves 1e-17): dividing by it
-        # would give its pseudo-row a weight of 1e16 and stop the bounded solver at the bounds
-        positive = prior > PRIOR_ZERO
-        scale = np.where(positive, prior, 1.0)
-        x = np.vstack([x, np.diag(prior_weight / scale)])
-        b = np.concatenate([b, prior_weight * np.where(positive, 1.0, 0.0)])
-    return lsq_linear(x, b, bounds=(LOWER_BOUNDS, np.inf), method="bvls").x
-
-
-def fit_fingerprint(gpu: str, terms: np.ndarray, latency_us: np.ndarray) -> Fingerprint:
-    """Fit a GPU's constants on its measured rows: ``terms`` (:func:`pipe_times`, ``(n, len(PIPES))``) and
-    ``latency_us`` (``(n,)``, > 0), by relative least squares with every constant ``>= 0`` and the DRAM
-    multiplier ``>= 1`` (:data:`LOWER_BOUNDS`).
-
-    Raises:
-        ValueError: no rows, or a latency that is not finite and > 0.
-    """
-    y = np.asarray(latency_us, dtype="float64")
-    if len(y) == 0 or not (np.isfinite(y) & (y > 0)).all():
-        raise ValueError(f"fingerprint of {gpu}: needs >= 1 row with finite latency_us > 0")
-    c = _relative_lsq(np.asarray(terms, dtype="float64"), y)
-    return Fingerprint(gpu, float(c[0]), c[1:], f"fitted on {gpu} measurements ({len(y)} rows)")
-
-
-def fewshot_fingerprint(prior: Fingerprint, terms: np.ndarray, latency_us: np.ndarray,
-                        prior_weight: float = FEWSHOT_PRIOR_WEIGHT) -> Fingerprint:
-    """Refit ``prior``'s constants (a predicted fingerprint of the same GPU) on ``k`` measured rows of the GPU,
-    each constant pulled to its prior value by one pseudo-row (:data:`FEWSHOT_PRIOR_WEIGHT`); ``k = 0`` returns
-    ``prior``. The spread shrinks as ``prior.log_spread * sqrt(w / (w + k))`` (``w`` = the number of constants).
-
-    Raises:
-        ValueError: a latency that is not finite and > 0.
-    """
-    y = np.asarray(latency_us, dtype="float64")
-    if len(y) == 0:
-        return prior
-    if not (np.isfinite(y) & (y > 0)).all():
-        raise ValueError(f"few-shot fingerprint of {prior.gpu}: latency_us must be finite and > 0")
-    c = _relative_lsq(np.asarray(terms, dtype="float64"), y, prior=prior.constants, prior_weight=prior_weight)
-    w = 1 + len(PIPES)
-    return Fingerprint(prior.gpu, float(c[0]), c[1:], f"few-shot fit on {len(y)} rows (prior: {prior.source})",
-                       prior.log_spread * float(np.sqrt(w / (w + len(y)))))
-
-
-def pool_constants(pool: list[str], fitted: dict[str, Fingerprint], terms_of: dict | None, rule: str
-                   ) -> np.ndarray:
-    """Constants ``[floor_us, *multipliers]`` for a GPU without measurements from the GPUs of ``pool``:
-    ``rule`` ``"mean"`` of their fitted constants, or ``"pooled"``: one relative least-squares fit
-    on the rows of every GPU of the pool (``terms_of``: GPU -> ``(pipe_times, latency_us)``), each GPU weighing
-    the same whatever its row count.
-
-    Raises:
-        ValueError: an unknown rule, or ``"pooled"`` without the rows of a pool GPU.
-    """
-    if rule == "mean":
-        return np.mean([fitted[g].constants for g in pool], axis=0)
-    if rule != "pooled":
-        raise ValueError(f"fingerprint rule {rule!r}: expected one of {list(RULES)}")
-    if len(pool) == 1:
-        return fitted[pool[0]].constants
-    if not terms_of or any(g not in terms_of for g in pool):
-        raise ValueError("pooled fingerprint: the training rows of every pool GPU are needed")
-    terms = np.vstack([terms_of[g][0] for g in pool])
-    y = np.concatenate([terms_of[g][1] for g in pool])
-    w = np.concatenate([np.full(len(terms_of[g][1]), 1.0 / np.sqrt(len(terms_of[g][1]))) for g in pool])
-    return _relative_lsq(terms, y, weights=w)
-
-
-def predict_fingerprint(gpu: str, fitted: dict[str, Fingerprint], registry,
-                        terms_of: dict[str, tuple] | None = None, rule: str = "pooled") -> Fingerprint:
-    """Predicted constants of ``gpu`` (no measurements) from the fitted GPUs of :func:`class_pool` by
-    :func:`pool_constants`. ``terms_of`` (GPU -> ``(pipe_times, latency_us)`` of its training rows), when given,
-    sets :attr:`Fingerprint.log_spread` by leaving each GPU of the pool out in turn (the pool minus it predicts
-    it; all other fitted GPUs when it is alone in the pool): the root mean square of ``log(predicted time / own
-    fitted time)`` over its rows, each GPU weighing the same.
-
-    Raises:
-        ValueError: no fitted GPU other than ``gpu``; as :func:`pool_constants`.
-    """
-    pool, text = class_pool(gpu, list(fitted), registry)
-    if not pool:
-        raise ValueError(f"fingerprint of {gpu}: no training GPU to predict it from")
-    c = pool_constants(pool, fitted, terms_of, rule)
-    spread = 0.0
-    if terms_of:
-        errs = []
-        for g in pool:
-            others = [o for o in pool if o != g] or [o for o in fitted if o not in (g, gpu)]
-            if not others or g not in terms_of:
-                continue
-            terms, _ = terms_of[g]
-            co = pool_constants(others, fitted, terms_of, rule)
-            pred = co[0] + terms @ co[1:]
-            own = fitted[g].time_us(terms)
-            ok = (pred > 0) & (own > 0)
-            errs.append(np.mean(np.log(pred[ok] / own[ok]) ** 2))
-        if errs:
-            spread = float(np.sqrt(np.mean(errs)))
-    return Fingerprint(gpu, float(c[0]), c[1:], f"predicted from spec row: {text}", spread)
-
-
-#: the layout of a saved :class:`FingerprintModel`, raised when a field changes meaning (4: it keeps its training
-#: GPUs' measured launches, :attr:`FingerprintModel.measured`); :meth:`FingerprintModel.load` refuses another layout
-MODEL_FORMAT = 4
+#: the layout of a saved :class:`FingerprintModel`, raised when a field changes meaning (5: own-GPU corrections'
+#: held-out residual quantiles, :attr:`FingerprintModel.local_q`); :meth:`FingerprintModel.load` refuses another layout
+MODEL_FORMAT = 5
 
 
 @dataclass
@@ -283,6 +135,8 @@ class FingerprintModel(JoblibModel):
             prior weight (:func:`fewshot_fingerprint`); both chosen by
             :func:`synperf.model.fingerprint_choice.fit_chosen`.
         local: training GPU -> its own-GPU correction (trees on its rows' residual after the shared correction).
+        local_q: training GPU -> the 10% and 90% quantiles of its log residuals on problems its own-GPU correction
+            did not train on (:func:`synperf.model.fingerprint_interval.held_out_quantiles`), its interval.
         unseen_q: the interval rule of a GPU without measurements (:func:`synperf.model.fingerprint_choice.
             interval_rule`; empty when fewer than two GPUs trained).
         feature_set: the feature set of the rows it was fitted on (the sidecar's ``feature_set``); a caller builds
@@ -301,6 +155,7 @@ class FingerprintModel(JoblibModel):
     rule: str = "pooled"
     prior_weight: float = FEWSHOT_PRIOR_WEIGHT
     local: dict = field(default_factory=dict, repr=False)
+    local_q: dict = field(default_factory=dict)
     predicted: dict = field(default_factory=dict, repr=False)
     trees_args: dict = field(default_factory=dict)
     choice: dict = field(default_factory=dict)
@@ -332,14 +187,15 @@ class FingerprintModel(JoblibModel):
     @classmethod
     def fit(cls, rows: pd.DataFrame, meta: dict, registry, *, max_train_rows: int = 0, seed: int = 0,
             oof: bool = True, rule: str = "pooled", correct: bool = True, trees: dict | None = None,
-            local: bool | list = True) -> "FingerprintModel":
+            local: bool | list = True, local_oof: bool | None = None) -> "FingerprintModel":
         """Fit on feature-table ``rows`` (``gpu``, ``latency_us`` > 0, feature set v2 columns; ``meta`` its
         sidecar). Fingerprints on every row of each GPU; the correction on a seeded subsample of at most
         ``max_train_rows`` rows (0: all). ``oof``: also the out-of-fold residuals for :meth:`interval`.
         ``rule``: :data:`RULES` (:func:`pool_constants`). ``correct``: False leaves the correction out (the
         prediction is the fingerprint time). ``trees``: arguments over :data:`synperf.model.correction.RESIDUAL_TREES`.
         ``local``: also fit each GPU's own-GPU correction (:attr:`local`; :data:`OWN_GPU_TREES` on a seeded
-        subsample of at most :data:`OWN_GPU_MAX_ROWS` of its rows); a list: only for those GPUs.
+        subsample of at most :data:`OWN_GPU_MAX_ROWS` of its rows); a list: only for those GPUs. ``local_oof``
+        (default ``oof``): also each own-GPU correction's held-out residual quantiles (:attr:`local_q`).
 
         Raises:
             ValueError: no rows, or a latency that is not finite and > 0.
@@ -368,7 +224,10 @@ class FingerprintModel(JoblibModel):
         if correct:
             model.trees = model._fit_trees(x, r, seed)
         if local:
-            model._fit_local(rows, terms, registry, seed, sorted(fitted) if local is True else sorted(local))
+            own = sorted(fitted) if local is True else sorted(g for g in local if g in fitted)
+            model._fit_local(rows, terms, registry, seed, own)
+            if oof if local_oof is None else local_oof:
+                model.local_q = model._held_out_q(rows, terms, registry, seed, max_train_rows, own)
         if oof:
             model.residual_q = model._oof_quantiles(x, r, gpus[sub], seed) if correct else gpu_quantiles(r, gpus[sub])
         return model
@@ -406,6 +265,40 @@ class FingerprintModel(JoblibModel):
             r = np.log(y[on] / fp) - self._shared(x)
             # early stopping needs rows to hold out; a GPU with few rows gets the shared correction's budget
             self.local[g] = self._fit_trees(x, r, seed, OWN_GPU_TREES if len(on) >= 200 else None)
+
+    def _held_out_q(self, rows: pd.DataFrame, terms: np.ndarray, registry, seed: int, max_train_rows: int,
+                    own: list) -> dict:
+        """:attr:`local_q` of the GPUs ``own``: :func:`held_out_quantiles` with the shared and own-GPU corrections
+        refitted per fold on the same budgets and row caps as :meth:`fit` (folds by ``problem_key``, else by row)."""
+        from threadpoolctl import threadpool_limits
+
+        x, fp = self._design(rows, terms, registry)
+        r = np.log(rows["latency_us"].to_numpy(dtype="float64") / fp)
+        gpus = rows["gpu"].astype(str).to_numpy()
+        rng = np.random.default_rng(seed)
+
+        def capped(idx: np.ndarray, cap: int) -> np.ndarray:
+            return np.sort(rng.choice(idx, cap, replace=False)) if cap and len(idx) > cap else idx
+
+        def fit_shared(train: np.ndarray) -> np.ndarray:
+            if self.trees is None:
+                return np.zeros(len(r))
+            train = capped(train, max_train_rows)
+            trees = self._fit_trees(x[train], r[train], seed)
+            with threadpool_limits(1, user_api="openmp"):
+                return trees.predict(x)
+
+        def fit_own(g: str, train: np.ndarray, base: np.ndarray):
+            train = capped(train, OWN_GPU_MAX_ROWS)
+            trees = self._fit_trees(x[train], base[train], seed, OWN_GPU_TREES if len(train) >= 200 else None)
+
+            def at(idx: np.ndarray) -> np.ndarray:
+                with threadpool_limits(1, user_api="openmp"):
+                    return trees.predict(x[idx])
+            return at
+
+        keys = rows["problem_key"].to_numpy() if "problem_key" in rows.columns else np.arange(len(rows))
+        return held_out_quantiles(fit_shared, fit_own, r, gpus, keys, own)
 
     def _local(self, rows: pd.DataFrame, x: np.ndarray, registry, sibling: bool) -> np.ndarray:
         """The own-GPU correction per row: its GPU's own where it trained; else, with ``sibling``, the mean of its
@@ -566,7 +459,8 @@ class FingerprintModel(JoblibModel):
         pred, twin = self._twins(rows, fp_time * np.exp(self._shared(x) + self._local(rows, x, registry, True)),
                                  registry)
         gpus = rows["gpu"].astype(str).to_numpy()
-        low, high = log_bounds(self.residual_q, self.unseen_q, list(self.fitted), gpus, spread, registry, level)
+        low, high = log_bounds(self.residual_q, self.unseen_q, list(self.fitted), gpus, spread, registry, level,
+                               self.local_q)
         bound = rows["bl_compute_us"].to_numpy(dtype="float64")
         pred, low, high, raised = at_compute_bound(bound, pred, pred * np.exp(low), pred * np.exp(high))
         out = pd.DataFrame({"predicted_latency_us": pred, "predicted_latency_low_us": low,

@@ -245,12 +245,12 @@ def choose_interval(residuals: pd.DataFrame, training: list[str], registry, inte
 
 
 def fit_chosen(rows: pd.DataFrame, meta: dict, registry, *, max_train_rows: int = 0, seed: int = 0,
-               oof: bool = True, fewshot: bool = True) -> FingerprintModel:
+               oof: bool = True, fewshot: bool = True, local_oof: bool | None = None) -> FingerprintModel:
     """:meth:`FingerprintModel.fit` on ``rows`` with the options :func:`choose_options` picks on the same rows,
     and with ``fewshot`` the prior weight (:func:`choose_prior_weight`) and the correction per ``k`` after the
     refit (:func:`choose_fewshot_calibration`); the choices and their scores are kept in
     :attr:`FingerprintModel.choice` (``fewshot_calibration``: ``{k: name}``; ``fewshot_scores``: the table's
-    records)."""
+    records). ``oof``, ``local_oof``: as :meth:`FingerprintModel.fit`."""
     name, opts, rule, scores, residuals, folds = choose_options(rows, meta, registry, max_train_rows=max_train_rows,
                                                                 seed=seed)
     weight, weight_scores = choose_prior_weight(folds, registry, rule, seed=seed) if fewshot else (
@@ -258,7 +258,7 @@ def fit_chosen(rows: pd.DataFrame, meta: dict, registry, *, max_train_rows: int 
     calibration, calibration_scores = (choose_fewshot_calibration(folds, registry, rule, weight) if fewshot
                                        else ({}, pd.DataFrame()))
     model = FingerprintModel.fit(rows, meta, registry, max_train_rows=max_train_rows, seed=seed, oof=oof,
-                                 rule=rule, **opts)
+                                 local_oof=local_oof, rule=rule, **opts)
     model.prior_weight = weight
     model.choice = {"option": name, "scores_mape_pct": scores, "prior_weight": weight,
                     "prior_weight_scores_mape_pct": weight_scores, "fewshot_calibration": calibration,
