@@ -143,6 +143,10 @@ def test_goals_table_marks_met_and_not_met():
              for e, gpu, c in cells]
     rows += [{**rows[-1], "method": "gbt", "interval_coverage": 0.8},
              {**rows[-1], "gpu": "ALL", "interval_coverage": 0.8}]
+    # held-out problems of seen GPUs per GPU (configured): 82% in the band, 99% above
+    rows += [{"protocol": "configured", "fold": "configured", "method": "synperf", "gpu": gpu, "split": "test_seen",
+              "scope": "all", "mape_pct": 3.0, "coverage": 1.0, "interval_coverage": c, "experiment": e}
+             for e, gpu, c in [("gemm", "a100", 0.82), ("rmsnorm", "a100", 0.99)]]
     # loao: mean 19 <= 20 met
     rows += _protocol_rows({("gemm", "synperf_mlp"): 18.0, ("rmsnorm", "synperf_mlp"): 20.0}, protocol="loao")
     # few-shot: gemm on GPUs a and b gets better with k; rmsnorm worse at k = 8 than at k = 0; GPU c, scored at
@@ -155,7 +159,8 @@ def test_goals_table_marks_met_and_not_met():
                                "uncalibrated_mape_pct": 50.0}])
     g = goals_table(pd.DataFrame(rows), fewshot, {"launches_per_s": 50_000.0}, families=fams).set_index("goal")
     met = g["met"].tolist()
-    assert met == ["yes", "yes", "yes", "no", "no", "no", "yes", "no", "yes", "no", "no", "no"] + ["not measured"] * 4
+    assert met == ["yes", "yes", "yes", "no", "no", "no", "yes", "no", "no", "yes", "no", "no", "no"] + [
+        "not measured"] * 4
     measured = g["measured"].tolist()
     assert measured[:2] == [9.5, 11.0]
     assert measured[2] == 18.0 and g["best_baseline"].iloc[2] == 30.0 and "over 1 families" in g["detail"].iloc[2]
@@ -163,16 +168,20 @@ def test_goals_table_marks_met_and_not_met():
     assert measured[4] == 16.0 and measured[6] == 19.0 and measured[7] == 6.0
     assert measured[5] == 1.0 and g["target"].iloc[5] == "all 3 cells"  # one of three interval cells in the band
     assert g["detail"].iloc[5].startswith("1 of 3 cells in the band, 1 below, 1 above")
-    assert measured[8] == pytest.approx(4.5)  # gemm mean 5, rmsnorm 4; "other" is no core family
-    assert measured[9] == pytest.approx(8.5)  # k = 8: gemm 7, rmsnorm 10
-    assert measured[10] == 1.0 and g["target"].iloc[10] == "all 2 families"  # rmsnorm got worse at k = 8
-    assert g["detail"].iloc[10] == "MAPE % at k = 0, 8, 32: gemm 9.0/7.0/5.0; rmsnorm 9.0/10.0/4.0"
-    assert measured[11] == 50_000.0
+    # held-out problems' intervals: one of two cells in the band (the leave-one-out rows are no cells of it)
+    assert g.index[8].startswith("held-out problems on seen GPUs: the 80% interval covers 70-90%")
+    assert measured[8] == 1.0 and g["target"].iloc[8] == "all 2 cells"
+    assert g["detail"].iloc[8] == "1 of 2 cells in the band, 0 below, 1 above; coverage % gemm a100 82, rmsnorm a100 99"
+    assert measured[9] == pytest.approx(4.5)  # gemm mean 5, rmsnorm 4; "other" is no core family
+    assert measured[10] == pytest.approx(8.5)  # k = 8: gemm 7, rmsnorm 10
+    assert measured[11] == 1.0 and g["target"].iloc[11] == "all 2 families"  # rmsnorm got worse at k = 8
+    assert g["detail"].iloc[11] == "MAPE % at k = 0, 8, 32: gemm 9.0/7.0/5.0; rmsnorm 9.0/10.0/4.0"
+    assert measured[12] == 50_000.0
     per = {"gemm": {"launches_per_s": 40_000.0}, "rmsnorm": {"launches_per_s": 60_000.0}}
     g = goals_table(pd.DataFrame(rows), fewshot, {"launches_per_s": 50_000.0, "per_experiment": per,
                                                   "cold_launches": 2000, "cold_launches_per_s": 900.0},
                     families=fams).set_index("goal")
-    assert g["detail"].iloc[11] == ("launches/s per family (a batch after the first call): gemm 40,000, rmsnorm "
+    assert g["detail"].iloc[12] == ("launches/s per family (a batch after the first call): gemm 40,000, rmsnorm "
                                     "60,000; first call of 1,000 launches per family, loading the models: 900")
     # the partial-coverage baseline is not the best baseline; the full-coverage one is
     assert g["best_baseline"].iloc[0] == 25.0 and g["best_baseline_method"].iloc[0] == "gbt"

@@ -71,3 +71,19 @@ def test_section_writes_tables_and_figures(tmp_path):
     for k in ("m.png", "c.png", "p.png"):
         assert (tmp_path / k).read_bytes()[:4] == b"\x89PNG"
     assert set(pd.read_csv(out["g.csv"])["protocol"]) == {"configured", "logo"}
+
+
+def test_the_budget_cell_counts_the_options_each_fold_chose_instead_of_repeating_every_text():
+    chose = " (chosen by leave-one-training-GPU-out); fingerprints on all rows; correction <= 5000 rows"
+    budgets = pd.DataFrame({"experiment": ["gemm", "gemm", "gemm", "rmsnorm"],
+                            "fold": ["logo:a", "logo:a", "logo:b", "logo:a"],
+                            "budget": ["fingerprint only; rule pooled, interval case 90%" + chose] * 2
+                            + ["correction 40x0.7; rule mean, interval distance 0.4" + chose,
+                               "fingerprint only; rule pooled, interval distance 0.4" + chose]})
+    # one count per fold: gemm's logo:a repeats its text over two rows and counts once
+    assert R.budget_cell(budgets) == (
+        "chosen per fold by leave-one-training-GPU-out, folds in brackets: fingerprint only with rule pooled (2), "
+        "correction 40x0.7 with rule mean (1); interval distance 0.4 (2), case 90% (1); fingerprints on all rows; "
+        "correction <= 5000 rows")
+    plain = budgets.assign(budget=["<= 5000 rows, 300 boosting iterations"] * 3 + ["<= 20000 rows, closed form"])
+    assert R.budget_cell(plain) == "<= 20000 rows, closed form; <= 5000 rows, 300 boosting iterations"

@@ -298,6 +298,30 @@ def scatter_figure(predictions: pd.DataFrame, path: str, max_points: int = 3000,
 # the report section
 
 
+#: the words that close the options a ``synperf`` fold chose, in its budget text
+#: (:func:`synperf.evaluation.protocols.predict_protocol`)
+CHOSEN = " (chosen by leave-one-training-GPU-out); "
+
+
+def budget_cell(budgets: pd.DataFrame) -> str:
+    """One cell of the budget table from the ``budget`` texts of one method and protocol (columns ``experiment``,
+    ``fold``, ``budget``; one text per fold, repeated over its rows): each distinct text once; where every fold
+    states the options it chose (:data:`CHOSEN`), each option and interval rule with the number of folds that
+    chose it instead of every text in full."""
+    per_fold = budgets.drop_duplicates(["experiment", "fold"])["budget"].astype(str)
+    if not per_fold.str.contains(CHOSEN, regex=False).all():
+        return "; ".join(sorted(set(per_fold)))
+    chosen, rest = per_fold.str.split(CHOSEN, n=1, regex=False).str[0], per_fold.str.split(CHOSEN, n=1,
+                                                                                            regex=False).str[1]
+    option, interval = chosen.str.rsplit(", interval ", n=1).str[0], chosen.str.rsplit(", interval ", n=1).str[1]
+
+    def counts(values: pd.Series) -> str:
+        return ", ".join(f"{k} ({v})" for k, v in values.value_counts().items())
+    return (f"chosen per fold by leave-one-training-GPU-out, folds in brackets: "
+            f"{counts(option.str.replace('; rule ', ' with rule ', regex=False))}; interval "
+            f"{counts(interval)}; " + "; ".join(sorted(set(rest))))
+
+
 def methods_section(tables: pd.DataFrame, cdf: pd.DataFrame, predictions: pd.DataFrame, experiments: list[str],
                     out_summary: str, out_per_gpu: str, out_methods_fig: str, out_cdf_fig: str,
                     out_scatter_fig: str, figure_prefix: str = "figures/") -> list[str]:
@@ -338,7 +362,7 @@ def methods_section(tables: pd.DataFrame, cdf: pd.DataFrame, predictions: pd.Dat
           md_table(means_matrix(means)), ""]
     if "budget" in tables.columns:
         b = (tables[tables["budget"].notna() & (tables["budget"] != "")]
-             .groupby(["method", "protocol"])["budget"].agg(lambda v: "; ".join(sorted(set(map(str, v)))))
+             .groupby(["method", "protocol"])[["experiment", "fold", "budget"]].apply(budget_cell)
              .unstack("protocol"))
         if len(b):
             b = b[[p for p in PROTOCOL_LABELS if p in b.columns]].rename(columns=PROTOCOL_LABELS)
