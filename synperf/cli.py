@@ -164,7 +164,7 @@ def check_context(model, reqs, source: str) -> None:
 def check_fits(model, reqs, gpu: str, tp: int, pp: int, max_batch: int | None, registry) -> None:
     """Refuse a configuration whose weights, KV cache and activations do not fit the GPU's usable memory, as
     ``synperf plan`` marks it (:func:`synperf.e2e.plan.memory_need` against vLLM's default
-    ``gpu_memory_utilization`` x the registry's ``memory_gb``).
+    ``gpu_memory_utilization`` of the GPU's memory, :func:`synperf.e2e.plan.usable_memory_gb`).
 
     Raises:
         InputError: the memory needed and usable, in GB; or the model cannot be sharded so.
@@ -172,7 +172,7 @@ def check_fits(model, reqs, gpu: str, tp: int, pp: int, max_batch: int | None, r
     from synperf.e2e import plan as planmod
 
     need = planmod.memory_need(model, tp, pp, planmod.kv_tokens(reqs, max_batch))["memory_need_gb"]
-    usable = planmod.GPU_MEMORY_UTILIZATION * float(registry[gpu].datasheet().memory_gb)
+    usable = planmod.usable_memory_gb(registry, gpu)
     if need > usable:
         raise InputError(f"{model.name} at tp={tp} pp={pp} does not fit {gpu}: needs {need:.1f} GB per GPU of "
                          f"{usable:.1f} GB usable (synperf plan lists the configurations that fit)")

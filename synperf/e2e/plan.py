@@ -5,7 +5,7 @@
 predicted total latency; configurations that do not fit, or that the model cannot be sharded into, are listed
 after them with the reason and no latency.
 
-Memory per GPU (bytes; GB = 1e9 bytes, the unit of the registry's ``memory_gb``), :func:`memory_need`:
+Memory per GPU (GB = 1e9 bytes), :func:`memory_need`:
 
 * weights = (``L_stage`` x per-layer parameters / TP + 2 x vocab x hidden / TP) x dtype bytes, where ``L_stage``
   is the largest pipeline stage's layer count, a layer's parameters are the QKV, output, MLP (or router + experts
@@ -15,7 +15,9 @@ Memory per GPU (bytes; GB = 1e9 bytes, the unit of the registry's ``memory_gb``)
   token the largest batch holds at its end (the sum of prompt + output tokens of its requests);
 * activations: the fixed allowance :data:`ACTIVATION_GB` (CUDA context, activations, CUDA graphs, NCCL buffers);
 
-against ``gpu_memory_utilization`` x ``memory_gb`` of the registry (``memory_usable_gb``): vLLM pre-allocates that
+against ``gpu_memory_utilization`` x the GPU's memory (``memory_usable_gb``, :func:`usable_memory_gb`: the
+registry's ``memory_gb`` is the datasheet figure, which counts GiB, 2**30 bytes: an "80 GB" H100 SXM holds 80 GiB
+and CUDA reports 79.6 GiB of them): vLLM pre-allocates that
 share of the GPU's memory and leaves the rest to other processes and fragmentation (``EngineArgs
 .gpu_memory_utilization = 0.90`` in ``vllm/engine/arg_utils.py``; docs.vllm.ai, engine arguments,
 ``--gpu-memory-utilization``: "the fraction of GPU memory to be used for the model executor", default 0.9), so a
@@ -56,6 +58,9 @@ ACTIVATION_GB = 4.0
 #: share of a GPU's memory the serving engine may use: vLLM's default ``gpu_memory_utilization``
 GPU_MEMORY_UTILIZATION = 0.9
 GB = 1e9
+#: bytes per unit of the registry's ``memory_gb``: datasheet capacities count GiB (an "80 GB" H100 or A100 holds
+#: 80 GiB; ``torch.cuda.get_device_properties(0).total_memory`` reports 79.6 GiB on H100 SXM, 79.2 GiB on A100 80GB)
+MEMORY_UNIT_BYTES = 2 ** 30
 #: columns of :func:`plan`'s table, before the per-family ``flag_<family>`` columns
 PLAN_COLUMNS = ["gpu", "tp", "pp", "gpus", "status", "prefill_ms", "prefill_low_ms", "prefill_high_ms",
                 "decode_step_ms", "decode_step_low_ms", "decode_step_high_ms", "total_s", "total_low_s",
@@ -92,6 +97,17 @@ def layer_params(m: ModelConfig) -> int:
     else:
         mlp = 3 * m.hidden_size * m.intermediate_size
     return attn + mlp + 2 * m.hidden_size
+
+
+def usable_memory_gb(registry, gpu: str, utilization: float = GPU_MEMORY_UTILIZATION) -> float:
+    """GB (1e9 bytes) of ``gpu``'s memory a serving engine may use: ``utilization`` x the registry's ``memory_gb``
+    read as GiB (:data:`MEMORY_UNIT_BYTES`). The one capacity :func:`plan`, ``synperf e2e`` and the serving KV
+    cache (:func:`synperf.serving.metrics.kv_cache_tokens`) check against.
+
+    Raises:
+        KeyError: ``gpu`` is not in the registry.
+    """
+    return utilization * float(registry[gpu].datasheet().memory_gb) * MEMORY_UNIT_BYTES / GB
 
 
 def memory_need(m: ModelConfig, tp: int, pp: int, kv_tokens: int) -> dict:
@@ -238,7 +254,7 @@ def plan(model: ModelConfig, requests: list[Request], gpus: list[str], tps: list
     n_configs = len(gpus) * len(tps) * len(pps)
     for gpu in gpus:
         cap = float(registry[gpu].datasheet().memory_gb)
-        usable = gpu_memory_utilization * cap
+        usable = usable_memory_gb(registry, gpu, gpu_memory_utilization)
         try:   # a GEMM in the model's dtype: refused where the GPU has no Tensor Core peak for it
             launch_table("gemm", {"m": 1, "n": 1, "k": 1, "dtype": model.dtype}, gpu, registry)
             runs = True

@@ -11,9 +11,10 @@ KV-cache capacity (tokens per GPU), :func:`kv_cache_tokens`: vLLM sizes the cach
 (default 0.9) of the GPU's memory minus the weights and the peak activation of a profiling run
 (``vllm/v1/worker/gpu_worker.py``, ``determine_available_memory``), here::
 
-    (0.9 * memory_gb * 2**30 - weights - ACTIVATION_GB * 1e9) / (2 * L * max(1, kv_heads / tp) * head_dim * kv bytes)
+    (usable_memory_gb * 1e9 - weights - ACTIVATION_GB * 1e9) / (2 * L * max(1, kv_heads / tp) * head_dim * kv bytes)
 
-``memory_gb`` is the registry's datasheet capacity read as GiB (an "80 GB" H100 reports 79.6 GiB to CUDA); weights
+``usable_memory_gb`` is :func:`synperf.e2e.plan.usable_memory_gb` (0.9 of the registry's datasheet capacity read as
+GiB: an "80 GB" H100 reports 79.6 GiB to CUDA), the capacity ``synperf plan`` checks; weights
 = linear layers at the GEMM dtype's bytes plus the vocab-parallel embedding and LM head in bf16
 (:func:`synperf.e2e.plan.layer_params`), divided by ``tp``; :data:`synperf.e2e.plan.ACTIVATION_GB` (4 GB, a round
 allowance) for activations and CUDA graphs; ``kv bytes`` per element of the KV cache's dtype
@@ -24,14 +25,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._deps import ACTIVATION_GB, InputError, ModelConfig, Registry, layer_params
+from ._deps import ACTIVATION_GB, InputError, ModelConfig, Registry, layer_params, usable_memory_gb
 from .scheduler import Schedule
 
 GEMM_BYTES = {"bfloat16": 2, "fp8": 1}
 #: bytes per KV-cache element by the linear layers' dtype (the KV cache's dtype of
 #: :data:`synperf.serving.price.KV_CACHE_DTYPES`)
 KV_BYTES = {"bfloat16": 2, "fp8": 1}
-GPU_MEMORY_UTILIZATION = 0.9
 
 
 def kv_cache_tokens(model: ModelConfig, tp: int, gpu: str, registry: Registry, gemm_dtype: str = "bfloat16") -> int:
@@ -43,7 +43,7 @@ def kv_cache_tokens(model: ModelConfig, tp: int, gpu: str, registry: Registry, g
     if gemm_dtype not in GEMM_BYTES:
         raise InputError(f"gemm_dtype {gemm_dtype!r}: expected one of {list(GEMM_BYTES)}")
     sm = model.shard(tp, 1)
-    mem = float(registry[gpu].datasheet().memory_gb) * 2 ** 30 * GPU_MEMORY_UTILIZATION
+    mem = usable_memory_gb(registry, gpu) * 1e9
     weights = (model.num_layers * layer_params(model) * GEMM_BYTES[gemm_dtype]
                + 2 * model.vocab_size * model.hidden_size * 2) / tp
     per_token = 2 * model.num_layers * sm.num_kv_heads * model.head_dim * KV_BYTES[gemm_dtype]
