@@ -58,6 +58,33 @@ def default_paths() -> dict[str, Path]:
             "measured_dir": root / "data" / "hardware", "config": root / "config" / "config.yaml"}
 
 
+def default_registry() -> Registry:
+    """The registry :func:`predict` uses when not given one: :func:`synperf.data.hardware.load_registry` of
+    :func:`default_paths`' ``registry`` and ``measured_dir``, parsed and validated once per version of those files
+    (modification time and size of the YAML and of every file in the folder). The caller must not modify it.
+
+    Raises:
+        InputError: as :func:`synperf.data.hardware.load_registry`.
+    """
+    d = default_paths()
+
+    def version(path: Path) -> tuple:
+        try:
+            st = path.stat()
+        except OSError:
+            return (str(path), None)
+        return (str(path), st.st_mtime_ns, st.st_size)
+    folder = Path(d["measured_dir"])
+    files = tuple(version(f) for f in sorted(folder.iterdir())) if folder.is_dir() else ()
+    return _registry_of(str(d["registry"]), str(folder), version(Path(d["registry"])), files)
+
+
+@lru_cache(maxsize=4)
+def _registry_of(path: str, measured_dir: str, version: tuple, files: tuple) -> Registry:
+    """:func:`default_registry` of these paths; ``version`` and ``files`` only key the cache."""
+    return load_registry(path, measured_dir)
+
+
 def _config(config_path: Path) -> dict:
     """The parsed YAML file ``config_path`` (``{}`` when absent or unreadable); parsed once per version
     (modification time and size). The caller must not modify the result.
@@ -380,7 +407,7 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
         raise InputError(f"feature_set = {feature_set!r} names an MLP; the fingerprint predictor has one model "
                          "per experiment (leave feature_set out, or pass predictor='mlp')")
     defaults = default_paths()
-    registry = registry or load_registry(defaults["registry"], defaults["measured_dir"])
+    registry = registry or default_registry()
     # validation and routing see the whole call: the experiment is chosen by every row's dtype
     table = launch_table(kernel, params, gpu, registry)
     if experiments is None:

@@ -190,3 +190,28 @@ def test_progress_lines_in_a_log_are_one_per_quarter(capsys, monkeypatch):
     cb_small = progress_reporter("pricing", "configurations", min_total=6)
     cb_small(1, 5)
     assert capsys.readouterr().err == ""
+
+
+def test_the_default_registry_is_parsed_once_per_version_of_its_files(tmp_path, monkeypatch):
+    import shutil
+    from pathlib import Path
+
+    from synperf import api
+
+    root = Path(api.__file__).resolve().parent.parent
+    yaml_copy = tmp_path / "gpus.yaml"
+    shutil.copy(root / "config" / "gpus.yaml", yaml_copy)
+    measured = tmp_path / "hardware"
+    measured.mkdir()
+    monkeypatch.setattr(api, "default_paths", lambda: {"registry": yaml_copy, "measured_dir": measured})
+    first = api.default_registry()
+    assert api.default_registry() is first  # the same object: no second parse
+    # a changed file is read again: a GPU's SM count edited in the YAML shows in the next registry
+    text = yaml_copy.read_text()
+    sms = first["h100_sxm"].sm_count
+    edited = text.replace(f"sm_count: {sms}", f"sm_count: {sms + 1}", 1)
+    assert edited != text
+    yaml_copy.write_text(edited + "\n")
+    second = api.default_registry()
+    assert second is not first
+    assert sorted(g for g in first.ids if second[g].sm_count != first[g].sm_count) != []

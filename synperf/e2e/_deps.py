@@ -1,16 +1,12 @@
 """The only names :mod:`synperf.e2e` takes from the rest of synperf (one place, so that moving modules
 into subpackages is a one-file change here)."""
 
-from synperf.api import default_paths, launch_table, predict  # noqa: F401
+from synperf.api import default_paths, default_registry, launch_table, predict  # noqa: F401
 from synperf.data.checks import gpu_name_map  # noqa: F401
 from synperf.data.hardware import Registry, load_registry  # noqa: F401
 from synperf.data.io import InputError, close_match, require_columns, write_csv  # noqa: F401
 
-__all__ = ["predict", "launch_table", "default_paths", "gpu_name_map", "Registry", "load_registry", "InputError",
+__all__ = ["predict", "launch_table", "default_paths", "default_registry", "gpu_name_map", "Registry", "load_registry",
+           "InputError",
            "close_match", "require_columns", "write_csv"]
 
-
-def default_registry() -> Registry:
-    """The registry :func:`synperf.api.predict` uses when not given one (:func:`synperf.api.default_paths`)."""
-    d = default_paths()
-    return load_registry(d["registry"], d["measured_dir"])

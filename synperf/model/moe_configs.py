@@ -133,12 +133,10 @@ def rank_configs(shapes: pd.DataFrame, candidates: pd.DataFrame, gpu: str, *, st
     Raises:
         InputError: no candidate fits ``gpu``, or :func:`synperf.api.predict` rejects the launches.
     """
-    from synperf.api import default_paths, predict
-    from synperf.data.hardware import load_registry
+    from synperf.api import default_registry, predict
 
     if registry is None:
-        d = default_paths()
-        registry = load_registry(d["registry"], d["measured_dir"])
+        registry = default_registry()
     cands = legal_candidates(candidates, registry[gpu])
     if cands.empty:
         raise InputError(f"gpu {gpu}: no candidate config fits its shared memory")
@@ -212,13 +210,11 @@ def suggest_file(gpu: str, num_experts: int, inter_size: int, *, hidden_size: in
     Raises:
         InputError: unknown GPU or dtype, no trained model, no fitting candidate.
     """
-    from synperf.api import default_paths
-    from synperf.data.hardware import load_registry
+    from synperf.api import default_registry
 
     registry = kw.pop("registry", None)
     if registry is None:
-        d = default_paths()
-        registry = load_registry(d["registry"], d["measured_dir"])
+        registry = default_registry()
     spec = registry[gpu]
     name = device_file_name(num_experts, inter_size, nvml_name(spec), dtype)
     shapes = pd.DataFrame({"num_tokens": list(batch_sizes), "num_experts": num_experts, "topk": topk,
