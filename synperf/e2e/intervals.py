@@ -2,7 +2,8 @@
 
 :func:`synperf.api.predict` bounds each launch by an 80% interval, ``predicted_latency_low_us`` and
 ``predicted_latency_high_us`` (:meth:`synperf.model.fingerprint.FingerprintModel.interval`: quantiles of
-``measured / predicted`` on training GPUs left out in turn). How those combine depends on how the launches' errors are
+``measured / predicted`` on held-out problems for a GPU the family trained on, on training GPUs left out in turn for
+one it did not). How those combine depends on how the launches' errors are
 correlated; the rule here is:
 
 * **fully correlated within a kernel family**: the launches of one family on one GPU share a model and a GPU, and
