@@ -217,17 +217,22 @@ class GPUSpec:
         return self.compute_capability, self.memory_family
 
     @property
+    def sm_generation(self) -> int:
+        """The compute capability's major version (8 for 8.0/8.6/8.9, 10 for 10.0/10.3, 12 for 12.0): the SM
+        generation of :meth:`same_class`."""
+        return int(self.compute_capability.split(".")[0])
+
+    @property
     def class_label(self) -> str:
         """The class of :meth:`same_class` in words (:func:`class_label`), e.g. ``"sm_8x GDDR"`` for L40S."""
-        return class_label(int(self.compute_capability.split(".")[0]), self.memory_family)
+        return class_label(self.sm_generation, self.memory_family)
 
     def same_class(self, other: "GPUSpec") -> bool:
         """True when ``other`` is of this GPU's class for similarity: the same compute capability major version
         (the SM generation: 8.0/8.6/8.9 are 8, 10.0/10.3 are 10, 12.0 is 12) and the same memory family. H100
         and H20 are; H100 and L40S are not (9.0 vs 8.9), nor A100 and A40 (HBM vs GDDR), nor B200 and RTX PRO
         6000 (10.0 HBM vs 12.0 GDDR)."""
-        return (self.compute_capability.split(".")[0] == other.compute_capability.split(".")[0]
-                and self.memory_family == other.memory_family)
+        return (self.sm_generation, self.memory_family) == (other.sm_generation, other.memory_family)
 
     @property
     def clock_hz(self) -> float:

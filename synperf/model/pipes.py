@@ -40,7 +40,7 @@ def gpu_class(spec) -> tuple[int, str]:
     """``(compute capability major, "HBM" or "GDDR")`` of a registry :class:`synperf.data.hardware.GPUSpec`: the
     key of :meth:`synperf.data.hardware.GPUSpec.same_class` (``compute_capability`` and the family of
     ``memory_type``, :attr:`synperf.data.hardware.GPUSpec.memory_family`, both from ``config/gpus.yaml``)."""
-    return int(str(spec.compute_capability).split(".")[0]), spec.memory_family
+    return spec.sm_generation, spec.memory_family
 
 
 def class_text(cls: tuple[int, str]) -> str:
