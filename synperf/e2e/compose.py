@@ -341,7 +341,7 @@ class SharedPredictor:
 def attention_path(gpu: str, registry: Registry) -> str:
     """``fa3`` on compute capability 9.x (Hopper), else ``fa2``: the path the attention models take for the API's
     default implementation label."""
-    return "fa3" if str(registry[gpu].compute_capability).split(".")[0] == "9" else "fa2"
+    return "fa3" if registry[gpu].sm_generation == 9 else "fa2"
 
 
 def compose(workload: Workload, gpu: str, *, predict_fn: Callable = predict,

@@ -57,7 +57,7 @@ STAGES = 4
 
 
 def _arch_major(spec) -> int:
-    return int(str(spec.compute_capability).split(".")[0])
+    return spec.sm_generation
 
 
 def tile_config(m: int, n: int, k: int, dtype: str, spec, kernel_name: str | None = None,
