@@ -77,24 +77,20 @@ def ablation_table(full: pd.DataFrame, ablation: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(names="experiment")
 
 
-def _gpu_classes(registry_path: str | None, measured_dir: str | None, gpus) -> dict[str, str] | None:
+def _gpu_classes(reg, gpus) -> dict[str, str] | None:
     """GPU id -> class in words (``"sm_9x HBM"``, :attr:`synperf.data.hardware.GPUSpec.class_label`) for ``gpus``,
-    from the run's registry; None without one."""
-    if registry_path is None:
+    from the run's registry ``reg``; None without one."""
+    if reg is None:
         return None
-    from synperf.data.hardware import load_registry
-
-    reg = load_registry(registry_path, measured_dir)
     return {str(g): reg[str(g)].class_label for g in sorted(set(map(str, gpus)))}
 
 
-def _hardware_section(registry_path: str, measured_dir: str | None) -> list[str]:
-    """Which GPU numbers the features used: the run's registry (``registry_path``) with, where
+def _hardware_section(reg, registry_path: str, measured_dir: str | None) -> list[str]:
+    """Which GPU numbers the features used: the run's registry ``reg`` (read from ``registry_path``) with, where
     ``measured_dir`` is given (``hardware_measurements_dir``; None when ``characterize.use_measured`` is
     false), the measured files of that folder merged over its datasheet values."""
-    from synperf.data.hardware import display_path, load_registry, registry_provenance
+    from synperf.data.hardware import display_path, registry_provenance
 
-    reg = load_registry(registry_path, measured_dir)
     lines = ["## Hardware values", ""]
     where = f"`{display_path(registry_path)}`"
     if measured_dir is None:
@@ -333,6 +329,9 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
     ``hardware_measurements_dir``, None when measured files are not used); with ``registry_path`` the report
     gets a "Hardware values" section describing it.
     """
+    from synperf.data.hardware import load_registry
+
+    registry = load_registry(registry_path, measured_dir) if registry_path is not None else None
     mape = pd.concat([pd.read_csv(p) for p in mape_tables], ignore_index=True)
     compare = pd.concat([pd.read_csv(p) for p in compare_tables], ignore_index=True) if compare_tables else None
     ablation = pd.concat([pd.read_csv(p) for p in ablation_tables], ignore_index=True) if ablation_tables else None
@@ -418,7 +417,7 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
 
         rel = str(Path(fewshot["figure"]).resolve().relative_to(Path(out_md).resolve().parent))
         md += fewshot_section(fewshot_table, pd.read_csv(fewshot["choice"]), rel, (goals or {}).get("families"),
-                              _gpu_classes(registry_path, measured_dir, fewshot_table["gpu"]))
+                              _gpu_classes(registry, fewshot_table["gpu"]))
     md += e2e_report.report_lines(e2e, out_md)
     md += serving_lines(out_md)
     if ceiling:
@@ -442,7 +441,7 @@ def build_report(mape_tables: list[str], merge_summary: str, model_metas: list[s
         md += [f"Feature extraction (primary feature sets): {n_rows:,} rows in {secs:.1f} s, "
                f"{n_rows / secs:,.0f} rows/s (all experiments, one core each).", ""]
     if registry_path is not None:
-        md += _hardware_section(registry_path, measured_dir)
+        md += _hardware_section(registry, registry_path, measured_dir)
     md += ["## MAPE per GPU", "", "APE: absolute percentage error of the predicted latency, per row. On unseen "
            "GPUs, *twin share*: rows whose problem was trained on a seen GPU with an identical registry spec; "
            "*problem share*: rows whose problem was trained on any seen GPU.", "",
