@@ -71,12 +71,10 @@ def score(results: Path, models: Path, config: dict) -> pd.DataFrame:
         prepared = fingerprint.with_spec_columns(fingerprint.with_v2_columns(tr, registry), registry)
         terms = pipe_times(prepared, registry)
         y, gpus = va["latency_us"].to_numpy(dtype="float64"), va["gpu"].astype(str).to_numpy()
-        for budget, (cap, trees) in BUDGETS.items():  # the budget read by FingerprintModel._fit_local
-            fingerprint.OWN_GPU_MAX_ROWS = cap or len(prepared)
-            fingerprint.OWN_GPU_TREES = {**OWN_GPU_TREES, **trees}
+        for budget, (cap, trees) in BUDGETS.items():
             model.local = {}
             t0 = time.perf_counter()
-            model._fit_local(prepared, terms, registry, seed, sorted(model.fitted))
+            model._fit_local(prepared, terms, registry, seed, sorted(model.fitted), {**OWN_GPU_TREES, **trees}, cap)
             fit_s = time.perf_counter() - t0
             errors = ape(model.predict(va, registry), y)
             for g in sorted(set(gpus)):

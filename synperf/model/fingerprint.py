@@ -252,19 +252,24 @@ class FingerprintModel(JoblibModel):
         with threadpool_limits(1, user_api="openmp"):
             return self.trees.predict(x)
 
-    def _fit_local(self, rows: pd.DataFrame, terms: np.ndarray, registry, seed: int, gpus_to_fit: list) -> None:
+    def _fit_local(self, rows: pd.DataFrame, terms: np.ndarray, registry, seed: int, gpus_to_fit: list,
+                   trees: dict | None = None, max_rows: int | None = None) -> None:
+        """Fit the own-GPU corrections of ``gpus_to_fit`` (:attr:`local`) with ``trees`` (default
+        :data:`OWN_GPU_TREES`) on at most ``max_rows`` (default :data:`OWN_GPU_MAX_ROWS`; 0: all) of each GPU's rows."""
+        trees = OWN_GPU_TREES if trees is None else trees
+        max_rows = OWN_GPU_MAX_ROWS if max_rows is None else max_rows
         gpus = rows["gpu"].astype(str).to_numpy()
         y = rows["latency_us"].to_numpy(dtype="float64")
         for g in gpus_to_fit:
             if g not in self.fitted:
                 continue
             on = np.flatnonzero(gpus == g)
-            if len(on) > OWN_GPU_MAX_ROWS:
-                on = np.sort(np.random.default_rng(seed).choice(on, OWN_GPU_MAX_ROWS, replace=False))
+            if max_rows and len(on) > max_rows:
+                on = np.sort(np.random.default_rng(seed).choice(on, max_rows, replace=False))
             x, fp = self._design(rows.iloc[on], terms[on], registry)
             r = np.log(y[on] / fp) - self._shared(x)
             # early stopping needs rows to hold out; a GPU with few rows gets the shared correction's budget
-            self.local[g] = self._fit_trees(x, r, seed, OWN_GPU_TREES if len(on) >= 200 else None)
+            self.local[g] = self._fit_trees(x, r, seed, trees if len(on) >= 200 else None)
 
     def _held_out_q(self, rows: pd.DataFrame, terms: np.ndarray, registry, seed: int, max_train_rows: int,
                     own: list) -> dict:
