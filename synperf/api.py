@@ -498,6 +498,27 @@ def _load_fingerprint(path: str, mtime_ns: int):
     return FingerprintModel.load(path)
 
 
+def _fewshot_corrected(pred: pd.DataFrame, rows: pd.DataFrame, model, corrections: dict, registry) -> pd.DataFrame:
+    """``pred`` (:meth:`FingerprintModel.describe` of ``rows``) with each few-shot GPU's fitted correction
+    (``corrections``: GPU -> ``(name, fitted)`` of :func:`synperf.evaluation.fewshot.fewshot_predictor`) applied to
+    its rows' point and bounds, held at the spec-sheet FLOP time, and named in ``gpu_constants``."""
+    from synperf.model.pipes import at_compute_bound
+
+    gpus = rows["gpu"].astype(str).to_numpy()
+    for gpu, (name, fitted) in corrections.items():
+        on = gpus == gpu
+        if not on.any():
+            continue
+        p = pred["predicted_latency_us"].to_numpy()[on]
+        scale = fitted.apply(p, pred["theoretical_time_us"].to_numpy()[on],
+                             model.design(rows[on], registry)) / p
+        cols = ["predicted_latency_us", "predicted_latency_low_us", "predicted_latency_high_us"]
+        pred.loc[on, cols] = np.column_stack(at_compute_bound(pred["compute_bound_us"].to_numpy()[on],
+                                                              *(pred[c].to_numpy()[on] * scale for c in cols))[:3])
+        pred.loc[on, "gpu_constants"] = pred.loc[on, "gpu_constants"].astype(str) + f"; then correction {name}"
+    return pred
+
+
 def predict_fingerprint(table: pd.DataFrame, registry: Registry, exp_dir: Path, model_set: str, chunk_rows: int,
                         report: Callable[[int, int], None] | None = None,
                         measured: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -521,7 +542,6 @@ def predict_fingerprint(table: pd.DataFrame, registry: Registry, exp_dir: Path, 
             a GPU the model trained on.
     """
     from synperf.model.fingerprint import FINGERPRINT_FILE
-    from synperf.model.pipes import at_compute_bound
 
     path = exp_dir / FINGERPRINT_FILE
     if not path.is_file():
@@ -540,19 +560,11 @@ def predict_fingerprint(table: pd.DataFrame, registry: Registry, exp_dir: Path, 
     out = table.drop(columns=["latency_us", "latency_stat", "source", "source_version", "source_file"])
     n, parts = len(table), []
     for start in range(0, max(n, 1), chunk_rows):
-        parts.append(model.describe(table.iloc[start:start + chunk_rows], registry))
+        chunk = table.iloc[start:start + chunk_rows].reset_index(drop=True)
+        parts.append(_fewshot_corrected(model.describe(chunk, registry), chunk, model, corrections, registry))
         if report is not None and n > chunk_rows:
             report(min(start + chunk_rows, n), n)
     pred = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
-    gpus = table["gpu"].astype(str).to_numpy()
-    for gpu, (name, fitted) in corrections.items():
-        on = gpus == gpu
-        p = pred["predicted_latency_us"].to_numpy()[on]
-        scale = fitted.apply(p, pred["theoretical_time_us"].to_numpy()[on]) / p
-        cols = ["predicted_latency_us", "predicted_latency_low_us", "predicted_latency_high_us"]
-        pred.loc[on, cols] = np.column_stack(at_compute_bound(pred["compute_bound_us"].to_numpy()[on],
-                                                              *(pred[c].to_numpy()[on] * scale for c in cols))[:3])
-        pred.loc[on, "gpu_constants"] = pred.loc[on, "gpu_constants"].astype(str) + f"; then correction {name}"
     for c in ("theoretical_time_us", "predicted_latency_us", "predicted_latency_low_us", "predicted_latency_high_us",
               "fingerprint_time_us", "gpu_constants", "evidence", "unknown_category"):
         out[c] = pred[c].to_numpy()

@@ -15,9 +15,10 @@ refits that GPU's constants on them and corrects its predictions by a correction
   (ratio linear in ``log(theoretical_time_us)``: a Theil-Sen slope shrunk towards zero by ``k / (k + n)``, then
   the median intercept, so a small ``k`` falls back to a scale factor); ``neighbours_8`` (a local factor per row:
   the median ratio of its 8 nearest calibration rows by size and predicted efficiency,
-  :class:`NeighbourCalibration`). The predictor chooses one per ``k`` on its training GPUs
-  (:func:`synperf.model.fingerprint_choice.choose_fewshot_calibration`): the simplest (earliest) within
-  :data:`MIN_RELATIVE_GAIN` of the lowest.
+  :class:`NeighbourCalibration`); ``trees_8_leaves`` (small boosted trees on the predictor's correction design,
+  :class:`TreeCalibration`: the GPU's own correction learned from its ``k`` rows). The predictor chooses one per
+  ``k`` on its training GPUs (:func:`synperf.model.fingerprint_choice.choose_fewshot_calibration`): the simplest
+  (earliest) within :data:`MIN_RELATIVE_GAIN` of the lowest.
 """
 
 from __future__ import annotations
@@ -95,17 +96,15 @@ class Calibration:
     b: float = 0.0
     x0: float = 0.0
 
-    def fit(self, predicted_us, measured_us, theoretical_us) -> Calibration:
+    def fit(self, predicted_us, measured_us, theoretical_us, design=None) -> Calibration:
         """Fit on the calibration rows (microseconds, positive); returns a fitted copy. No rows: the identity.
+        ``design`` (the rows' correction design, :meth:`synperf.model.fingerprint.FingerprintModel.design`) is not
+        read.
 
         Raises:
             ValueError: the three arrays differ in length, or a value is not positive.
         """
-        p, m, t = (np.asarray(v, dtype="float64") for v in (predicted_us, measured_us, theoretical_us))
-        if not (len(p) == len(m) == len(t)):
-            raise ValueError(f"calibration {self.name}: {len(p)} predicted, {len(m)} measured, {len(t)} theoretical")
-        if len(p) and (np.any(~(p > 0)) or np.any(~(m > 0)) or np.any(~(t > 0))):
-            raise ValueError(f"calibration {self.name}: latencies and theoretical times must be positive")
+        p, m, t = _checked(self.name, predicted_us, measured_us, theoretical_us)
         out = Calibration(self.name, self.slope_prior_rows, self.identity, self.ape_weighted)
         if self.identity or len(p) == 0:
             return out
@@ -125,9 +124,9 @@ class Calibration:
             out.a = float(np.median(resid))
         return out
 
-    def apply(self, predicted_us, theoretical_us) -> np.ndarray:
+    def apply(self, predicted_us, theoretical_us, design=None) -> np.ndarray:
         """Corrected latency (microseconds) of predictions ``predicted_us`` with theoretical times
-        ``theoretical_us`` (microseconds)."""
+        ``theoretical_us`` (microseconds); ``design`` is not read."""
         p, t = np.asarray(predicted_us, dtype="float64"), np.asarray(theoretical_us, dtype="float64")
         return p * np.exp(self.a + self.b * (np.log(t) - self.x0))
 
@@ -161,7 +160,7 @@ neighbour is broken by the tree, deterministically). With at most
     def _coordinates(predicted_us: np.ndarray, theoretical_us: np.ndarray) -> np.ndarray:
         return np.column_stack([np.log(theoretical_us), np.log(theoretical_us / predicted_us)])
 
-    def fit(self, predicted_us, measured_us, theoretical_us) -> NeighbourCalibration:
+    def fit(self, predicted_us, measured_us, theoretical_us, design=None) -> NeighbourCalibration:
         """Fit on the calibration rows (microseconds, positive); returns a fitted copy. No rows: the identity.
 
         Raises:
@@ -169,11 +168,7 @@ neighbour is broken by the tree, deterministically). With at most
         """
         if self.neighbours < 1:
             raise ValueError(f"calibration {self.name}: neighbours must be >= 1, got {self.neighbours}")
-        p, m, t = (np.asarray(v, dtype="float64") for v in (predicted_us, measured_us, theoretical_us))
-        if not (len(p) == len(m) == len(t)):
-            raise ValueError(f"calibration {self.name}: {len(p)} predicted, {len(m)} measured, {len(t)} theoretical")
-        if len(p) and (np.any(~(p > 0)) or np.any(~(m > 0)) or np.any(~(t > 0))):
-            raise ValueError(f"calibration {self.name}: latencies and theoretical times must be positive")
+        p, m, t = _checked(self.name, predicted_us, measured_us, theoretical_us)
         out = NeighbourCalibration(self.name, self.neighbours)
         if len(p) == 0:
             return out
@@ -183,9 +178,9 @@ neighbour is broken by the tree, deterministically). With at most
         out.scale = np.where(sd > 0, sd, 1.0)
         return out
 
-    def apply(self, predicted_us, theoretical_us) -> np.ndarray:
+    def apply(self, predicted_us, theoretical_us, design=None) -> np.ndarray:
         """Corrected latency (microseconds) of predictions ``predicted_us`` with theoretical times
-        ``theoretical_us`` (microseconds)."""
+        ``theoretical_us`` (microseconds); ``design`` is not read."""
         from scipy.spatial import cKDTree
 
         p, t = np.asarray(predicted_us, dtype="float64"), np.asarray(theoretical_us, dtype="float64")
@@ -198,6 +193,78 @@ neighbour is broken by the tree, deterministically). With at most
         return p * np.exp(np.median(self.log_ratios[near], axis=1))
 
 
+#: the few-shot trees' budget (``HistGradientBoostingRegressor``): small trees, shrunk leaves, at least 4 rows a leaf
+FEWSHOT_TREES = {"max_iter": 100, "learning_rate": 0.1, "max_leaf_nodes": 8, "min_samples_leaf": 4,
+                 "l2_regularization": 1.0}
+
+
+@dataclass
+class TreeCalibration:
+    """A learned correction on the calibration rows: gradient-boosted trees (:data:`FEWSHOT_TREES`, seeded, no early
+    stopping) on ``log(measured / predicted)`` with the predictor's own correction design as features (the
+    GPU-invariant columns of :func:`synperf.model.correction.correction_design`: log shapes, waves, pipe time
+    shares, tile), ``log(corrected) = log(predicted) + trees(design)``: the GPU's own correction learned from its
+    ``k`` rows, as a trained GPU's own-GPU correction is from all of its rows.
+
+    Attributes:
+        name: the candidate's name (key of :data:`CALIBRATIONS`).
+        trees: the fitted regressor (None before :meth:`fit`, or when fitted on no rows: the identity).
+    """
+
+    name: str
+    trees: object = None
+
+    def fit(self, predicted_us, measured_us, theoretical_us, design=None) -> TreeCalibration:
+        """Fit on the calibration rows (microseconds, positive; ``design`` their correction design, shape
+        ``(n, p)``); returns a fitted copy. No rows: the identity.
+
+        Raises:
+            ValueError: the arrays differ in length, a value is not positive, or rows without ``design``.
+        """
+        from sklearn.ensemble import HistGradientBoostingRegressor
+        from threadpoolctl import threadpool_limits
+
+        p, m, _ = _checked(self.name, predicted_us, measured_us, theoretical_us)
+        if len(p) == 0:
+            return TreeCalibration(self.name)
+        if design is None or len(design) != len(p):
+            raise ValueError(f"calibration {self.name}: needs the design of each of its {len(p)} rows")
+        with threadpool_limits(1, user_api="openmp"):
+            trees = HistGradientBoostingRegressor(**FEWSHOT_TREES, early_stopping=False, random_state=0)
+            return TreeCalibration(self.name, trees.fit(np.asarray(design, dtype="float64"), np.log(m / p)))
+
+    def apply(self, predicted_us, theoretical_us, design=None) -> np.ndarray:
+        """Corrected latency (microseconds) of predictions ``predicted_us`` whose rows have correction design
+        ``design`` (``(n, p)``; ``theoretical_us`` is not read).
+
+        Raises:
+            ValueError: a fitted correction without ``design`` for the rows.
+        """
+        from threadpoolctl import threadpool_limits
+
+        p = np.asarray(predicted_us, dtype="float64")
+        if self.trees is None:
+            return p.copy()
+        if design is None or len(design) != len(p):
+            raise ValueError(f"calibration {self.name}: needs the design of each of its {len(p)} rows")
+        with threadpool_limits(1, user_api="openmp"):
+            return p * np.exp(self.trees.predict(np.asarray(design, dtype="float64")))
+
+
+def _checked(name: str, predicted_us, measured_us, theoretical_us) -> tuple[np.ndarray, ...]:
+    """The three calibration arrays as float arrays.
+
+    Raises:
+        ValueError: they differ in length, or a value is not positive.
+    """
+    p, m, t = (np.asarray(v, dtype="float64") for v in (predicted_us, measured_us, theoretical_us))
+    if not (len(p) == len(m) == len(t)):
+        raise ValueError(f"calibration {name}: {len(p)} predicted, {len(m)} measured, {len(t)} theoretical")
+    if len(p) and (np.any(~(p > 0)) or np.any(~(m > 0)) or np.any(~(t > 0))):
+        raise ValueError(f"calibration {name}: latencies and theoretical times must be positive")
+    return p, m, t
+
+
 #: the candidates, simplest first (a later one must beat an earlier one by MIN_RELATIVE_GAIN)
 CALIBRATIONS = {
     "none": Calibration("none", identity=True),
@@ -206,6 +273,7 @@ CALIBRATIONS = {
     "loglinear_k0_64": Calibration("loglinear_k0_64", slope_prior_rows=64),
     "loglinear_k0_8": Calibration("loglinear_k0_8", slope_prior_rows=8),
     "neighbours_8": NeighbourCalibration("neighbours_8", neighbours=8),
+    "trees_8_leaves": TreeCalibration("trees_8_leaves"),
 }
 
 
@@ -225,7 +293,8 @@ def fewshot_predictor(model, measured: pd.DataFrame, registry):
 
     Returns:
         ``(model copy, {gpu: (correction name, fitted correction)})``; apply a correction with
-        ``fitted.apply(predicted_latency_us, theoretical_time_us)``.
+        ``fitted.apply(predicted_latency_us, theoretical_time_us, design)`` (``design``: the model copy's
+        :meth:`synperf.model.fingerprint.FingerprintModel.design` of the rows).
 
     Raises:
         ValueError: a GPU of ``measured`` trained the model, or a latency that is not finite and > 0.
@@ -248,7 +317,7 @@ def fewshot_predictor(model, measured: pd.DataFrame, registry):
         d = out.describe(g, registry)
         name = chosen_calibration(out, len(g))
         corrections[gpu] = (name, CALIBRATIONS[name].fit(d["predicted_latency_us"], g["latency_us"],
-                                                         d["theoretical_time_us"]))
+                                                         d["theoretical_time_us"], out.design(g, registry)))
     return out, corrections
 
 
@@ -297,7 +366,7 @@ def fingerprint_fewshot(model, rows: pd.DataFrame, registry, ks=KS, seeds=SEEDS,
                     name, correction = corrections[gpu]
                     d = refitted.describe(g[rest], registry, level)
                     pred = d["predicted_latency_us"].to_numpy()
-                    factor = correction.apply(pred, theo[rest]) / pred
+                    factor = correction.apply(pred, theo[rest], refitted.design(g[rest], registry)) / pred
                 pred, lo, hi, _ = at_compute_bound(d["compute_bound_us"].to_numpy(), *(
                     d[c].to_numpy() * factor
                     for c in ("predicted_latency_us", "predicted_latency_low_us", "predicted_latency_high_us")))

@@ -393,6 +393,13 @@ class FingerprintModel(JoblibModel):
         fp_time, floor, _ = self._fingerprints(rows, terms, registry, rule)
         return correction_design(rows, terms, fp_time, floor, self.columns, self.levels, registry), fp_time
 
+    def design(self, rows: pd.DataFrame, registry, rule: str | None = None) -> np.ndarray:
+        """The correction design of ``rows`` (launch rows with ``gpu``), shape ``(len(rows), p)``: the features the
+        correction reads (:func:`synperf.model.correction.correction_design`) at each GPU's constants
+        (:meth:`fingerprint`, ``rule`` as in :meth:`predict`)."""
+        rows = with_spec_columns(with_v2_columns(rows.reset_index(drop=True), registry), registry)
+        return self._design(rows, pipe_times(rows, registry), registry, rule)[0]
+
     def predict(self, rows: pd.DataFrame, registry, sibling: bool = True, rule: str | None = None) -> np.ndarray:
         """Predicted latency per row, microseconds, shape ``(len(rows),)``. ``sibling``: add the class-mates'
         correction for the rows of a GPU without measurements (the predictor's own rule; False only to measure

@@ -129,10 +129,11 @@ def _fewshot_draws(folds: list, registry, rule: str, ks, seeds, weights, calibra
                 for w in weights:
                     model.overrides[h] = model.calibrated(h, te.iloc[cal], registry, prior_weight=w, rule=rule)
                     pred = model.predict(te, registry, rule=rule)
+                    x = model.design(te, registry, rule) if calibrations else None
                     model.overrides.pop(h, None)
                     for name, c in (calibrations or {"none": None}).items():
-                        p = pred[rest] if c is None else c.fit(pred[cal], y[cal], theo[cal]).apply(pred[rest],
-                                                                                                   theo[rest])
+                        p = pred[rest] if c is None else c.fit(pred[cal], y[cal], theo[cal], x[cal]).apply(
+                            pred[rest], theo[rest], x[rest])
                         yield h, int(k), seed, (name, w), rest, float(np.mean(np.abs(p / y[rest] - 1.0)) * 100.0)
 
 
