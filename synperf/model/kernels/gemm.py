@@ -57,7 +57,8 @@ STAGES = 4
 
 
 def _arch_major(spec) -> int:
-    return spec.sm_generation
+    # a registry GPUSpec, or the pipeweave-compatible hardware row (no sm_generation property)
+    return int(str(spec.compute_capability).split(".")[0])
 
 
 def tile_config(m: int, n: int, k: int, dtype: str, spec, kernel_name: str | None = None,
