@@ -502,6 +502,7 @@ def _fewshot_corrected(pred: pd.DataFrame, rows: pd.DataFrame, model, correction
     """``pred`` (:meth:`FingerprintModel.describe` of ``rows``) with each few-shot GPU's fitted correction
     (``corrections``: GPU -> ``(name, fitted)`` of :func:`synperf.evaluation.fewshot.fewshot_predictor`) applied to
     its rows' point and bounds, held at the spec-sheet FLOP time, and named in ``gpu_constants``."""
+    from synperf.evaluation.fewshot import needs_design
     from synperf.model.pipes import at_compute_bound
 
     gpus = rows["gpu"].astype(str).to_numpy()
@@ -510,8 +511,8 @@ def _fewshot_corrected(pred: pd.DataFrame, rows: pd.DataFrame, model, correction
         if not on.any():
             continue
         p = pred["predicted_latency_us"].to_numpy()[on]
-        scale = fitted.apply(p, pred["theoretical_time_us"].to_numpy()[on],
-                             model.design(rows[on], registry)) / p
+        design = model.design(rows[on], registry) if needs_design(fitted) else None
+        scale = fitted.apply(p, pred["theoretical_time_us"].to_numpy()[on], design) / p
         cols = ["predicted_latency_us", "predicted_latency_low_us", "predicted_latency_high_us"]
         pred.loc[on, cols] = np.column_stack(at_compute_bound(pred["compute_bound_us"].to_numpy()[on],
                                                               *(pred[c].to_numpy()[on] * scale for c in cols))[:3])

@@ -261,6 +261,21 @@ def test_kv_cache_tokens_fp8_weights_and_fp8_cache_leave_more_room():
     # 2*80*4*128*2 = 163840 bytes a token of a bf16 cache
     assert 2 * (bf16 + 150_000) < fp8 < 2 * (bf16 + 260_000)
     assert 0 < bf16 < 30_000    # a bf16 70B model leaves ~3 GB of two 80 GB GPUs at a 0.9 utilization
+    # the engine's share of memory sizes the cache: 0.1 x 80 GiB (H100 is HBM: its "80 GB" counts GiB) more at 1.0
+    per_token = 2 * 80 * (8 // 2) * 128 * 2
+    full = kv_cache_tokens(m, 2, "h100_sxm", reg, "bfloat16", 1.0)
+    assert abs((full - bf16) - 0.1 * 80 * 2 ** 30 / per_token) <= 1
+
+
+def test_usable_memory_reads_the_datasheet_figure_by_memory_family():
+    from synperf.e2e._deps import default_registry
+    from synperf.e2e.plan import usable_memory_gb
+
+    reg = default_registry()
+    # HBM: the datasheet's GB are GiB (nvidia-smi shows 81,559 MiB on an 80 GB H100); GDDR with ECC: 1e9 bytes
+    # (46,068 MiB = 48.3e9 bytes on a 48 GB L40S)
+    assert usable_memory_gb(reg, "h100_sxm") == pytest.approx(0.9 * 80 * 2 ** 30 / 1e9)
+    assert usable_memory_gb(reg, "l40s", 1.0) == pytest.approx(48.0)
 
 
 def test_an_fp8_checkpoint_prices_its_attention_on_an_fp8_kv_cache():
@@ -389,6 +404,24 @@ def test_plan_serving_adds_ttft_tpot_to_priced_single_stage_rows():
     assert hi - t == pytest.approx(2 * (t - lo))
     assert 0.5 * t < lo < t < hi < 2 * t
     assert out.loc[0, "tpot_low_ms"] < out.loc[0, "tpot_ms"] < out.loc[0, "tpot_high_ms"]
+
+
+
+def test_plan_serving_sizes_the_kv_cache_at_the_plans_memory_utilization(monkeypatch):
+    from synperf.e2e._deps import default_registry
+    from synperf.serving import simulate as S
+
+    seen = []
+
+    def recording(*args, **kw):
+        seen.append(kw["gpu_memory_utilization"])
+        return dict.fromkeys(("ttft_mean_ms", "ttft_low_ms", "ttft_high_ms", "tpot_mean_ms", "tpot_low_ms",
+                              "tpot_high_ms"), 1.0)
+
+    monkeypatch.setattr(S, "serve", recording)
+    df = pd.DataFrame({"gpu": ["h100_sxm"], "tp": [1], "pp": [1], "status": ["ok"], "gpu_memory_utilization": [0.7]})
+    S.plan_serving(df, parse_config(TINY, "tiny"), 100, 10, 4, registry=default_registry())
+    assert seen == [0.7]
 
 
 def test_score_silicon_counts_rows_the_config_cannot_price(tmp_path):

@@ -53,7 +53,7 @@ def main(argv=None) -> int:
         gpus = list(exp["seen"]) + list(exp.get("unseen", []))
         for fold in make_folds("logo", table, registry, gpus=gpus, heldout_frac=exp.get("heldout_frac", 0.2),
                                seed=seed, heldout_source_files=exp.get("heldout_source_files")):
-            model = fit_chosen(table[fold.train_mask], meta, registry, max_train_rows=5000, seed=seed)
+            model = fit_chosen(table[fold.train_mask], meta, registry, max_train_rows=5000, seed=seed, local_oof=False)
             res = fingerprint_fewshot(model, table[fold.labels == "unseen"], registry, ks=(0, 8, 32))
             parts.append(res.assign(experiment=name, option=model.choice["option"]))
             print(name, fold.name, model.choice["option"], flush=True)

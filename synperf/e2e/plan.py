@@ -15,9 +15,8 @@ Memory per GPU (GB = 1e9 bytes), :func:`memory_need`:
   token the largest batch holds at its end (the sum of prompt + output tokens of its requests);
 * activations: the fixed allowance :data:`ACTIVATION_GB` (CUDA context, activations, CUDA graphs, NCCL buffers);
 
-against ``gpu_memory_utilization`` x the GPU's memory (``memory_usable_gb``, :func:`usable_memory_gb`: the
-registry's ``memory_gb`` is the datasheet figure, which counts GiB, 2**30 bytes: an "80 GB" H100 SXM holds 80 GiB
-and CUDA reports 79.6 GiB of them): vLLM pre-allocates that
+against ``gpu_memory_utilization`` x the memory CUDA reports (``memory_usable_gb``, :func:`usable_memory_gb`, from
+the registry's datasheet ``memory_gb`` by memory family, :data:`MEMORY_UNIT_BYTES`): vLLM pre-allocates that
 share of the GPU's memory and leaves the rest to other processes and fragmentation (``EngineArgs
 .gpu_memory_utilization = 0.90`` in ``vllm/engine/arg_utils.py``; docs.vllm.ai, engine arguments,
 ``--gpu-memory-utilization``: "the fraction of GPU memory to be used for the model executor", default 0.9), so a
@@ -58,9 +57,11 @@ ACTIVATION_GB = 4.0
 #: share of a GPU's memory the serving engine may use: vLLM's default ``gpu_memory_utilization``
 GPU_MEMORY_UTILIZATION = 0.9
 GB = 1e9
-#: bytes per unit of the registry's ``memory_gb``: datasheet capacities count GiB (an "80 GB" H100 or A100 holds
-#: 80 GiB; ``torch.cuda.get_device_properties(0).total_memory`` reports 79.6 GiB on H100 SXM, 79.2 GiB on A100 80GB)
-MEMORY_UNIT_BYTES = 2 ** 30
+#: bytes CUDA reports per unit of the registry's datasheet ``memory_gb``, by memory family. HBM parts: a GiB (an
+#: "80 GB" H100 SXM shows 81,559 MiB in nvidia-smi, 99.6% of 80 GiB; A100 80GB 81,920 MiB). GDDR datacenter parts
+#: run with ECC on, which keeps 1/16 of the memory: A40, L40S and L20 show 46,068 MiB of "48 GB" (48.3e9 bytes), so
+#: 1e9 bytes per GB, slightly below what they report (and 7% below a GeForce part without ECC)
+MEMORY_UNIT_BYTES = {"HBM": 2 ** 30, "GDDR": 1e9}
 #: columns of :func:`plan`'s table, before the per-family ``flag_<family>`` columns
 PLAN_COLUMNS = ["gpu", "tp", "pp", "gpus", "status", "prefill_ms", "prefill_low_ms", "prefill_high_ms",
                 "decode_step_ms", "decode_step_low_ms", "decode_step_high_ms", "total_s", "total_low_s",
@@ -101,13 +102,14 @@ def layer_params(m: ModelConfig) -> int:
 
 def usable_memory_gb(registry, gpu: str, utilization: float = GPU_MEMORY_UTILIZATION) -> float:
     """GB (1e9 bytes) of ``gpu``'s memory a serving engine may use: ``utilization`` x the registry's ``memory_gb``
-    read as GiB (:data:`MEMORY_UNIT_BYTES`). The one capacity :func:`plan`, ``synperf e2e`` and the serving KV
-    cache (:func:`synperf.serving.metrics.kv_cache_tokens`) check against.
+    in the bytes CUDA reports for its memory family (:data:`MEMORY_UNIT_BYTES`). The one capacity :func:`plan`,
+    ``synperf e2e`` and the serving KV cache (:func:`synperf.serving.metrics.kv_cache_tokens`) check against.
 
     Raises:
-        KeyError: ``gpu`` is not in the registry.
+        InputError: ``gpu`` is not in the registry.
     """
-    return utilization * float(registry[gpu].datasheet().memory_gb) * MEMORY_UNIT_BYTES / GB
+    spec = registry[gpu]
+    return utilization * float(spec.datasheet().memory_gb) * MEMORY_UNIT_BYTES[spec.memory_family] / GB
 
 
 def memory_need(m: ModelConfig, tp: int, pp: int, kv_tokens: int) -> dict:
@@ -222,7 +224,8 @@ def plan(model: ModelConfig, requests: list[Request], gpus: list[str], tps: list
     """One row per (GPU, TP, PP) (:data:`PLAN_COLUMNS` plus ``flag_<family>``, module docstring); the memory
     columns on every row that can be sharded, the latency, interval and flag columns on the priced ones.
     ``status`` is ``ok`` for a priced row, else ``does not fit: needs X GB of Y GB usable`` (``memory_need_gb`` above
-    ``gpu_memory_utilization`` x ``memory_gb``), ``not modelled: TP <n> all-reduces across nodes`` (more GPUs
+    ``memory_usable_gb``, :func:`usable_memory_gb`; ``memory_gb`` is the datasheet figure), ``not modelled: TP <n>
+    all-reduces across nodes`` (more GPUs
     than the collective tables measure, :meth:`~.collectives.CollectiveModel.spans_nodes`), ``cannot run
     <dtype>`` (the
     GPU has no Tensor Core peak for the model's dtype, as :func:`synperf.data.launches.check_launches` refuses) or

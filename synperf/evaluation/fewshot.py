@@ -201,10 +201,14 @@ FEWSHOT_TREES = {"max_iter": 100, "learning_rate": 0.1, "max_leaf_nodes": 8, "mi
 @dataclass
 class TreeCalibration:
     """A learned correction on the calibration rows: gradient-boosted trees (:data:`FEWSHOT_TREES`, seeded, no early
-    stopping) on ``log(measured / predicted)`` with the predictor's own correction design as features (the
-    GPU-invariant columns of :func:`synperf.model.correction.correction_design`: log shapes, waves, pipe time
-    shares, tile), ``log(corrected) = log(predicted) + trees(design)``: the GPU's own correction learned from its
-    ``k`` rows, as a trained GPU's own-GPU correction is from all of its rows.
+    stopping) on ``log(measured / predicted)`` with the predictor's own correction design as features
+    (:func:`synperf.model.correction.correction_design` at the GPU's few-shot constants: log shapes, waves, pipe
+    time shares, tile, the floor's share; the GPU's class columns are constant here),
+    ``log(corrected) = log(predicted) + trees(design)``: the GPU's own correction learned from its ``k`` rows, as a
+    trained GPU's own-GPU correction is from all of its rows.
+
+    Attributes:
+        needs_design: True: callers pass the rows' design to :meth:`fit` and :meth:`apply`.
 
     Attributes:
         name: the candidate's name (key of :data:`CALIBRATIONS`).
@@ -213,6 +217,7 @@ class TreeCalibration:
 
     name: str
     trees: object = None
+    needs_design: bool = True
 
     def fit(self, predicted_us, measured_us, theoretical_us, design=None) -> TreeCalibration:
         """Fit on the calibration rows (microseconds, positive; ``design`` their correction design, shape
@@ -277,6 +282,11 @@ CALIBRATIONS = {
 }
 
 
+def needs_design(calibration) -> bool:
+    """Whether ``calibration`` reads the rows' correction design (:attr:`TreeCalibration.needs_design`)."""
+    return bool(getattr(calibration, "needs_design", False))
+
+
 def chosen_calibration(model, k: int) -> str:
     """The correction ``model`` (a :class:`synperf.model.fingerprint.FingerprintModel`) chose for a short sweep of
     ``k`` rows: the choice of the largest chosen ``k`` not above it (``model.choice["fewshot_calibration"]``), else
@@ -316,8 +326,9 @@ def fewshot_predictor(model, measured: pd.DataFrame, registry):
         out.overrides[gpu] = out.calibrated(gpu, g, registry)
         d = out.describe(g, registry)
         name = chosen_calibration(out, len(g))
-        corrections[gpu] = (name, CALIBRATIONS[name].fit(d["predicted_latency_us"], g["latency_us"],
-                                                         d["theoretical_time_us"], out.design(g, registry)))
+        cal = CALIBRATIONS[name]
+        corrections[gpu] = (name, cal.fit(d["predicted_latency_us"], g["latency_us"], d["theoretical_time_us"],
+                                          out.design(g, registry) if needs_design(cal) else None))
     return out, corrections
 
 
@@ -366,7 +377,8 @@ def fingerprint_fewshot(model, rows: pd.DataFrame, registry, ks=KS, seeds=SEEDS,
                     name, correction = corrections[gpu]
                     d = refitted.describe(g[rest], registry, level)
                     pred = d["predicted_latency_us"].to_numpy()
-                    factor = correction.apply(pred, theo[rest], refitted.design(g[rest], registry)) / pred
+                    design = refitted.design(g[rest], registry) if needs_design(correction) else None
+                    factor = correction.apply(pred, theo[rest], design) / pred
                 pred, lo, hi, _ = at_compute_bound(d["compute_bound_us"].to_numpy(), *(
                     d[c].to_numpy() * factor
                     for c in ("predicted_latency_us", "predicted_latency_low_us", "predicted_latency_high_us")))

@@ -106,7 +106,7 @@ def _mape_goal(per: pd.DataFrame, families: list[str], goal: str, target: str, l
     return _row(goal, target, measured, limit, base, name, detail, paper_mlp=value)
 
 
-#: the per-GPU band the 80% interval's coverage is to fall in (share of an unseen GPU's rows, inclusive)
+#: the per-GPU band the 80% interval's coverage is to fall in (share of a GPU's scored rows, inclusive)
 INTERVAL_BAND = (0.7, 0.9)
 
 
@@ -115,8 +115,9 @@ def interval_goal(protocols: pd.DataFrame, families: list[str], protocol: str = 
     """Goal row: the ``synperf`` method's 80% interval covers a share of each GPU's rows within
     :data:`INTERVAL_BAND`, per (family, GPU), on the ``split`` rows of ``protocol`` (default: unseen GPUs under leave
     one GPU out; ``"configured"``, ``"test_seen"``: held-out problems of seen GPUs); *measured* counts the (family,
-    GPU) cells in the band, out of the cells with an interval (a fold with one training GPU has none). The detail
-    gives every cell's coverage in percent."""
+    GPU) cells in the band, out of the cells with an interval (none for an unseen GPU in a fold with one training
+    GPU, or for a seen GPU without held-out residuals of its own-GPU correction). The detail gives every cell's
+    coverage in percent."""
     t = protocols[(protocols["protocol"] == protocol) & (protocols["split"] == split) & (protocols["gpu"] != "ALL")
                   & (protocols["scope"] == "all") & (protocols["method"] == OURS[0])
                   & protocols["experiment"].isin(families)]

@@ -112,7 +112,7 @@ def _fewshot_draws(folds: list, registry, rule: str, ks, seeds, weights, calibra
     MAPE % on the rest)``, one per calibration of ``calibrations`` (:data:`synperf.evaluation.fewshot.
     CALIBRATIONS` members, fitted on the sweep's rows after the refit); without ``calibrations``, ``name`` is
     ``"none"``. Nothing without ``theoretical_time_us`` (the sweep's order)."""
-    from synperf.evaluation.fewshot import short_sweep
+    from synperf.evaluation.fewshot import needs_design, short_sweep
 
     for h, te, model in folds:
         if "theoretical_time_us" not in te.columns:
@@ -129,11 +129,13 @@ def _fewshot_draws(folds: list, registry, rule: str, ks, seeds, weights, calibra
                 for w in weights:
                     model.overrides[h] = model.calibrated(h, te.iloc[cal], registry, prior_weight=w, rule=rule)
                     pred = model.predict(te, registry, rule=rule)
-                    x = model.design(te, registry, rule) if calibrations else None
+                    wanted = any(needs_design(c) for c in (calibrations or {}).values())
+                    x = model.design(te, registry, rule) if wanted else None
                     model.overrides.pop(h, None)
                     for name, c in (calibrations or {"none": None}).items():
-                        p = pred[rest] if c is None else c.fit(pred[cal], y[cal], theo[cal], x[cal]).apply(
-                            pred[rest], theo[rest], x[rest])
+                        xc, xr = (x[cal], x[rest]) if x is not None else (None, None)
+                        p = pred[rest] if c is None else c.fit(pred[cal], y[cal], theo[cal], xc).apply(
+                            pred[rest], theo[rest], xr)
                         yield h, int(k), seed, (name, w), rest, float(np.mean(np.abs(p / y[rest] - 1.0)) * 100.0)
 
 

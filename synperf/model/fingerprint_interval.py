@@ -32,10 +32,12 @@ def held_out_quantiles(fit_shared, fit_own, r: np.ndarray, gpus: np.ndarray, gro
     """GPU of ``own_gpus`` -> the 10% and 90% quantiles of its log residuals ``r`` (shape ``(n,)``, one GPU id of
     ``gpus`` and one problem key of ``groups`` per row) after the shared and its own-GPU correction, each row
     predicted by corrections that never saw its problem: scikit-learn's ``GroupKFold`` by problem, and per fold
-    ``fit_shared(train_rows)`` (a fitted regressor of ``r`` on the rows' design, or None for no shared correction:
-    a ``(n,)`` prediction of every row is what it returns) then ``fit_own(gpu, train_rows, base)`` (a callable
+    ``fit_shared(train_rows)`` (the shared correction fitted on those row positions, returning its ``(n,)``
+    prediction of every row; zeros for no shared correction) then ``fit_own(gpu, train_rows, base)`` (a callable
     giving the GPU's own correction of ``base = r - shared`` at row positions) on that GPU's training rows of the
-    fold. ``{}`` with fewer than ``n_folds`` problems."""
+    fold. ``{}`` with fewer than ``n_folds`` problems. The GPU's fingerprint constants (in ``r``) stay fitted on
+    all of its rows: a few numbers per GPU, so the quantiles are slightly optimistic; the configured protocol's
+    held-out problems measure by how much."""
     from sklearn.model_selection import GroupKFold
 
     if len(np.unique(groups)) < n_folds:

@@ -13,8 +13,8 @@ KV-cache capacity (tokens per GPU), :func:`kv_cache_tokens`: vLLM sizes the cach
 
     (usable_memory_gb * 1e9 - weights - ACTIVATION_GB * 1e9) / (2 * L * max(1, kv_heads / tp) * head_dim * kv bytes)
 
-``usable_memory_gb`` is :func:`synperf.e2e.plan.usable_memory_gb` (0.9 of the registry's datasheet capacity read as
-GiB: an "80 GB" H100 reports 79.6 GiB to CUDA), the capacity ``synperf plan`` checks; weights
+``usable_memory_gb`` is :func:`synperf.e2e.plan.usable_memory_gb` (``gpu_memory_utilization``, default 0.9, of the
+memory CUDA reports, from the registry's datasheet capacity), the capacity ``synperf plan`` checks; weights
 = linear layers at the GEMM dtype's bytes plus the vocab-parallel embedding and LM head in bf16
 (:func:`synperf.e2e.plan.layer_params`), divided by ``tp``; :data:`synperf.e2e.plan.ACTIVATION_GB` (4 GB, a round
 allowance) for activations and CUDA graphs; ``kv bytes`` per element of the KV cache's dtype
@@ -25,7 +25,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._deps import ACTIVATION_GB, InputError, ModelConfig, Registry, layer_params, usable_memory_gb
+from ._deps import (
+    ACTIVATION_GB,
+    GPU_MEMORY_UTILIZATION,
+    InputError,
+    ModelConfig,
+    Registry,
+    layer_params,
+    usable_memory_gb,
+)
 from .scheduler import Schedule
 
 GEMM_BYTES = {"bfloat16": 2, "fp8": 1}
@@ -34,8 +42,10 @@ GEMM_BYTES = {"bfloat16": 2, "fp8": 1}
 KV_BYTES = {"bfloat16": 2, "fp8": 1}
 
 
-def kv_cache_tokens(model: ModelConfig, tp: int, gpu: str, registry: Registry, gemm_dtype: str = "bfloat16") -> int:
-    """KV-cache tokens one GPU holds (module docstring); may be <= 0 when the weights do not fit.
+def kv_cache_tokens(model: ModelConfig, tp: int, gpu: str, registry: Registry, gemm_dtype: str = "bfloat16",
+                    utilization: float = GPU_MEMORY_UTILIZATION) -> int:
+    """KV-cache tokens one GPU holds (module docstring) with ``utilization`` of its memory for the engine; may be
+    <= 0 when the weights do not fit.
 
     Raises:
         InputError: a ``gemm_dtype`` without a byte size, or the model cannot be sharded ``tp`` ways.
@@ -43,7 +53,7 @@ def kv_cache_tokens(model: ModelConfig, tp: int, gpu: str, registry: Registry, g
     if gemm_dtype not in GEMM_BYTES:
         raise InputError(f"gemm_dtype {gemm_dtype!r}: expected one of {list(GEMM_BYTES)}")
     sm = model.shard(tp, 1)
-    mem = usable_memory_gb(registry, gpu) * 1e9
+    mem = usable_memory_gb(registry, gpu, utilization) * 1e9
     weights = (model.num_layers * layer_params(model) * GEMM_BYTES[gemm_dtype]
                + 2 * model.vocab_size * model.hidden_size * 2) / tp
     per_token = 2 * model.num_layers * sm.num_kv_heads * model.head_dim * KV_BYTES[gemm_dtype]

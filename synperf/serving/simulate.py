@@ -8,6 +8,7 @@ from typing import Callable
 import numpy as np
 
 from ._deps import (
+    GPU_MEMORY_UTILIZATION,
     CollectiveModel,
     InputError,
     ModelConfig,
@@ -37,7 +38,8 @@ def serve(model: ModelConfig, gpu: str, tp: int, isl, osl, concurrency: int, *, 
           gemm_dtype: str = "bfloat16", config: SchedulerConfig | None = None, start: str = "steady",
           client_delay: bool = True, benchmark_rounds: int | None = BENCHMARK_ROUNDS, predict_fn: Callable = predict,
           models_dir: str | os.PathLike | None = None, registry: Registry | None = None,
-          collectives: CollectiveModel | None = None, overhead: Overhead = Overhead()) -> dict:
+          collectives: CollectiveModel | None = None, overhead: Overhead = Overhead(),
+          gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION) -> dict:
     """TTFT and TPOT (mean, median, p90; ms) of ``num_requests`` requests (default
     :data:`REQUESTS_PER_CONCURRENCY` x ``concurrency``) of ``isl`` prompt and ``osl`` output tokens (scalars or
     per-request arrays) served by vLLM in a closed loop at ``concurrency`` on ``tp`` GPUs ``gpu``; ``start`` how the
@@ -52,7 +54,8 @@ def serve(model: ModelConfig, gpu: str, tp: int, isl, osl, concurrency: int, *, 
     two are simulated apart because a deterministic loop with equal output lengths keeps a burst's waves in lock
     step for ever, which the measured TTFTs at low concurrency (about one prefill) rule out.
 
-    ``config`` defaults to vLLM's defaults for a >= 70 GiB GPU with the KV cache of :func:`.metrics.kv_cache_tokens`.
+    ``config`` defaults to vLLM's defaults for a >= 70 GiB GPU with the KV cache of :func:`.metrics.kv_cache_tokens`
+    at ``gpu_memory_utilization``.
     The result also has ``*_low_ms``/``*_high_ms`` for the means when the kernel predictors give intervals (NaN
     otherwise, with ``interval`` saying so), ``iterations``, ``preemptions``, ``kv_cache_tokens``, per-family
     seconds (``s_<family>``) and ``seen_<family>`` (the GPU is one of that family's training GPUs).
@@ -65,7 +68,8 @@ def serve(model: ModelConfig, gpu: str, tp: int, isl, osl, concurrency: int, *, 
     p = np.broadcast_to(np.asarray(isl, dtype="int64"), (n,))
     o = np.broadcast_to(np.asarray(osl, dtype="int64"), (n,))
     if config is None:
-        config = SchedulerConfig(kv_cache_tokens=kv_cache_tokens(model, tp, gpu, registry, gemm_dtype))
+        config = SchedulerConfig(kv_cache_tokens=kv_cache_tokens(model, tp, gpu, registry, gemm_dtype,
+                                                                 gpu_memory_utilization))
     parts = [_served(simulate(p, o, concurrency, config, start=start, client_delay=client_delay),
                      model, gpu, tp, gemm_dtype, predict_fn, models_dir, registry, collectives, overhead)]
     if benchmark_rounds is not None:
@@ -130,7 +134,7 @@ def plan_serving(df, model: ModelConfig, isl: int, osl: int, concurrency: int, *
     """``synperf plan --concurrency``: the plan table ``df`` (:func:`synperf.e2e.plan.plan`) with ``ttft_ms``,
     ``tpot_ms`` and their ``*_low_ms``/``*_high_ms`` bounds from :func:`serve` at ``concurrency`` for every priced
     row with ``pp`` 1 (the serving simulator has no pipeline parallelism; other rows keep NaN). The linear layers
-    are priced in the model's dtype.
+    are priced in the model's dtype, the KV cache sized at each row's ``gpu_memory_utilization`` (the plan's).
 
     Raises:
         InputError: from :func:`serve`.
@@ -142,7 +146,8 @@ def plan_serving(df, model: ModelConfig, isl: int, osl: int, concurrency: int, *
     for i, r in out[(out["status"] == "ok") & (out["pp"] == 1)].iterrows():
         res = serve(model, r["gpu"], int(r["tp"]), isl, osl, concurrency, gemm_dtype=model.dtype,
                     predict_fn=predict_fn, models_dir=models_dir, registry=registry, collectives=collectives,
-                    overhead=overhead)
+                    overhead=overhead, gpu_memory_utilization=float(r.get("gpu_memory_utilization",
+                                                                          GPU_MEMORY_UTILIZATION)))
         out.loc[i, cols] = [res["ttft_mean_ms"], res["ttft_low_ms"], res["ttft_high_ms"], res["tpot_mean_ms"],
                             res["tpot_low_ms"], res["tpot_high_ms"]]
     return out
