@@ -303,6 +303,11 @@ def test_tree_calibration_learns_a_residual_that_depends_on_the_design_and_needs
     scale_err = np.mean(np.abs(CALIBRATIONS["median_scale"].fit(pred, measured, theo).apply(p_new, p_new / 2)
                                / truth - 1))
     assert tree_err < 0.05 < 0.15 < scale_err
+    # a design column without a finite value on the calibration rows (a feature the family lacks) is left out
+    gap = np.column_stack([x, np.full(len(x), np.nan)])
+    with_gap = CALIBRATIONS["trees_8_leaves"].fit(pred, measured, theo, gap)
+    assert np.allclose(with_gap.apply(p_new, p_new / 2, np.column_stack([new, np.ones(len(new))])),
+                       fitted.apply(p_new, p_new / 2, new))
     # no rows: the identity; rows without their design are refused
     assert np.allclose(TreeCalibration("t").fit([], [], []).apply([5.0], [1.0]), [5.0])
     with pytest.raises(ValueError, match="needs the design"):

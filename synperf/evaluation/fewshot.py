@@ -209,6 +209,8 @@ class TreeCalibration:
 
     Attributes:
         needs_design: True: callers pass the rows' design to :meth:`fit` and :meth:`apply`.
+        columns: the design columns the trees read: those with a finite value on some calibration row (scikit-learn's
+            binning refuses a column with none).
 
     Attributes:
         name: the candidate's name (key of :data:`CALIBRATIONS`).
@@ -218,6 +220,7 @@ class TreeCalibration:
     name: str
     trees: object = None
     needs_design: bool = True
+    columns: np.ndarray | None = None
 
     def fit(self, predicted_us, measured_us, theoretical_us, design=None) -> TreeCalibration:
         """Fit on the calibration rows (microseconds, positive; ``design`` their correction design, shape
@@ -234,9 +237,11 @@ class TreeCalibration:
             return TreeCalibration(self.name)
         if design is None or len(design) != len(p):
             raise ValueError(f"calibration {self.name}: needs the design of each of its {len(p)} rows")
+        x = np.asarray(design, dtype="float64")
+        columns = np.flatnonzero(np.isfinite(x).any(axis=0))
         with threadpool_limits(1, user_api="openmp"):
             trees = HistGradientBoostingRegressor(**FEWSHOT_TREES, early_stopping=False, random_state=0)
-            return TreeCalibration(self.name, trees.fit(np.asarray(design, dtype="float64"), np.log(m / p)))
+            return TreeCalibration(self.name, trees.fit(x[:, columns], np.log(m / p)), columns=columns)
 
     def apply(self, predicted_us, theoretical_us, design=None) -> np.ndarray:
         """Corrected latency (microseconds) of predictions ``predicted_us`` whose rows have correction design
@@ -253,7 +258,7 @@ class TreeCalibration:
         if design is None or len(design) != len(p):
             raise ValueError(f"calibration {self.name}: needs the design of each of its {len(p)} rows")
         with threadpool_limits(1, user_api="openmp"):
-            return p * np.exp(self.trees.predict(np.asarray(design, dtype="float64")))
+            return p * np.exp(self.trees.predict(np.asarray(design, dtype="float64")[:, self.columns]))
 
 
 def _checked(name: str, predicted_us, measured_us, theoretical_us) -> tuple[np.ndarray, ...]:
