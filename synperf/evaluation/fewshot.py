@@ -208,13 +208,11 @@ class TreeCalibration:
     trained GPU's own-GPU correction is from all of its rows.
 
     Attributes:
+        name: the candidate's name (key of :data:`CALIBRATIONS`).
+        trees: the fitted regressor (None before :meth:`fit`, or when fitted on no rows: the identity).
         needs_design: True: callers pass the rows' design to :meth:`fit` and :meth:`apply`.
         columns: the design columns the trees read: those with a finite value on some calibration row (scikit-learn's
             binning refuses a column with none).
-
-    Attributes:
-        name: the candidate's name (key of :data:`CALIBRATIONS`).
-        trees: the fitted regressor (None before :meth:`fit`, or when fitted on no rows: the identity).
     """
 
     name: str
