@@ -38,7 +38,17 @@ EXAMPLE_MODELS = _REPO / "examples" / "models"
 MODEL_HELP = ("Hugging Face config.json, or an example name (examples/models/: "
               + ", ".join(sorted(f.stem for f in EXAMPLE_MODELS.glob("*.json"))) + ")")
 #: the note printed when no --overhead file is given
-NO_OVERHEAD = "(no framework overhead added: --overhead FILE adds a_s + b_s * batch per iteration)"
+NO_OVERHEAD = ("(no framework overhead and no composition error: --overhead FILE, e.g. results/e2e/overhead.json, "
+               "adds a_s + b_s * batch per iteration and widens the intervals by the error measured on real runs)")
+
+
+def composition_note(overhead: Overhead) -> str:
+    """How the intervals were made: kernel errors alone, or widened by the overhead file's composition error."""
+    base = "kernel errors fully correlated within a family, independent across families"
+    if not overhead.has_composition:
+        return base
+    c = ", ".join(f"{m} {overhead.composition_of(m):.3f}" for m in ("prefill", "decode_step", "total"))
+    return f"{base}, plus the composition error measured on real runs (log half-width {c}; docs/e2e.md)"
 DEFAULT_COLLECTIVES = ("resources/public-data/pipeweave/dataset/collective",
                        "../shared/public-data/pipeweave/dataset/collective")
 
@@ -119,8 +129,7 @@ def e2e(args: argparse.Namespace) -> int:
           + bounds(iv["decode_step_low_s"], iv["decode_step_high_s"], 1e3, ".3f"))
     print(f"total latency        {res.total_s:10.4f} s" + bounds(iv["total_low_s"], iv["total_high_s"], 1, ".4f"))
     if not pd.isna(iv["total_low_s"]):
-        print("(intervals: kernel errors fully correlated within a family, independent across families; "
-              "docs/e2e.md)")
+        print(f"(intervals: {composition_note(overhead)}; docs/e2e.md)")
     if not args.overhead:
         print(NO_OVERHEAD)
     else:
@@ -279,8 +288,8 @@ def plan_cmd(args: argparse.Namespace) -> int:
         print(planmod.format_table(df))
         sets = sorted({s for v in df["model_set"].dropna() for s in str(v).split("+")})
         print(f"model set: {', '.join(sets) or '-'} (deploy: trained on every measured GPU; evaluation: "
-              "trained on the seen GPUs only); intervals: 80%, kernel errors fully correlated within a family, "
-              f"independent across families; memory: need / {args.gpu_memory_utilization:g} x GPU memory")
+              f"trained on the seen GPUs only); intervals: 80%, {composition_note(overhead)}; "
+              f"memory: need / {args.gpu_memory_utilization:g} x GPU memory")
         for r in df[df["ttft_ms"].notna()].itertuples() if args.concurrency else []:
             print(f"{r.gpu} tp{r.tp}: TTFT {r.ttft_ms:.1f} ms [{r.ttft_low_ms:.1f}-{r.ttft_high_ms:.1f}], TPOT "
                   f"{r.tpot_ms:.2f} ms [{r.tpot_low_ms:.2f}-{r.tpot_high_ms:.2f}] at concurrency {args.concurrency}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -96,8 +98,30 @@ def test_overhead_and_collectives(public_data, registry, e2e_config):
     bd = ov.breakdown()
     assert bd.loc[bd["op"] == "overhead", "time_s"].sum() == pytest.approx(3 * 0.003)
     assert bd["share"].sum() == pytest.approx(1.0)
+    # the composition error of the overhead file widens the (here absent) kernel bounds of each metric
+    wide = base.with_overhead(Overhead(0.0, 0.0, (0.1, 0.2, 0.3))).intervals()
+    assert wide["decode_step_low_s"] == pytest.approx(base.decode_step_s * np.exp(-0.2))
+    assert wide["total_high_s"] == pytest.approx(base.total_s * np.exp(0.3))
+    assert np.isnan(base.intervals()["total_high_s"])
     with pytest.raises(InputError, match="collective"):
         compose(wl, "a100_sxm4_80gb", predict_fn=FakePredictor(), registry=registry)
+
+
+def test_overhead_file_round_trip_and_refusals(tmp_path):
+    p = tmp_path / "overhead.json"
+    p.write_text(json.dumps(Overhead(0.001, 0.0002, (0.05, 0.08, 0.06)).to_json()))
+    back = Overhead.from_json(p)
+    assert (back.a_s, back.b_s, *back.composition) == pytest.approx((0.001, 0.0002, 0.05, 0.08, 0.06))
+    assert back.has_composition and back.composition_of("decode_step") == pytest.approx(0.08)
+    p.write_text('{"a_s": 0.001, "b_s": 0}')
+    assert not Overhead.from_json(p).has_composition
+    p.write_text('{"a_s": 0, "b_s": 0, "composition_log_half_width": {"prefill": 0.1, "total": 0.1}}')
+    with pytest.raises(InputError, match=r"overhead.json: composition_log_half_width = .*decode_step"):
+        Overhead.from_json(p)
+    p.write_text('{"a_s": 0, "b_s": 0, "composition_log_half_width": {"prefill": 0.1, "decode_step": -1, '
+                 '"total": 0.1}}')
+    with pytest.raises(InputError, match=r"composition_log_half_width\.decode_step = -1: expected a finite"):
+        Overhead.from_json(p)
 
 
 def test_fit_overhead_nonnegative():

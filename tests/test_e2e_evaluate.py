@@ -10,7 +10,7 @@ import pytest
 from test_e2e_compose import FakePredictor
 
 from synperf.data.io import InputError
-from synperf.e2e.compose import fit_overhead
+from synperf.e2e.compose import Overhead, fit_overhead
 from synperf.e2e.evaluate import real_runs, run_e2e_evaluation
 
 
@@ -129,9 +129,24 @@ def test_run_e2e_evaluation(public_data, tmp_path, e2e_config):
     assert ov["a_s"] >= 0 and ov["b_s"] >= 0 and len(ov["fitted_on"]) == 18
     m = pd.read_csv(tmp_path / "e2e_models.csv")
     assert set(m.loc[m["config"].str.endswith("/H100") & (m["family"] == "attention_prefill"), "path"]) == {"fa3"}
-    # the fake predictor gives no interval: no bound, no coverage
-    assert c["total_low_s"].isna().all() and c["total_in_interval"].isna().all()
-    assert s["interval_coverage_pct"].isna().all()
+    # the fake predictor gives no kernel interval: each configuration's interval is the composition error alone,
+    # the split-conformal quantile of the other model-and-trace pairs' |log(measured / predicted)|
+    assert c["total_kernel_low_s"].isna().all()
+    for i in (0, 5, 11):
+        others = (c["run_name"] != c.loc[i, "run_name"]).to_numpy()
+        for m in ("prefill", "decode_step", "total"):
+            need = np.sort(np.abs(np.log(c[f"{m}_measured_s"] / c[f"{m}_predicted_s"]))[others])
+            k = int(np.ceil((len(need) + 1) * 0.8))
+            assert c.loc[i, f"{m}_composition_log_hw"] == pytest.approx(need[k - 1])
+            pred = c.loc[i, f"{m}_predicted_s"]
+            assert (c.loc[i, f"{m}_low_s"], c.loc[i, f"{m}_high_s"]) == pytest.approx(
+                (pred * np.exp(-need[k - 1]), pred * np.exp(need[k - 1])))
+    inside = (c["total_low_s"] <= c["total_measured_s"]) & (c["total_measured_s"] <= c["total_high_s"])
+    assert s.loc["total", "interval_coverage_pct"] == pytest.approx(inside.mean() * 100)
+    # overhead.json ships the quantile of all 18 configurations (the 16th smallest), which the CLI reads back
+    need = np.sort(np.abs(np.log(c["total_measured_s"] / c["total_predicted_s"])))
+    assert ov["composition_log_half_width"]["total"] == pytest.approx(need[15])
+    assert Overhead.from_json(tmp_path / "overhead.json").composition_of("total") == pytest.approx(need[15])
 
 
 class BandPredictor(FakePredictor):
@@ -159,9 +174,9 @@ def test_e2e_evaluation_scores_interval_coverage(public_data, tmp_path, e2e_conf
                                str(tmp_path / "e2e_breakdown.csv"), str(tmp_path / "overhead.json"), "f.png"))
     assert "measured in 80% interval %" in md and "total in 80% interval %" in md
     h100 = c[c["gpu"] == "H100"]
-    cov = round(float(h100["total_in_interval"].astype(bool).mean() * 100))
+    cov = float(h100["total_in_interval"].astype(bool).mean() * 100)
     row = next(line for line in md.splitlines() if line.startswith(f"| H100 | {len(h100)} |"))
-    assert row.rstrip(" |").endswith(f"| {float(cov)}"), row
+    assert row.rstrip(" |").endswith(f"| {cov:.1f}"), row
 
 
 def test_report_section_states_the_mape_beside_the_paper(tmp_path):

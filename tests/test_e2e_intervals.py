@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from synperf.e2e.intervals import family_deltas, phase_intervals
+from synperf.e2e.intervals import conformal_half_width, family_deltas, needed_half_width, phase_intervals, widen
 
 
 def _launches() -> pd.DataFrame:
@@ -44,3 +44,19 @@ def test_no_interval_gives_nan_bounds():
     its = pd.DataFrame({"iteration": [0, 1, 2, 3], "phase": ["prefill"] + ["decode"] * 3, "latency_s": 1.0})
     assert family_deltas(lau, ["gemm"]) is None
     assert all(np.isnan(v) for v in phase_intervals(its, None).values())
+
+
+def test_composition_error_is_the_conformal_quantile_of_what_each_run_needs_beyond_its_kernel_bounds():
+    # residuals (log): inside the kernel bounds, above by 0.5 with h = 0.3, below by 0.5 with l = 0.4, and no bounds
+    need = needed_half_width([0.1, 0.5, -0.5, -0.2], [0.2, 0.1, 0.4, np.nan], [0.2, 0.3, 0.1, np.nan])
+    assert need == pytest.approx([0.0, 0.4, 0.3, 0.2])
+    # rank ceil((n + 1) 0.8): 4 of 4 for n = 4; with n = 3 the rank 4 exceeds n (unbounded)
+    assert conformal_half_width(need) == pytest.approx(0.4)
+    assert conformal_half_width(need[:3]) == np.inf
+    assert conformal_half_width(np.arange(10.0)) == pytest.approx(8.0)
+    assert np.isnan(conformal_half_width([]))
+    # the needed half-width is exactly enough: widened, the run's measured value lies on the bound
+    lo, hi = widen(1.0, np.exp(-0.1), np.exp(0.3), 0.4)
+    assert hi == pytest.approx(np.exp(0.5)) and lo == pytest.approx(np.exp(-np.hypot(0.1, 0.4)))
+    assert widen(2.0, np.nan, np.nan, 0.1) == pytest.approx((2 * np.exp(-0.1), 2 * np.exp(0.1)))
+    assert widen(2.0, 1.5, 3.0, 0.0) == (1.5, 3.0)

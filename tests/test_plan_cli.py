@@ -121,6 +121,18 @@ def test_intervals_price_and_plot(monkeypatch, capsys, tmp_path, registry):
     assert h100["usd_per_m_output_tokens"] == pytest.approx(3 * h100["total_s"] / 3600 / 3200 * 1e6)
     assert df.set_index("gpu")["usd_per_m_output_tokens"].isna()["l40s"]
     assert png.stat().st_size > 1000 and png.read_bytes()[:4] == b"\x89PNG"
+    # an overhead file with a composition error widens each bound in log space, in quadrature
+    oh = tmp_path / "overhead.json"
+    oh.write_text(json.dumps({"a_s": 0.0, "b_s": 0.0,
+                              "composition_log_half_width": {"prefill": 0.0, "decode_step": 0.0, "total": 0.2}}))
+    wide = _plan_json(capsys, ["--model", "llama-3.1-8b", *WORKLOAD, "--gpus", "h100_sxm", "--overhead", str(oh)])
+    w = wide.iloc[0]
+    hi = np.log(h100["total_high_s"] / h100["total_s"])
+    assert w["total_high_s"] == pytest.approx(res.total_s * np.exp(np.hypot(hi, 0.2)))
+    assert w["decode_step_high_ms"] == pytest.approx(h100["decode_step_high_ms"])
+    assert cli.main(["plan", "--model", "llama-3.1-8b", *WORKLOAD, "--gpus", "h100_sxm", "--overhead", str(oh)]) == 0
+    assert "plus the composition error measured on real runs (log half-width prefill 0.000, decode_step 0.000, " \
+           "total 0.200" in capsys.readouterr().out
 
 
 def test_memory_margin_refuses_a_config_that_fits_only_in_all_of_the_memory(fake_plan, capsys):

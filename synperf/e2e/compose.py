@@ -32,7 +32,7 @@ import pandas as pd
 
 from ._deps import InputError, Registry, default_registry, launch_table, predict
 from .collectives import CollectiveModel
-from .intervals import HIGH, LOW, family_deltas, phase_intervals
+from .intervals import HIGH, INTERVAL_METRICS, LOW, family_deltas, phase_intervals, widen
 from .model_config import ModelConfig
 from .workload import (
     GROUP_ITERATIONS,
@@ -50,25 +50,36 @@ COLLECTIVES = ("all_reduce", "send_recv")
 
 @dataclass(frozen=True)
 class Overhead:
-    """Per-iteration framework overhead ``a_s + b_s * batch`` in **seconds** (batch = sequences in the
-    iteration)."""
+    """What the end-to-end evaluation fits on the real runs: the per-iteration framework overhead
+    ``a_s + b_s * batch`` in **seconds** (batch = sequences in the iteration), and the composition error
+    ``composition``, one log half-width per metric of :data:`~.intervals.INTERVAL_METRICS` (prefill, decode step,
+    total) added in quadrature to the kernel bounds (:func:`~.intervals.widen`; 0: kernel bounds alone)."""
 
     a_s: float = 0.0
     b_s: float = 0.0
+    composition: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
     def __call__(self, batch) -> np.ndarray:
         return self.a_s + self.b_s * np.asarray(batch, dtype="float64")
 
+    def composition_of(self, metric: str) -> float:
+        """The composition half-width (log) of ``metric`` (one of :data:`~.intervals.INTERVAL_METRICS`)."""
+        return float(self.composition[INTERVAL_METRICS.index(metric)])
+
     def to_json(self) -> dict:
-        return {"form": "a_s + b_s * batch (per iteration, seconds)", "a_s": self.a_s, "b_s": self.b_s}
+        return {"form": "a_s + b_s * batch (per iteration, seconds)", "a_s": self.a_s, "b_s": self.b_s,
+                "composition_log_half_width": dict(zip(INTERVAL_METRICS, map(float, self.composition)))}
 
     @classmethod
     def from_json(cls, path: str | os.PathLike) -> "Overhead":
-        """Read ``{"a_s": ..., "b_s": ...}`` (as written by :func:`synperf.e2e.evaluate.run_e2e_evaluation`).
+        """Read ``{"a_s": ..., "b_s": ..., "composition_log_half_width": {"prefill": ..., "decode_step": ...,
+        "total": ...}}`` (as written by :func:`synperf.e2e.evaluate.run_e2e_evaluation`); without
+        ``composition_log_half_width`` the composition error is 0 (:attr:`has_composition` False).
 
         Raises:
-            InputError: unreadable file, not a JSON object, a missing key, or a value that is not a finite number
-                >= 0 (an overhead never speeds an iteration up).
+            InputError: unreadable file, not a JSON object, a missing key, a composition entry that is not an
+                object with the three metrics, or a value that is not a finite number >= 0 (an overhead never
+                speeds an iteration up; a half-width is not negative).
         """
         try:
             d = json.loads(Path(path).read_text())
@@ -76,18 +87,37 @@ class Overhead:
             raise InputError(f"{path}: cannot read overhead ({e})") from None
         if not isinstance(d, dict):
             raise InputError(f"{path}: expected a JSON object with a_s and b_s (seconds)")
-        vals = []
         for key in ("a_s", "b_s"):
             if key not in d:
                 raise InputError(f"{path}: missing key {key!r} (expected a_s and b_s, seconds)")
-            try:
-                v = float(d[key])
-            except (TypeError, ValueError):
-                v = math.nan
-            if not (math.isfinite(v) and v >= 0):
-                raise InputError(f"{path}: {key} = {d[key]!r}: expected a finite number of seconds >= 0")
-            vals.append(v)
-        return cls(*vals)
+        a, b = (_non_negative(d[k], f"{path}: {k}", "a finite number of seconds >= 0") for k in ("a_s", "b_s"))
+        comp = d.get(COMPOSITION_KEY)
+        if comp is None:
+            return cls(a, b)
+        if not isinstance(comp, dict) or set(comp) != set(INTERVAL_METRICS):
+            raise InputError(f"{path}: {COMPOSITION_KEY} = {comp!r}: expected an object with keys "
+                             f"{', '.join(INTERVAL_METRICS)} (log half-widths >= 0)")
+        return cls(a, b, tuple(_non_negative(comp[m], f"{path}: {COMPOSITION_KEY}.{m}",
+                                             "a finite log half-width >= 0") for m in INTERVAL_METRICS))
+
+    @property
+    def has_composition(self) -> bool:
+        """Whether any metric carries a composition error."""
+        return any(c > 0 for c in self.composition)
+
+
+#: the key of the composition error in ``overhead.json``
+COMPOSITION_KEY = "composition_log_half_width"
+
+
+def _non_negative(value, where: str, expected: str) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        v = math.nan
+    if not (math.isfinite(v) and v >= 0):
+        raise InputError(f"{where} = {value!r}: expected {expected}")
+    return v
 
 
 def fit_overhead(batch, residual_s) -> Overhead:
@@ -142,9 +172,16 @@ class E2EResult:
 
     def intervals(self) -> dict:
         """80% bounds of prefill, decode step and total in seconds
-        (:data:`synperf.e2e.intervals.INTERVAL_KEYS`, the rule of :mod:`synperf.e2e.intervals`); NaN without
-        launch intervals."""
-        return phase_intervals(self.iterations, self.deltas)
+        (:data:`synperf.e2e.intervals.INTERVAL_KEYS`, the rule of :mod:`synperf.e2e.intervals`): the kernel bounds
+        widened by the overhead's composition error (:func:`~.intervals.widen`); NaN without launch intervals and
+        without a composition error."""
+        iv = phase_intervals(self.iterations, self.deltas)
+        point = {"prefill": self.prefill_s, "decode_step": self.decode_step_s, "total": self.total_s}
+        for m in INTERVAL_METRICS:
+            c = self.overhead.composition_of(m)
+            if c > 0:
+                iv[f"{m}_low_s"], iv[f"{m}_high_s"] = widen(point[m], iv[f"{m}_low_s"], iv[f"{m}_high_s"], c)
+        return iv
 
     def with_overhead(self, overhead: Overhead) -> "E2EResult":
         """The same prediction with another framework overhead."""

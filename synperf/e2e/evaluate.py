@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import re
 from pathlib import Path
@@ -40,12 +41,14 @@ from ._deps import (
     write_csv,
 )
 from .collectives import CollectiveModel
-from .compose import E2EResult, SharedPredictor, attention_path, compose, fit_overhead
+from .compose import E2EResult, Overhead, SharedPredictor, attention_path, compose, fit_overhead
+from .intervals import INTERVAL_METRICS, conformal_half_width, needed_half_width, widen
 from .model_config import load_model_config
 from .workload import generate, read_trace
 
 PAPER_MAPE = {"prefill": 5.7, "decode_step": 10.3, "total": 7.2}
 NEUSIGHT_MAPE = {"prefill": 78.4, "decode_step": 24.4, "total": 43.7}
+log = logging.getLogger(__name__)
 METRICS = {"prefill": ("prefill_latency", "prefill_s"), "decode_step": ("median_decode_latency", "decode_step_s"),
            "total": ("total_latency", "total_s")}
 _REAL = re.compile(r"^e2e(?:_tp(?P<tp>\d+))?_(?P<gpu>[A-Za-z0-9][A-Za-z0-9_]*)\.jsonl$")
@@ -108,6 +111,27 @@ def real_runs(public_data_dir: str | os.PathLike, gpu_map: Mapping[str, str] | N
     out["model"] = out["run_name"].str.rsplit("-", n=1).str[0]
     out["trace"] = out["run_name"].str.rsplit("-", n=1).str[1]
     return out
+
+
+def composition_needed(configs: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Per metric of :data:`METRICS`, each configuration's :func:`~.intervals.needed_half_width`: the composition
+    half-width (log) its measured value needs beyond the kernel bounds ``<metric>_kernel_low_s``/``_high_s``."""
+    out = {}
+    for m in METRICS:
+        pred = configs[f"{m}_predicted_s"].to_numpy(dtype="float64")
+        out[m] = needed_half_width(np.log(configs[f"{m}_measured_s"].to_numpy(dtype="float64") / pred),
+                                   np.log(pred / configs[f"{m}_kernel_low_s"].to_numpy(dtype="float64")),
+                                   np.log(configs[f"{m}_kernel_high_s"].to_numpy(dtype="float64") / pred))
+    return out
+
+
+def _finite_or_zero(c: float) -> float:
+    """A conformal half-width to ship: with too few runs for the coverage (``inf``) or none (NaN) it ships as 0,
+    with a warning."""
+    if np.isfinite(c):
+        return c
+    log.warning("e2e: too few real runs for an 80%% composition error (half-width %s); overhead.json gets 0", c)
+    return 0.0
 
 
 def interval_coverage(inside: pd.Series) -> float:
@@ -216,19 +240,30 @@ def run_e2e_evaluation(public_data_dir: str | os.PathLike, registry_path: str | 
             meas, pred = float(getattr(r, meas_col)), float(getattr(res, pred_attr))
             row[f"{metric}_measured_s"], row[f"{metric}_predicted_s"] = meas, pred
             row[f"{metric}_ape_pct"] = abs(pred - meas) / meas * 100
-            lo, hi = iv[f"{metric}_low_s"], iv[f"{metric}_high_s"]
-            row[f"{metric}_low_s"], row[f"{metric}_high_s"] = lo, hi
-            row[f"{metric}_in_interval"] = pd.NA if np.isnan(lo) else bool(lo <= meas <= hi)
+            row[f"{metric}_kernel_low_s"] = iv[f"{metric}_low_s"]      # the overhead of a fit carries no composition
+            row[f"{metric}_kernel_high_s"] = iv[f"{metric}_high_s"]
         rows.append(row)
         bds.append(res.breakdown().assign(config=config))
         mods.append(res.models.assign(config=config))
     configs = pd.DataFrame(rows)
+    needed = composition_needed(configs)
+    for i, r in configs.iterrows():
+        others = (configs["run_name"] != r["run_name"]).to_numpy()
+        for metric in METRICS:
+            c = conformal_half_width(needed[metric][others])
+            lo, hi = widen(r[f"{metric}_predicted_s"], r[f"{metric}_kernel_low_s"], r[f"{metric}_kernel_high_s"], c)
+            configs.loc[i, f"{metric}_composition_log_hw"] = c
+            configs.loc[i, f"{metric}_low_s"], configs.loc[i, f"{metric}_high_s"] = lo, hi
+            configs.loc[i, f"{metric}_in_interval"] = (pd.NA if np.isnan(lo) else
+                                                       bool(lo <= r[f"{metric}_measured_s"] <= hi))
     summary = pd.DataFrame([{"metric": m, "synperf_mape_pct": configs[f"{m}_ape_pct"].mean(),
                              "paper_mape_pct": PAPER_MAPE[m], "neusight_mape_pct": NEUSIGHT_MAPE[m],
                              "configurations": len(configs),
                              "interval_coverage_pct": interval_coverage(configs[f"{m}_in_interval"])}
                             for m in METRICS])
-    overall = fit_overhead(batch, resid)
+    ov_all = fit_overhead(batch, resid)
+    overall = Overhead(ov_all.a_s, ov_all.b_s, tuple(_finite_or_zero(conformal_half_width(needed[m]))
+                                                     for m in INTERVAL_METRICS))
     files = []
     for df, name in ((configs, "e2e_configs.csv"), (summary, "e2e_summary.csv"),
                      (pd.concat(bds, ignore_index=True), "e2e_breakdown.csv"),

@@ -18,11 +18,23 @@ correlated; the rule here is:
 The result lies between the two extremes: narrower than every launch at its bound at once (all families
 correlated), wider than treating every launch as independent. Collectives (measured tables) and the framework
 overhead count at their point value; launches without an interval (NaN bounds) count at their point value; a
-prediction none of whose launches has an interval has NaN bounds. The rule is an assumption about error structure,
-not a calibration: ``synperf.e2e.evaluate`` reports how often the measured totals fall inside.
+prediction none of whose launches has an interval has NaN bounds.
+
+**Composition error.** The kernel bounds leave out what the composition itself gets wrong (the operator list, the
+framework's CPU time, collectives priced from a proxy table). The end-to-end evaluation measures it on the real
+runs as one log half-width ``c`` per metric, added in quadrature to the kernel bounds:
+``low = P * exp(-sqrt(l^2 + c^2))``, ``high = P * exp(sqrt(h^2 + c^2))`` with ``l = log(P / low)``,
+``h = log(high / P)`` (:func:`widen`). ``c`` is a split-conformal quantile (Lei et al., "Distribution-free
+predictive inference for regression", JASA 2018): each run needs ``c_i`` to hold its measured value
+(:func:`needed_half_width`), and ``c`` is the ``ceil((n + 1) 0.8)``-th smallest of the ``n`` runs' ``c_i``
+(:func:`conformal_half_width`). The evaluation scores each run with the ``c`` of the other model-and-trace pairs
+(leave one run out) and writes the ``c`` of all runs beside the overhead (``overhead.json``), where ``synperf e2e``
+and ``synperf plan`` read it with ``--overhead``.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pandas as pd
@@ -31,6 +43,10 @@ import pandas as pd
 INTERVAL_KEYS = ("prefill_low_s", "prefill_high_s", "decode_step_low_s", "decode_step_high_s", "total_low_s",
                  "total_high_s")
 LOW, HIGH = "predicted_latency_low_us", "predicted_latency_high_us"
+#: the metrics of an end-to-end prediction that carry an interval
+INTERVAL_METRICS = ("prefill", "decode_step", "total")
+#: nominal coverage of the intervals
+COVERAGE = 0.8
 
 
 def family_deltas(launches: pd.DataFrame, families) -> pd.DataFrame | None:
@@ -100,3 +116,42 @@ def quadrature_bounds(metric, latency_s: np.ndarray, fam_deltas: dict) -> tuple[
     lo = [min(metric(latency_s + dl) - point, 0.0) for dl, _ in fam_deltas.values()]
     hi = [max(metric(latency_s + dh) - point, 0.0) for _, dh in fam_deltas.values()]
     return point - float(np.sqrt(np.sum(np.square(lo)))), point + float(np.sqrt(np.sum(np.square(hi))))
+
+
+def needed_half_width(residual_log, low_log, high_log) -> np.ndarray:
+    """Per prediction, the smallest composition half-width ``c >= 0`` (log) whose :func:`widen` interval holds the
+    measured value: 0 inside the kernel bounds, else ``sqrt(r^2 - h^2)`` above, ``sqrt(r^2 - l^2)`` below.
+
+    Args:
+        residual_log: ``log(measured / predicted)``.
+        low_log, high_log: the kernel bounds' half-widths ``log(predicted / low)`` and ``log(high / predicted)``
+            (>= 0; NaN, a prediction without kernel bounds, counts as 0).
+    """
+    r = np.asarray(residual_log, dtype="float64")
+    lo = np.nan_to_num(np.asarray(low_log, dtype="float64"), nan=0.0)
+    hi = np.nan_to_num(np.asarray(high_log, dtype="float64"), nan=0.0)
+    side = np.where(r >= 0, hi, lo)
+    return np.sqrt(np.clip(r ** 2 - side ** 2, 0.0, None))
+
+
+def conformal_half_width(needed, coverage: float = COVERAGE) -> float:
+    """The split-conformal quantile of ``needed`` (:func:`needed_half_width` of ``n`` calibration runs): its
+    ``ceil((n + 1) coverage)``-th smallest value; ``inf`` when that rank exceeds ``n`` (too few runs to hold the
+    coverage), NaN without runs."""
+    v = np.sort(np.asarray(needed, dtype="float64"))
+    v = v[np.isfinite(v)]
+    if len(v) == 0:
+        return float("nan")
+    k = math.ceil((len(v) + 1) * coverage)
+    return float(v[k - 1]) if k <= len(v) else float("inf")
+
+
+def widen(point: float, low: float, high: float, c: float) -> tuple[float, float]:
+    """``(low, high)`` of one metric with the composition half-width ``c`` (log) added in quadrature to the kernel
+    bounds' log half-widths (module docstring). Without kernel bounds (NaN) the interval is ``c`` alone; with ``c``
+    0 or NaN the kernel bounds are returned unchanged."""
+    if not (c > 0) or not (point > 0):
+        return low, high
+    lo = math.log(point / low) if low > 0 else 0.0
+    hi = math.log(high / point) if high > 0 else 0.0
+    return point * math.exp(-math.hypot(lo, c)), point * math.exp(math.hypot(hi, c))

@@ -58,10 +58,12 @@ def e2e_section(summary_csv: str, configs_csv: str, breakdown_csv: str, overhead
           "The paper's own predictor on the same "
           "configurations: 5.7 / 10.3 / 7.2%; NeuSight 78.4 / 24.4 / 43.7%. Each prediction carries an 80% "
           "interval propagated from its kernels' intervals (errors fully correlated within a kernel family, "
-          "independent across families; `synperf/e2e/intervals.py`); the last column is how often the measured "
-          "value falls inside (nominal 80%).", "", md_table(s), "",
+          "independent across families) and widened in quadrature by the composition error of the other "
+          "model-and-trace pairs (a split-conformal quantile, leave one run out; `synperf/e2e/intervals.py`); the "
+          "last column is how often the measured value falls inside (nominal 80%).", "", md_table(s), "",
           f"Overhead fitted on all configurations (used by the CLI): a = {1e3 * overhead.get('a_s', float('nan')):.2f} "
-          f"ms, b = {1e3 * overhead.get('b_s', float('nan')):.3f} ms per sequence in the batch.", "",
+          f"ms, b = {1e3 * overhead.get('b_s', float('nan')):.3f} ms per sequence in the batch"
+          + _composition_text(overhead.get("composition_log_half_width")) + ".", "",
           "### Per configuration (seconds; APE %)", "", md_table(per), ""]
     ape = [c for c in ("prefill_ape_pct", "decode_step_ape_pct", "total_ape_pct") if c in configs.columns]
     if "gpu" in configs.columns and ape:
@@ -92,3 +94,11 @@ def e2e_section(summary_csv: str, configs_csv: str, breakdown_csv: str, overhead
                md_table(share), ""]
     md += [f"![Per-operator breakdown]({figure_rel})", ""]
     return md
+
+
+def _composition_text(comp: dict | None) -> str:
+    """``; composition error ...`` of ``overhead.json``'s ``composition_log_half_width`` (empty without one)."""
+    if not comp:
+        return ""
+    parts = ", ".join(f"{_METRIC_LABELS.get(m, m)} {float(c):.3f}" for m, c in comp.items())
+    return f"; composition error (log half-width, all runs): {parts}"
