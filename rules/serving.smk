@@ -17,6 +17,7 @@ rule serving:
         mape="results/serving/serving_mape.csv",
         rows="results/serving/serving_rows.csv",
         figure="results/serving/serving_scatter.png",
+        error="results/serving/serving_error.json",
     log:
         "results/logs/serving.log",
     benchmark:

@@ -263,6 +263,14 @@ def plan_cmd(args: argparse.Namespace) -> int:
     needs_comm = max(tps) > 1 or max(pps) > 1
     coll = _collectives(args.collectives, registry, args.config) if needs_comm else None
     overhead = Overhead.from_json(args.overhead) if args.overhead else Overhead()
+    if args.serving_error and not args.concurrency:
+        raise InputError("--serving-error widens the TTFT/TPOT intervals of a server: pass --concurrency")
+    if args.serving_error:
+        from synperf.serving.error import read_serving_error
+
+        serving_error = read_serving_error(args.serving_error)
+    else:
+        serving_error = None
     kw = _predict_kwargs(args)
     fn = functools.partial(lambda *a, **k: planmod.predict(*a, **k), **kw) if kw else None
     df = planmod.plan(model, reqs, gpus, tps, pps, registry=registry, max_batch=max_batch, policy=args.policy,
@@ -275,7 +283,7 @@ def plan_cmd(args: argparse.Namespace) -> int:
         # the plan's own predictor, so the static batch and the server are priced alike
         df = plan_serving(df, model, args.isl, args.osl, args.concurrency, registry=registry, collectives=coll,
                           models_dir=args.models_dir, overhead=overhead,
-                          predict_fn=fn or (lambda *a, **k: planmod.predict(*a, **k)))
+                          predict_fn=fn or (lambda *a, **k: planmod.predict(*a, **k)), serving_error=serving_error)
     df = planmod.sort_plan(df, args.sort)
     if args.format == "csv":
         sys.stdout.write(df.to_csv(index=False))
@@ -293,6 +301,11 @@ def plan_cmd(args: argparse.Namespace) -> int:
         for r in df[df["ttft_ms"].notna()].itertuples() if args.concurrency else []:
             print(f"{r.gpu} tp{r.tp}: TTFT {r.ttft_ms:.1f} ms [{r.ttft_low_ms:.1f}-{r.ttft_high_ms:.1f}], TPOT "
                   f"{r.tpot_ms:.2f} ms [{r.tpot_low_ms:.2f}-{r.tpot_high_ms:.2f}] at concurrency {args.concurrency}")
+        if args.concurrency:
+            print("(TTFT/TPOT intervals: " + ("kernel errors plus the serving simulator's error measured on real "
+                                              f"runs, {args.serving_error})" if serving_error else
+                                              "kernel errors only; --serving-error results/serving/serving_error.json "
+                                              "adds the simulator's error measured on real serving runs)"))
     if args.plot:
         planmod.plot(df, args.plot, title=model.name)
     return 0
@@ -526,6 +539,9 @@ def build_parser() -> argparse.ArgumentParser:
     _models_arg(p)
     p.add_argument("--concurrency", type=int, default=None, help="also TTFT/TPOT of a vLLM server at this many "
                    "concurrent requests of --isl/--osl tokens (closed loop; docs/serving.md)")
+    p.add_argument("--serving-error", default=None, metavar="FILE.json",
+                   help="with --concurrency: widen the TTFT/TPOT intervals by the simulator's error measured on "
+                        "real serving runs (results/serving/serving_error.json)")
     p.set_defaults(func=plan_cmd)
     k = sub.add_parser("predict", help="predict kernel launch latencies (CSV out)")
     k.add_argument("--kernel", required=True, help="kernel family, e.g. gemm")

@@ -363,7 +363,7 @@ def test_the_shipped_trace_is_the_readme_workload(fake_plan, capsys):
     assert a["total_s"].iloc[0] == b["total_s"].iloc[0] > 0
 
 
-def test_concurrency_adds_ttft_and_tpot_and_stands_for_the_batch(fake_plan, capsys):
+def test_concurrency_adds_ttft_and_tpot_and_stands_for_the_batch(fake_plan, capsys, tmp_path):
     """``--concurrency`` without ``--batch``: the static plan of that many requests, plus the server's TTFT/TPOT,
     both priced by the plan's predictor."""
     base = ["--model", "llama-3.1-8b", "--isl", "500", "--osl", "20", "--gpus", "h100_sxm"]
@@ -375,6 +375,16 @@ def test_concurrency_adds_ttft_and_tpot_and_stands_for_the_batch(fake_plan, caps
     assert a["prefill_ms"].iloc[0] / 4 <= a["ttft_ms"].iloc[0] < 1e3 * a["total_s"].iloc[0]
     assert 0 < a["tpot_ms"].iloc[0] < a["ttft_ms"].iloc[0]
     assert a["ttft_low_ms"].isna().all() or (a["ttft_low_ms"] <= a["ttft_ms"]).all()
+    # the serving simulator's measured error bounds TTFT/TPOT even without kernel intervals
+    err = tmp_path / "serving_error.json"
+    err.write_text(json.dumps({"serving_log_half_width": {"ttft": 0.3, "tpot": 0.1}}))
+    w = _plan_json(capsys, [*base, "--concurrency", "4", "--serving-error", str(err)]).iloc[0]
+    assert w["ttft_ms"] == pytest.approx(a["ttft_ms"].iloc[0])
+    assert (w["ttft_low_ms"], w["ttft_high_ms"]) == pytest.approx((w["ttft_ms"] * np.exp(-0.3),
+                                                                   w["ttft_ms"] * np.exp(0.3)))
+    assert w["tpot_high_ms"] == pytest.approx(w["tpot_ms"] * np.exp(0.1))
+    assert cli.main(["plan", *base, "--batch", "4", "--serving-error", str(err)]) == 2
+    assert "--serving-error widens the TTFT/TPOT intervals of a server: pass --concurrency" in capsys.readouterr().err
 
 
 def test_plan_refuses_what_the_model_or_the_overhead_cannot_mean_and_lists_each_gpu_once(fake_plan, capsys, tmp_path):

@@ -1,5 +1,6 @@
 """Serving simulator: vLLM scheduling rules, pricing arithmetic, TTFT/TPOT, silicon-row classification."""
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -343,7 +344,10 @@ def test_score_silicon_writes_tables_and_mape_beside_the_baseline(tmp_path):
     tabs = score_silicon(f, examples, tmp_path / "out", registry=default_registry(), collectives=None,
                          baseline_csv=base, predict_fn=fake)
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
-        "serving_mape.csv", "serving_rows.csv", "serving_scatter.png", "serving_scores.csv"]
+        "serving_error.json", "serving_mape.csv", "serving_rows.csv", "serving_scatter.png", "serving_scores.csv"]
+    # two rows are too few for an 80% quantile (rank ceil(3 x 0.8) = 3 of 2): no error is shipped
+    err = json.loads((tmp_path / "out" / "serving_error.json").read_text())
+    assert err["serving_log_half_width"] == {} and err["rows"] == 2
     # one predict per family over both rows; fp8 linear layers go to the vLLM FP8 experiment
     assert ("gemm_fp8", "gemm_fp8_aiconfigurator") in seen and len(seen) == len(set(seen))
     s = tabs["serving_scores"]
@@ -454,3 +458,44 @@ def test_mape_table_interval_coverage():
     m = mape_table(s).set_index("scope")
     assert m.loc["all rows", "ttft_coverage_pct"] == pytest.approx(200 / 3)   # 2 of the 3 rows with bounds
     assert m.loc["all rows", "tpot_coverage_pct"] == 0.0
+
+
+def test_serving_intervals_take_the_simulator_error_of_the_other_gpus(tmp_path):
+    from synperf.serving.error import fit_serving_error, read_serving_error, widen_scores, write_serving_error
+
+    # five rows per GPU on three GPUs; kernel bounds +-10% (log 0.0953); measured off by a GPU-specific factor
+    rng = np.random.default_rng(0)
+    gpus = np.repeat(["a", "b", "c"], 5)
+    off = {"a": 1.05, "b": 1.3, "c": 0.6}
+    pred = rng.uniform(50, 200, len(gpus))
+    meas = pred * np.array([off[g] for g in gpus]) * rng.uniform(0.98, 1.02, len(gpus))
+    scores = pd.DataFrame({"gpu": gpus, "ttft_mean_ms": pred, "measured_ttft_ms": meas, "ttft_low_ms": pred / 1.1,
+                           "ttft_high_ms": pred * 1.1, "tpot_mean_ms": pred / 10, "measured_tpot_ms": pred / 10,
+                           "tpot_low_ms": np.nan, "tpot_high_ms": np.nan})
+    w = widen_scores(scores)
+    assert np.allclose(w["ttft_kernel_low_ms"], pred / 1.1)
+    r = np.log(meas / pred)
+    need = np.sqrt(np.clip(r ** 2 - np.log(1.1) ** 2, 0, None))
+    for g in "abc":
+        other = np.sort(need[gpus != g])
+        c = other[int(np.ceil(11 * 0.8)) - 1]           # 9th smallest of the other 10 rows
+        sel = (gpus == g)
+        assert np.allclose(w.loc[sel, "ttft_serving_log_hw"], c)
+        assert np.allclose(w.loc[sel, "ttft_high_ms"], pred[sel] * np.exp(np.hypot(np.log(1.1), c)))
+    # GPU c (measured 0.6x) is outside: the other GPUs' errors are smaller than its own
+    c_rows = w[w["gpu"] == "c"]
+    assert (c_rows["measured_ttft_ms"] < c_rows["ttft_low_ms"]).all()
+    # exact TPOT needs no width; a second pass keeps the kernel bounds it started from
+    assert np.allclose(w["tpot_serving_log_hw"], 0.0)
+    assert np.allclose(widen_scores(w)["ttft_high_ms"], w["ttft_high_ms"])
+    err = fit_serving_error(scores)
+    assert err["ttft"] == pytest.approx(np.sort(need)[int(np.ceil(16 * 0.8)) - 1]) and err["rows"] == 15
+    path = tmp_path / "serving_error.json"
+    write_serving_error(err, path)
+    assert read_serving_error(path) == pytest.approx({"ttft": err["ttft"], "tpot": 0.0})
+    path.write_text('{"serving_log_half_width": {"ttft": 0.2}}')
+    with pytest.raises(InputError, match=r"serving_error.json: serving_log_half_width lacks 'tpot'"):
+        read_serving_error(path)
+    path.write_text('{"serving_log_half_width": {"ttft": 0.2, "tpot": "x"}}')
+    with pytest.raises(InputError, match=r"serving_log_half_width.tpot = 'x': expected a finite log half-width"):
+        read_serving_error(path)

@@ -49,7 +49,8 @@ def serving_section(mape_csv: str, rows_csv: str, scores_csv: str, figure_rel: s
           "aiconfigurator's estimate (`aiconfigurator cli estimate`, cached in "
           "data/baselines/aiconfigurator_serving.csv) is priced from its own measured kernel tables of these very "
           "GPUs; synperf's kernels are predicted by models that may or may not have trained on the row's GPU "
-          "(table below).", "", md_table(_fmt(top)), "",
+          "(table below). The 80% intervals add the simulator's own error, measured on the rows of the other GPUs "
+          "(leave one GPU out, `synperf/serving/error.py`), to the kernel bounds.", "", md_table(_fmt(top)), "",
           f"![predicted against measured TTFT and TPOT]({figure_rel})", "",
           "Per model, GPU and TP:", "", md_table(_fmt(detail.drop(columns="scope"))), "",
           *(["Per concurrency (all models and GPUs):", "", md_table(_fmt(per_c)), ""] if len(per_c) else []),
@@ -67,7 +68,8 @@ def logo_section(logo_mape_csv: str) -> list[str]:
     return ["### Leave one GPU out", "",
             "The same rows with every kernel family priced by a model whose training left the row's GPU out: H100 "
             "and B200 rows by the `synperf` method of each experiment's leave-one-GPU-out fold of that GPU (the "
-            "protocols stage; path, feature set and default chosen without it, no interval), H200 rows as above "
+            "protocols stage; path, feature set and default chosen without it, no kernel interval: the interval is "
+            "the simulator's error on the other GPUs alone), H200 rows as above "
             "(no family trained on H200). aiconfigurator cannot do this: its estimate reads its measured kernel "
             "tables of the row's GPU.", "", md_table(_fmt(top)), ""]
 

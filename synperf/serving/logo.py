@@ -37,6 +37,7 @@ from ._deps import (
     route_experiment,
     write_csv,
 )
+from .error import widen_scores
 from .score import EVALUATION_PREDICT, KEYS, add_baseline, mape_table, mark_untrained, score_rows
 from .silicon import read_silicon
 
@@ -198,7 +199,7 @@ def score_logo(silicon_csv: str | os.PathLike, examples_dir: str | os.PathLike, 
     scores = pd.concat([fresh.assign(left_out=LOGO_FOLDS), kept.assign(left_out=CONFIGURED_UNSEEN)],
                        ignore_index=True)
     scores = add_baseline(scores.drop(columns=["aic_ttft_ms", "aic_tpot_ms"], errors="ignore"), baseline_csv)
-    scores = scores.sort_values(KEYS, kind="stable").reset_index(drop=True)
+    scores = widen_scores(scores.sort_values(KEYS, kind="stable").reset_index(drop=True))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tables = {"serving_logo_scores": scores, "serving_logo_mape": mape_table(scores)}

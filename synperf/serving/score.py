@@ -5,9 +5,10 @@ writes, in ``out_dir``:
 
 * ``serving_scores.csv``: per row ``model``, ``gpu``, ``tp``, ``gemm_dtype``, ``concurrency``, ``isl``, ``osl``,
   measured and predicted TTFT/TPOT (ms; the predicted mean over the simulated requests, its median and p90, and
-  the 80% interval of :func:`.simulate.serve`), ``seen_<family>`` (the row's GPU is one of that family's training
-  GPUs: False means that family's kernels were predicted for a GPU its model never saw), and, when the cached
-  aiconfigurator table is given, ``aic_ttft_ms``/``aic_tpot_ms``;
+  the 80% interval: :func:`.simulate.serve`'s kernel bounds ``<m>_kernel_low_ms``/``_high_ms`` widened by the
+  simulator's own error measured on the rows of the other GPUs, :func:`.error.widen_scores`), ``seen_<family>``
+  (the row's GPU is one of that family's training GPUs: False means that family's kernels were predicted for a
+  GPU its model never saw), and, when the cached aiconfigurator table is given, ``aic_ttft_ms``/``aic_tpot_ms``;
 * ``serving_mape.csv``: MAPE of TTFT and TPOT per (model, gemm_dtype, gpu, tp), per (model, gemm_dtype), per
   concurrency, over all
   priced rows, all fp8 rows, and the fp8 rows whose GPU every kernel family's model trained on (seen) or none did
@@ -15,6 +16,8 @@ writes, in ``out_dir``:
   diagnostic, the fp8 rows whose simulated KV cache never
   saturates (no preemption) (``scope``), for synperf and, on the rows it estimated,
   aiconfigurator (``aic_*``, with ``aic_rows``);
+* ``serving_error.json``: the simulator's error measured on all rows (:func:`.error.fit_serving_error`), which
+  ``synperf plan --concurrency --serving-error`` adds to its kernel bounds;
 * ``serving_rows.csv``: rows per reason (every row of the file counted once, :func:`.silicon.counts_by_reason`);
 * ``serving_scatter.png``: predicted against measured TTFT and TPOT (log axes), aiconfigurator's beside.
 
@@ -41,6 +44,7 @@ from ._deps import (
     predict,
     write_csv,
 )
+from .error import fit_serving_error, widen_scores, write_serving_error
 from .price import GEMM_ROUTES
 from .silicon import MOE_MODELS, counts_by_reason, read_silicon
 from .simulate import serve
@@ -253,10 +257,12 @@ def score_silicon(silicon_csv: str | os.PathLike, examples_dir: str | os.PathLik
     scores = add_baseline(score_rows(rows, examples_dir, registry=registry, collectives=collectives,
                                      models_dir=models_dir, predict_fn=predict_fn, overhead=overhead),
                           baseline_csv)
+    scores = widen_scores(scores)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tables = {"serving_scores": scores, "serving_mape": mape_table(scores), "serving_rows": counts_by_reason(rows)}
     for name, t in tables.items():
         write_csv(t, out / f"{name}.csv")
+    write_serving_error(fit_serving_error(scores), out / "serving_error.json")
     scatter(scores, out / "serving_scatter.png")
     return tables

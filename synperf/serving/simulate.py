@@ -17,6 +17,7 @@ from ._deps import (
     default_registry,
     predict,
     quadrature_bounds,
+    widen,
 )
 from .metrics import kv_cache_tokens, request_times, summarize
 from .price import price_schedule
@@ -130,11 +131,14 @@ def _wave_weights(parts: list[dict], rounds: int | None) -> np.ndarray:
 
 def plan_serving(df, model: ModelConfig, isl: int, osl: int, concurrency: int, *, registry: Registry,
                  collectives: CollectiveModel | None = None, models_dir: str | os.PathLike | None = None,
-                 overhead: Overhead = Overhead(), predict_fn: Callable = predict):
+                 overhead: Overhead = Overhead(), predict_fn: Callable = predict,
+                 serving_error: dict[str, float] | None = None):
     """``synperf plan --concurrency``: the plan table ``df`` (:func:`synperf.e2e.plan.plan`) with ``ttft_ms``,
     ``tpot_ms`` and their ``*_low_ms``/``*_high_ms`` bounds from :func:`serve` at ``concurrency`` for every priced
     row with ``pp`` 1 (the serving simulator has no pipeline parallelism; other rows keep NaN). The linear layers
     are priced in the model's dtype, the KV cache sized at each row's ``gpu_memory_utilization`` (the plan's).
+    ``serving_error`` (``{"ttft": c, "tpot": c}``, :func:`.error.read_serving_error`) widens the kernel bounds by the
+    simulator's own error (:func:`synperf.e2e.intervals.widen`); None: kernel bounds only.
 
     Raises:
         InputError: from :func:`serve`.
@@ -148,6 +152,10 @@ def plan_serving(df, model: ModelConfig, isl: int, osl: int, concurrency: int, *
                     predict_fn=predict_fn, models_dir=models_dir, registry=registry, collectives=collectives,
                     overhead=overhead, gpu_memory_utilization=float(r.get("gpu_memory_utilization",
                                                                           GPU_MEMORY_UTILIZATION)))
+        for m in ("ttft", "tpot"):
+            if serving_error:
+                res[f"{m}_low_ms"], res[f"{m}_high_ms"] = widen(res[f"{m}_mean_ms"], res[f"{m}_low_ms"],
+                                                                res[f"{m}_high_ms"], serving_error[m])
         out.loc[i, cols] = [res["ttft_mean_ms"], res["ttft_low_ms"], res["ttft_high_ms"], res["tpot_mean_ms"],
                             res["tpot_low_ms"], res["tpot_high_ms"]]
     return out

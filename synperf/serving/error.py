@@ -1,0 +1,119 @@
+"""The serving simulator's own error, measured on the silicon sample, added to the kernel bounds of TTFT and TPOT.
+
+The 80% bounds :func:`.simulate.serve` returns hold the kernel predictors' errors only. What the simulator itself
+gets wrong (the scheduler's timing, the client's arrivals, CPU time between iterations, preemption) is measured
+here as one log half-width ``c`` per metric, the split-conformal quantile of what each measured row needs beyond
+its kernel bounds (:func:`synperf.e2e.intervals.needed_half_width`, :func:`~synperf.e2e.intervals.
+conformal_half_width`), added in quadrature (:func:`~synperf.e2e.intervals.widen`), the rule the end-to-end
+intervals follow (docs/e2e.md).
+
+:func:`widen_scores` scores each row with the ``c`` of the rows on the *other* GPUs (leave one GPU out: no
+measurement of the row's GPU sizes its interval) and keeps the kernel bounds as ``<metric>_kernel_low_ms``/
+``_high_ms``; :func:`fit_serving_error` gives the ``c`` of all rows, which ``serving_error.json`` carries to
+``synperf plan --concurrency --serving-error``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ._deps import InputError, conformal_half_width, needed_half_width, widen
+
+#: the metrics with an interval
+METRICS = ("ttft", "tpot")
+
+
+def _needed(scores: pd.DataFrame, m: str) -> np.ndarray:
+    pred = scores[f"{m}_mean_ms"].to_numpy(dtype="float64")
+    meas = scores[f"measured_{m}_ms"].to_numpy(dtype="float64")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return needed_half_width(np.log(meas / pred),
+                                 np.log(pred / scores[f"{m}_kernel_low_ms"].to_numpy(dtype="float64")),
+                                 np.log(scores[f"{m}_kernel_high_ms"].to_numpy(dtype="float64") / pred))
+
+
+def _with_kernel_bounds(scores: pd.DataFrame) -> pd.DataFrame:
+    """``scores`` with ``<metric>_kernel_low_ms``/``_high_ms``: the bounds as :func:`.simulate.serve` gave them
+    (copied from ``<metric>_low_ms``/``_high_ms`` the first time; kept when present)."""
+    s = scores.copy()
+    for m in METRICS:
+        for side in ("low", "high"):
+            if f"{m}_kernel_{side}_ms" not in s.columns:
+                s[f"{m}_kernel_{side}_ms"] = s[f"{m}_{side}_ms"] if f"{m}_{side}_ms" in s.columns else np.nan
+    return s
+
+
+def widen_scores(scores: pd.DataFrame, group: str = "gpu") -> pd.DataFrame:
+    """``scores`` (one row per measured serving point: ``measured_<m>_ms``, ``<m>_mean_ms`` and the kernel bounds)
+    with ``<m>_low_ms``/``_high_ms`` widened by the ``c`` of the rows of the other ``group`` values, and that ``c``
+    as ``<m>_serving_log_hw`` (``inf`` where fewer than four other rows: too few for the coverage)."""
+    s = _with_kernel_bounds(scores)
+    keys = s[group].astype(str).to_numpy()
+    for m in METRICS:
+        need = _needed(s, m)
+        c_of = {k: conformal_half_width(need[keys != k]) for k in np.unique(keys)}
+        c = np.array([c_of[k] for k in keys], dtype="float64")
+        bounds = [widen(p, lo, hi, ci) for p, lo, hi, ci in
+                  zip(s[f"{m}_mean_ms"], s[f"{m}_kernel_low_ms"], s[f"{m}_kernel_high_ms"], c)]
+        s[f"{m}_serving_log_hw"] = c
+        s[f"{m}_low_ms"] = [b[0] for b in bounds]
+        s[f"{m}_high_ms"] = [b[1] for b in bounds]
+    return s
+
+
+def fit_serving_error(scores: pd.DataFrame) -> dict:
+    """The ``c`` of all rows per metric (``{"ttft": c, "tpot": c, "rows": n}``); a metric with too few rows for the
+    coverage (an infinite or NaN quantile) is left out."""
+    s = _with_kernel_bounds(scores)
+    out = {}
+    for m in METRICS:
+        c = conformal_half_width(_needed(s, m))
+        if math.isfinite(c):
+            out[m] = c
+    out["rows"] = int(len(s))
+    return out
+
+
+def write_serving_error(error: dict, path: str | os.PathLike) -> None:
+    """Write :func:`fit_serving_error`'s result as JSON (atomically)."""
+    p = Path(path)
+    tmp = p.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"form": "log half-width added in quadrature to the kernel bounds (80%)",
+                               "serving_log_half_width": {m: error[m] for m in METRICS if m in error},
+                               "rows": error.get("rows")}, indent=1))
+    os.replace(tmp, p)
+
+
+def read_serving_error(path: str | os.PathLike) -> dict[str, float]:
+    """``{"ttft": c, "tpot": c}`` from a file of :func:`write_serving_error`.
+
+    Raises:
+        InputError: unreadable, not JSON, no ``serving_log_half_width`` object, a metric missing, or a value that
+            is not a finite number >= 0.
+    """
+    try:
+        d = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise InputError(f"{path}: cannot read the serving error ({e})") from None
+    hw = d.get("serving_log_half_width") if isinstance(d, dict) else None
+    if not isinstance(hw, dict):
+        raise InputError(f"{path}: expected a JSON object with serving_log_half_width {{ttft, tpot}} (as written by "
+                         f"the serving rule, results/serving/serving_error.json)")
+    out = {}
+    for m in METRICS:
+        try:
+            v = float(hw[m])
+        except KeyError:
+            raise InputError(f"{path}: serving_log_half_width lacks {m!r} (expected ttft and tpot)") from None
+        except (TypeError, ValueError):
+            v = math.nan
+        if not (math.isfinite(v) and v >= 0):
+            raise InputError(f"{path}: serving_log_half_width.{m} = {hw[m]!r}: expected a finite log half-width >= 0")
+        out[m] = v
+    return out
