@@ -41,16 +41,18 @@ MODEL_HELP = ("Hugging Face config.json, or an example name (examples/models/: "
 NO_OVERHEAD = ("(no framework overhead and no composition error: --overhead FILE, e.g. results/e2e/overhead.json, "
                "adds a_s + b_s * batch per iteration and widens the intervals by the error measured on real runs)")
 
-
-def composition_note(overhead: Overhead) -> str:
-    """How the intervals were made: kernel errors alone, or widened by the overhead file's composition error."""
-    base = "kernel errors fully correlated within a family, independent across families"
-    if not overhead.has_composition:
-        return base
-    c = ", ".join(f"{m} {overhead.composition_of(m):.3f}" for m in ("prefill", "decode_step", "total"))
-    return f"{base}, plus the composition error measured on real runs (log half-width {c}; docs/e2e.md)"
 DEFAULT_COLLECTIVES = ("resources/public-data/pipeweave/dataset/collective",
                        "../shared/public-data/pipeweave/dataset/collective")
+
+
+def composition_note(overhead: Overhead, kernel: bool = True) -> str:
+    """How the intervals were made: kernel errors (``kernel``: the predictor gave launch intervals), the overhead
+    file's composition error, or both."""
+    parts = ["kernel errors fully correlated within a family, independent across families"] if kernel else []
+    if overhead.has_composition:
+        c = ", ".join(f"{m} {overhead.composition_of(m):.3f}" for m in ("prefill", "decode_step", "total"))
+        parts.append(f"the composition error measured on real runs (log half-width {c}; docs/e2e.md)")
+    return ", plus ".join(parts) or "none"
 
 
 def read_config(config_path: str | Path, holding: str) -> dict:
@@ -129,7 +131,7 @@ def e2e(args: argparse.Namespace) -> int:
           + bounds(iv["decode_step_low_s"], iv["decode_step_high_s"], 1e3, ".3f"))
     print(f"total latency        {res.total_s:10.4f} s" + bounds(iv["total_low_s"], iv["total_high_s"], 1, ".4f"))
     if not pd.isna(iv["total_low_s"]):
-        print(f"(intervals: {composition_note(overhead)}; docs/e2e.md)")
+        print(f"(intervals: {composition_note(overhead, res.deltas is not None)}; docs/e2e.md)")
     if not args.overhead:
         print(NO_OVERHEAD)
     else:

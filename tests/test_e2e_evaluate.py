@@ -223,3 +223,35 @@ def test_report_section_states_the_mape_beside_the_paper(tmp_path):
     md = "\n".join(e2e_section(str(tmp_path / "s.csv"), str(tmp_path / "c.csv"), str(tmp_path / "b.csv"),
                                str(tmp_path / "o.json"), "e2e/e2e_breakdown.png", str(tmp_path / "m.csv")))
     assert "| H200 | 2 | 17.5 | – | gemm |" in md
+
+
+def test_no_measurement_of_the_scored_pair_enters_its_composition_error():
+    """The half-width scoring run 0 re-fits each other run's overhead without run 0's model-and-trace pair: changing
+    the measurements of that pair (run 1, same pair on another GPU) leaves it unchanged; another pair's moves it."""
+    from synperf.e2e.compose import E2EResult
+    from synperf.e2e.evaluate import composition_of_others
+
+    def result(batch):
+        it = pd.DataFrame({"iteration": range(4), "phase": ["prefill"] + ["decode"] * 3, "batch_size": batch,
+                           "kernel_s": [1.0, 0.01, 0.01, 0.01], "comm_s": 0.0, "overhead_s": 0.0})
+        it["latency_s"] = it["kernel_s"]
+        return E2EResult("a100_sxm4_80gb", it, pd.DataFrame(), pd.DataFrame())
+
+    batches = np.array([8.0, 8.0, 16.0, 32.0, 64.0, 4.0])
+    base = [result(b) for b in batches]
+    decode = 0.01 + 0.002 + 0.0001 * batches * np.array([1.0, 1.0, 1.3, 0.8, 1.1, 0.9])
+
+    def runs_of(decode):
+        return pd.DataFrame({"run_name": ["m-a", "m-a", "m-b", "m-c", "m-d", "m-e"], "prefill_latency": 1.05,
+                             "median_decode_latency": decode, "total_latency": 1.0 + 3 * decode})
+
+    resid = decode - 0.01
+    c0 = composition_of_others(runs_of(decode), base, batches, resid, 0)
+    assert c0["decode_step"] > 0
+    moved = decode.copy()
+    moved[1] *= 3.0                                        # run 0's pair, measured on another GPU
+    assert composition_of_others(runs_of(moved), base, batches, moved - 0.01, 0) == pytest.approx(c0)
+    moved = decode.copy()
+    moved[3] *= 3.0                                        # another pair
+    assert composition_of_others(runs_of(moved), base, batches, moved - 0.01, 0)["decode_step"] != pytest.approx(
+        c0["decode_step"])

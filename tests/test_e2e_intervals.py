@@ -47,16 +47,27 @@ def test_no_interval_gives_nan_bounds():
 
 
 def test_composition_error_is_the_conformal_quantile_of_what_each_run_needs_beyond_its_kernel_bounds():
-    # residuals (log): inside the kernel bounds, above by 0.5 with h = 0.3, below by 0.5 with l = 0.4, and no bounds
-    need = needed_half_width([0.1, 0.5, -0.5, -0.2], [0.2, 0.1, 0.4, np.nan], [0.2, 0.3, 0.1, np.nan])
-    assert need == pytest.approx([0.0, 0.4, 0.3, 0.2])
+    # residuals (log): inside the kernel bounds, above by 0.5 with h = 0.3, below by 0.5 with l = 0.4, no bounds,
+    # below an unbounded low (<= 0), a missing measurement and a measured 0
+    e = np.exp
+    need = needed_half_width([1.0] * 7, [e(0.1), e(0.5), e(-0.5), e(-0.2), e(-3.0), np.nan, 0.0],
+                             [e(-0.2), e(-0.1), e(-0.4), np.nan, -0.5, e(-0.1), e(-0.1)],
+                             [e(0.2), e(0.3), e(0.1), np.nan, e(0.1), e(0.1), e(0.1)])
+    assert need[:5] == pytest.approx([0.0, 0.4, 0.3, 0.2, 0.0]) and np.isnan(need[5]) and need[6] == np.inf
     # rank ceil((n + 1) 0.8): 4 of 4 for n = 4; with n = 3 the rank 4 exceeds n (unbounded)
-    assert conformal_half_width(need) == pytest.approx(0.4)
+    assert conformal_half_width(need[:4]) == pytest.approx(0.4)
     assert conformal_half_width(need[:3]) == np.inf
     assert conformal_half_width(np.arange(10.0)) == pytest.approx(8.0)
     assert np.isnan(conformal_half_width([]))
+    # NaN left out, inf kept: a run no width holds raises the quantile instead of shrinking the sample
+    assert conformal_half_width([0.1, 0.2, 0.3, 0.4, np.nan]) == pytest.approx(0.4)
+    assert conformal_half_width([0.1, 0.2, 0.3, 0.4, np.inf]) == np.inf
+    assert conformal_half_width([0.1, 0.2, 0.3, 0.4, 0.45, 0.5, np.inf, 0.05, 0.6]) == pytest.approx(0.6)
     # the needed half-width is exactly enough: widened, the run's measured value lies on the bound
     lo, hi = widen(1.0, np.exp(-0.1), np.exp(0.3), 0.4)
     assert hi == pytest.approx(np.exp(0.5)) and lo == pytest.approx(np.exp(-np.hypot(0.1, 0.4)))
     assert widen(2.0, np.nan, np.nan, 0.1) == pytest.approx((2 * np.exp(-0.1), 2 * np.exp(0.1)))
     assert widen(2.0, 1.5, 3.0, 0.0) == (1.5, 3.0)
+    # an unbounded low stays unbounded (never narrowed), the high side still widens
+    assert widen(1.0, 0.0, 2.0, 0.1) == pytest.approx((0.0, np.exp(np.hypot(np.log(2), 0.1))))
+    assert widen(1.0, -0.3, 2.0, 0.1)[0] == -0.3

@@ -345,9 +345,9 @@ def test_score_silicon_writes_tables_and_mape_beside_the_baseline(tmp_path):
                          baseline_csv=base, predict_fn=fake)
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
         "serving_error.json", "serving_mape.csv", "serving_rows.csv", "serving_scatter.png", "serving_scores.csv"]
-    # two rows are too few for an 80% quantile (rank ceil(3 x 0.8) = 3 of 2): no error is shipped
+    # two rows are too few for an 80% quantile (rank ceil(3 x 0.8) = 3 of 2): the shipped error is 0
     err = json.loads((tmp_path / "out" / "serving_error.json").read_text())
-    assert err["serving_log_half_width"] == {} and err["rows"] == 2
+    assert err["serving_log_half_width"] == {"ttft": 0.0, "tpot": 0.0} and err["rows"] == 2
     # one predict per family over both rows; fp8 linear layers go to the vLLM FP8 experiment
     assert ("gemm_fp8", "gemm_fp8_aiconfigurator") in seen and len(seen) == len(set(seen))
     s = tabs["serving_scores"]
@@ -488,6 +488,12 @@ def test_serving_intervals_take_the_simulator_error_of_the_other_gpus(tmp_path):
     # exact TPOT needs no width; a second pass keeps the kernel bounds it started from
     assert np.allclose(w["tpot_serving_log_hw"], 0.0)
     assert np.allclose(widen_scores(w)["ttft_high_ms"], w["ttft_high_ms"])
+    # rows read back from a widened table and fresh rows (with kernel bounds of their own) widen alike
+    from synperf.serving.error import kernel_bounds_only
+
+    mixed = widen_scores(pd.concat([kernel_bounds_only(w.iloc[:10]), scores.iloc[10:]], ignore_index=True))
+    assert np.allclose(mixed["ttft_kernel_high_ms"], pred * 1.1)
+    assert np.allclose(mixed["ttft_high_ms"], w["ttft_high_ms"])
     err = fit_serving_error(scores)
     assert err["ttft"] == pytest.approx(np.sort(need)[int(np.ceil(16 * 0.8)) - 1]) and err["rows"] == 15
     path = tmp_path / "serving_error.json"

@@ -116,13 +116,44 @@ def real_runs(public_data_dir: str | os.PathLike, gpu_map: Mapping[str, str] | N
 def composition_needed(configs: pd.DataFrame) -> dict[str, np.ndarray]:
     """Per metric of :data:`METRICS`, each configuration's :func:`~.intervals.needed_half_width`: the composition
     half-width (log) its measured value needs beyond the kernel bounds ``<metric>_kernel_low_s``/``_high_s``."""
-    out = {}
-    for m in METRICS:
-        pred = configs[f"{m}_predicted_s"].to_numpy(dtype="float64")
-        out[m] = needed_half_width(np.log(configs[f"{m}_measured_s"].to_numpy(dtype="float64") / pred),
-                                   np.log(pred / configs[f"{m}_kernel_low_s"].to_numpy(dtype="float64")),
-                                   np.log(configs[f"{m}_kernel_high_s"].to_numpy(dtype="float64") / pred))
-    return out
+    return {m: needed_half_width(configs[f"{m}_predicted_s"], configs[f"{m}_measured_s"],
+                                 configs[f"{m}_kernel_low_s"], configs[f"{m}_kernel_high_s"]) for m in METRICS}
+
+
+def _metric_bounds(res: E2EResult) -> dict[str, tuple[float, float, float]]:
+    """Per metric of :data:`METRICS`: the point prediction and its kernel bounds (seconds; the overhead of a fit
+    carries no composition error)."""
+    iv = res.intervals()
+    return {m: (float(getattr(res, attr)), iv[f"{m}_low_s"], iv[f"{m}_high_s"]) for m, (_, attr) in METRICS.items()}
+
+
+def composition_of_others(runs: pd.DataFrame, base: list[E2EResult], batch: np.ndarray, resid: np.ndarray,
+                          i: int) -> dict[str, float]:
+    """The composition half-width per metric that scores configuration ``i``: the split-conformal quantile over the
+    configurations of the *other* model-and-trace pairs, each re-predicted with an overhead fitted without its own
+    pair and without ``i``'s (so no measurement of ``i``'s pair enters, not even through another run's overhead).
+
+    Args:
+        runs: the real runs (:func:`real_runs`); ``base``: their predictions without overhead; ``batch``,
+            ``resid``: per run the batch size and the measured minus predicted decode step (seconds), the
+            overhead's fit data.
+    """
+    name = runs["run_name"].to_numpy()
+    others = np.flatnonzero(name != name[i])
+    cache: dict = {}
+    pred, meas, lo, hi = ({m: [] for m in METRICS} for _ in range(4))
+    for j in others:
+        keep = (name != name[i]) & (name != name[j])
+        ov = fit_overhead(batch[keep], resid[keep]) if keep.any() else Overhead()
+        key = (j, ov.a_s, ov.b_s)
+        if key not in cache:
+            cache[key] = _metric_bounds(base[j].with_overhead(ov))
+        for m, (p, low, high) in cache[key].items():
+            pred[m].append(p)
+            meas[m].append(float(runs.iloc[j][METRICS[m][0]]))
+            lo[m].append(low)
+            hi[m].append(high)
+    return {m: conformal_half_width(needed_half_width(pred[m], meas[m], lo[m], hi[m])) for m in METRICS}
 
 
 def _finite_or_zero(c: float) -> float:
@@ -184,14 +215,17 @@ def run_e2e_evaluation(public_data_dir: str | os.PathLike, registry_path: str | 
         registry: the loaded registry (default: loaded from ``registry_path``, measured values not merged).
 
     Writes (atomically) in ``out_dir``: ``e2e_configs.csv`` (per configuration: measured and predicted prefill,
-    decode step and total in seconds, APE in %, the 80% interval ``<metric>_low_s``/``<metric>_high_s`` of
-    :mod:`synperf.e2e.intervals` and ``<metric>_in_interval`` (the measured value inside it; empty without an
-    interval), the overhead used), ``e2e_summary.csv`` (MAPE per metric beside the paper's and NeuSight's, and
+    decode step and total in seconds, APE in %, the kernel bounds ``<metric>_kernel_low_s``/``_high_s``, the
+    composition error ``<metric>_composition_log_hw`` of the other model-and-trace pairs
+    (:func:`composition_of_others`), the 80% interval ``<metric>_low_s``/``<metric>_high_s`` they make
+    (:func:`synperf.e2e.intervals.widen`) and ``<metric>_in_interval`` (the measured value inside it; empty without
+    a finite interval), the overhead used), ``e2e_summary.csv`` (MAPE per metric beside the paper's and NeuSight's, and
     ``interval_coverage_pct``: the share of configurations whose measured value lies in its interval, nominal 80),
     ``e2e_breakdown.csv`` (per configuration, phase, operator: seconds and share),
     ``e2e_models.csv`` (per configuration and family: :data:`synperf.e2e.compose.MODEL_COLUMNS`, the model folder,
-    prediction paths and whether the GPU trained the family's model), ``overhead.json`` (fit
-    on all configurations) and ``e2e_breakdown.png`` (stacked bars of the per-family share).
+    prediction paths and whether the GPU trained the family's model), ``overhead.json`` (the overhead fitted
+    on all configurations, and the composition error of all of them, each from its leave-one-run-out prediction)
+    and ``e2e_breakdown.png`` (stacked bars of the per-family share).
 
     Returns:
         ``{"configs": DataFrame, "summary": DataFrame, "overhead": Overhead, "files": [paths]}``.
@@ -235,27 +269,25 @@ def run_e2e_evaluation(public_data_dir: str | os.PathLike, registry_path: str | 
         row = {"config": config, "run_name": r.run_name, "model": r.model, "trace": r.trace,
                "batch_size": r.batch_size, "tp": r.tp, "gpu": r.gpu, "gpu_id": r.gpu_id,
                "repetitions": r.repetitions, "overhead_a_s": ov.a_s, "overhead_b_s": ov.b_s}
-        iv = res.intervals()
-        for metric, (meas_col, pred_attr) in METRICS.items():
-            meas, pred = float(getattr(r, meas_col)), float(getattr(res, pred_attr))
+        for metric, (pred, lo, hi) in _metric_bounds(res).items():
+            meas = float(getattr(r, METRICS[metric][0]))
             row[f"{metric}_measured_s"], row[f"{metric}_predicted_s"] = meas, pred
             row[f"{metric}_ape_pct"] = abs(pred - meas) / meas * 100
-            row[f"{metric}_kernel_low_s"] = iv[f"{metric}_low_s"]      # the overhead of a fit carries no composition
-            row[f"{metric}_kernel_high_s"] = iv[f"{metric}_high_s"]
+            row[f"{metric}_kernel_low_s"], row[f"{metric}_kernel_high_s"] = lo, hi
         rows.append(row)
         bds.append(res.breakdown().assign(config=config))
         mods.append(res.models.assign(config=config))
     configs = pd.DataFrame(rows)
-    needed = composition_needed(configs)
     for i, r in configs.iterrows():
-        others = (configs["run_name"] != r["run_name"]).to_numpy()
+        c_of = composition_of_others(runs, base, batch, resid, i)
         for metric in METRICS:
-            c = conformal_half_width(needed[metric][others])
+            c = c_of[metric]
             lo, hi = widen(r[f"{metric}_predicted_s"], r[f"{metric}_kernel_low_s"], r[f"{metric}_kernel_high_s"], c)
             configs.loc[i, f"{metric}_composition_log_hw"] = c
             configs.loc[i, f"{metric}_low_s"], configs.loc[i, f"{metric}_high_s"] = lo, hi
-            configs.loc[i, f"{metric}_in_interval"] = (pd.NA if np.isnan(lo) else
+            configs.loc[i, f"{metric}_in_interval"] = (pd.NA if np.isnan(lo) or not np.isfinite(hi) else
                                                        bool(lo <= r[f"{metric}_measured_s"] <= hi))
+    needed = composition_needed(configs)
     summary = pd.DataFrame([{"metric": m, "synperf_mape_pct": configs[f"{m}_ape_pct"].mean(),
                              "paper_mape_pct": PAPER_MAPE[m], "neusight_mape_pct": NEUSIGHT_MAPE[m],
                              "configurations": len(configs),

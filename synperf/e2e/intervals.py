@@ -118,28 +118,41 @@ def quadrature_bounds(metric, latency_s: np.ndarray, fam_deltas: dict) -> tuple[
     return point - float(np.sqrt(np.sum(np.square(lo)))), point + float(np.sqrt(np.sum(np.square(hi))))
 
 
-def needed_half_width(residual_log, low_log, high_log) -> np.ndarray:
+def _half_widths(point, low, high) -> tuple[np.ndarray, np.ndarray]:
+    """The kernel bounds' log half-widths ``(log(point / low), log(high / point))``: 0 for a NaN bound (none), ``inf``
+    for a low bound <= 0 (unbounded below: a sum of family shifts can reach below zero) or an infinite high one."""
+    p = np.asarray(point, dtype="float64")
+    lo, hi = np.asarray(low, dtype="float64"), np.asarray(high, dtype="float64")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lw = np.where(np.isnan(lo), 0.0, np.where(lo > 0, np.log(p / lo), np.inf))
+        hw = np.where(np.isnan(hi), 0.0, np.log(np.maximum(hi, p) / p))
+    return np.maximum(lw, 0.0), np.maximum(hw, 0.0)
+
+
+def needed_half_width(predicted, measured, low, high) -> np.ndarray:
     """Per prediction, the smallest composition half-width ``c >= 0`` (log) whose :func:`widen` interval holds the
-    measured value: 0 inside the kernel bounds, else ``sqrt(r^2 - h^2)`` above, ``sqrt(r^2 - l^2)`` below.
+    measured value: 0 inside the kernel bounds, else ``sqrt(r^2 - h^2)`` above and ``sqrt(r^2 - l^2)`` below, with
+    ``r = log(measured / predicted)`` and ``l``, ``h`` the bounds' log half-widths (0 without a bound, ``inf``
+    unbounded). NaN where the measured value is missing; ``inf`` where a value is 0 (no width holds it).
 
     Args:
-        residual_log: ``log(measured / predicted)``.
-        low_log, high_log: the kernel bounds' half-widths ``log(predicted / low)`` and ``log(high / predicted)``
-            (>= 0; NaN, a prediction without kernel bounds, counts as 0).
+        predicted, measured, low, high: arrays of one shape (seconds or milliseconds alike); ``low``/``high`` NaN
+            for a prediction without kernel bounds.
     """
-    r = np.asarray(residual_log, dtype="float64")
-    lo = np.nan_to_num(np.asarray(low_log, dtype="float64"), nan=0.0)
-    hi = np.nan_to_num(np.asarray(high_log, dtype="float64"), nan=0.0)
-    side = np.where(r >= 0, hi, lo)
-    return np.sqrt(np.clip(r ** 2 - side ** 2, 0.0, None))
+    lw, hw = _half_widths(predicted, low, high)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.log(np.asarray(measured, dtype="float64") / np.asarray(predicted, dtype="float64"))
+        side = np.where(r >= 0, hw, lw)
+        inside = np.abs(r) <= side
+        return np.where(inside, 0.0, np.sqrt(np.maximum(r ** 2 - np.where(np.isinf(side), 0.0, side) ** 2, 0.0)))
 
 
 def conformal_half_width(needed, coverage: float = COVERAGE) -> float:
-    """The split-conformal quantile of ``needed`` (:func:`needed_half_width` of ``n`` calibration runs): its
-    ``ceil((n + 1) coverage)``-th smallest value; ``inf`` when that rank exceeds ``n`` (too few runs to hold the
-    coverage), NaN without runs."""
-    v = np.sort(np.asarray(needed, dtype="float64"))
-    v = v[np.isfinite(v)]
+    """The split-conformal quantile of ``needed`` (:func:`needed_half_width` of ``n`` calibration runs, NaN ones
+    left out, ``inf`` ones kept: no width holds them): its ``ceil((n + 1) coverage)``-th smallest value; ``inf``
+    when that rank exceeds ``n`` (too few runs to hold the coverage), NaN without runs."""
+    v = np.asarray(needed, dtype="float64")
+    v = np.sort(v[~np.isnan(v)])
     if len(v) == 0:
         return float("nan")
     k = math.ceil((len(v) + 1) * coverage)
@@ -148,10 +161,10 @@ def conformal_half_width(needed, coverage: float = COVERAGE) -> float:
 
 def widen(point: float, low: float, high: float, c: float) -> tuple[float, float]:
     """``(low, high)`` of one metric with the composition half-width ``c`` (log) added in quadrature to the kernel
-    bounds' log half-widths (module docstring). Without kernel bounds (NaN) the interval is ``c`` alone; with ``c``
-    0 or NaN the kernel bounds are returned unchanged."""
+    bounds' log half-widths (module docstring). Without kernel bounds (NaN) the interval is ``c`` alone; a low bound
+    <= 0 (unbounded below) is kept; with ``c`` 0 or NaN, or a point value <= 0, the bounds are returned unchanged."""
     if not (c > 0) or not (point > 0):
         return low, high
-    lo = math.log(point / low) if low > 0 else 0.0
-    hi = math.log(high / point) if high > 0 else 0.0
-    return point * math.exp(-math.hypot(lo, c)), point * math.exp(math.hypot(hi, c))
+    lw, hw = (float(x) for x in _half_widths(point, low, high))
+    new_low = low if np.isinf(lw) else point * math.exp(-math.hypot(lw, c))
+    return new_low, point * math.exp(math.hypot(hw, c))

@@ -25,7 +25,9 @@ the default, ``synperf plan --gpu-memory-utilization`` sets it.
 
 Intervals: ``prefill_low_ms`` ... ``total_high_s`` bound an 80% interval propagated from the kernel predictions'
 per-launch intervals by the rule of :mod:`synperf.e2e.intervals` (errors fully correlated within a kernel family,
-independent across families); NaN where the predictor returns no interval.
+independent across families), widened by the overhead's composition error when it has one
+(:attr:`~.compose.Overhead.composition`, measured by the end-to-end evaluation); NaN where the predictor returns no
+interval and the overhead has no composition error.
 
 Flags: ``flag_<family>`` is ``trained`` where the GPU is one of the training GPUs of the family's model
 (``attrs["training_gpus"]`` of :func:`synperf.api.predict`, else ``train_gpus`` of its ``meta.json``), else

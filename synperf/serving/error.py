@@ -16,6 +16,7 @@ measurement of the row's GPU sizes its interval) and keeps the kernel bounds as 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 from pathlib import Path
@@ -27,15 +28,12 @@ from ._deps import InputError, conformal_half_width, needed_half_width, widen
 
 #: the metrics with an interval
 METRICS = ("ttft", "tpot")
+log = logging.getLogger(__name__)
 
 
 def _needed(scores: pd.DataFrame, m: str) -> np.ndarray:
-    pred = scores[f"{m}_mean_ms"].to_numpy(dtype="float64")
-    meas = scores[f"measured_{m}_ms"].to_numpy(dtype="float64")
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return needed_half_width(np.log(meas / pred),
-                                 np.log(pred / scores[f"{m}_kernel_low_ms"].to_numpy(dtype="float64")),
-                                 np.log(scores[f"{m}_kernel_high_ms"].to_numpy(dtype="float64") / pred))
+    return needed_half_width(scores[f"{m}_mean_ms"], scores[f"measured_{m}_ms"], scores[f"{m}_kernel_low_ms"],
+                             scores[f"{m}_kernel_high_ms"])
 
 
 def _with_kernel_bounds(scores: pd.DataFrame) -> pd.DataFrame:
@@ -47,6 +45,18 @@ def _with_kernel_bounds(scores: pd.DataFrame) -> pd.DataFrame:
             if f"{m}_kernel_{side}_ms" not in s.columns:
                 s[f"{m}_kernel_{side}_ms"] = s[f"{m}_{side}_ms"] if f"{m}_{side}_ms" in s.columns else np.nan
     return s
+
+
+def kernel_bounds_only(scores: pd.DataFrame) -> pd.DataFrame:
+    """``scores`` as :func:`.simulate.serve` gave them: ``<m>_low_ms``/``_high_ms`` back to the kernel bounds of a
+    table :func:`widen_scores` widened, without its ``<m>_kernel_*`` and ``<m>_serving_log_hw`` columns (so that
+    rows read back from ``serving_scores.csv`` and freshly scored ones are widened alike)."""
+    s = scores.copy()
+    for m in METRICS:
+        if f"{m}_kernel_low_ms" in s.columns:
+            s[f"{m}_low_ms"], s[f"{m}_high_ms"] = s[f"{m}_kernel_low_ms"], s[f"{m}_kernel_high_ms"]
+    return s.drop(columns=[f"{m}_{c}" for m in METRICS for c in ("kernel_low_ms", "kernel_high_ms", "serving_log_hw")],
+                  errors="ignore")
 
 
 def widen_scores(scores: pd.DataFrame, group: str = "gpu") -> pd.DataFrame:
@@ -69,13 +79,16 @@ def widen_scores(scores: pd.DataFrame, group: str = "gpu") -> pd.DataFrame:
 
 def fit_serving_error(scores: pd.DataFrame) -> dict:
     """The ``c`` of all rows per metric (``{"ttft": c, "tpot": c, "rows": n}``); a metric with too few rows for the
-    coverage (an infinite or NaN quantile) is left out."""
+    coverage (an infinite or NaN quantile) gets 0, with a warning (the end-to-end composition error's rule)."""
     s = _with_kernel_bounds(scores)
     out = {}
     for m in METRICS:
         c = conformal_half_width(_needed(s, m))
-        if math.isfinite(c):
-            out[m] = c
+        if not math.isfinite(c):
+            log.warning("serving: too few measured rows for an 80%% %s error (half-width %s); serving_error.json "
+                        "gets 0", m.upper(), c)
+            c = 0.0
+        out[m] = c
     out["rows"] = int(len(s))
     return out
 

@@ -37,7 +37,7 @@ from ._deps import (
     route_experiment,
     write_csv,
 )
-from .error import widen_scores
+from .error import kernel_bounds_only, widen_scores
 from .score import EVALUATION_PREDICT, KEYS, add_baseline, mape_table, mark_untrained, score_rows
 from .silicon import read_silicon
 
@@ -196,7 +196,7 @@ def score_logo(silicon_csv: str | os.PathLike, examples_dir: str | os.PathLike, 
         r = kept[bad].iloc[0]
         raise InputError(f"{scores_csv}: row {r['model']} on {r['gpu']} (tp {r['tp']}) was priced by a model that "
                          f"trained on {r['gpu']}, and no leave-one-GPU-out fold tested that GPU")
-    scores = pd.concat([fresh.assign(left_out=LOGO_FOLDS), kept.assign(left_out=CONFIGURED_UNSEEN)],
+    scores = pd.concat([fresh.assign(left_out=LOGO_FOLDS), kernel_bounds_only(kept).assign(left_out=CONFIGURED_UNSEEN)],
                        ignore_index=True)
     scores = add_baseline(scores.drop(columns=["aic_ttft_ms", "aic_tpot_ms"], errors="ignore"), baseline_csv)
     scores = widen_scores(scores.sort_values(KEYS, kind="stable").reset_index(drop=True))

@@ -6,7 +6,8 @@ writes, in ``out_dir``:
 * ``serving_scores.csv``: per row ``model``, ``gpu``, ``tp``, ``gemm_dtype``, ``concurrency``, ``isl``, ``osl``,
   measured and predicted TTFT/TPOT (ms; the predicted mean over the simulated requests, its median and p90, and
   the 80% interval: :func:`.simulate.serve`'s kernel bounds ``<m>_kernel_low_ms``/``_high_ms`` widened by the
-  simulator's own error measured on the rows of the other GPUs, :func:`.error.widen_scores`), ``seen_<family>``
+  simulator's own error ``<m>_serving_log_hw`` measured on the rows of the other GPUs,
+  :func:`.error.widen_scores`), ``seen_<family>``
   (the row's GPU is one of that family's training GPUs: False means that family's kernels were predicted for a
   GPU its model never saw), and, when the cached aiconfigurator table is given, ``aic_ttft_ms``/``aic_tpot_ms``;
 * ``serving_mape.csv``: MAPE of TTFT and TPOT per (model, gemm_dtype, gpu, tp), per (model, gemm_dtype), per
