@@ -68,8 +68,8 @@ def logo_section(logo_mape_csv: str) -> list[str]:
     return ["### Leave one GPU out", "",
             "The same rows with every kernel family priced by a model whose training left the row's GPU out: H100 "
             "and B200 rows by the `synperf` method of each experiment's leave-one-GPU-out fold of that GPU (the "
-            "protocols stage; path, feature set and default chosen without it, no kernel interval: the interval is "
-            "the simulator's error on the other GPUs alone), H200 rows as above "
+            "protocols stage; path, feature set and default chosen without it; the folds give no kernel interval, so "
+            "there the interval is the simulator's error on the other GPUs), H200 rows as above "
             "(no family trained on H200). aiconfigurator cannot do this: its estimate reads its measured kernel "
             "tables of the row's GPU.", "", md_table(_fmt(top)), ""]
 
