@@ -90,14 +90,14 @@ class Overhead:
         for key in ("a_s", "b_s"):
             if key not in d:
                 raise InputError(f"{path}: missing key {key!r} (expected a_s and b_s, seconds)")
-        a, b = (_non_negative(d[k], f"{path}: {k}", "a finite number of seconds >= 0") for k in ("a_s", "b_s"))
+        a, b = (non_negative_number(d[k], f"{path}: {k}", "a finite number of seconds >= 0") for k in ("a_s", "b_s"))
         comp = d.get(COMPOSITION_KEY)
         if comp is None:
             return cls(a, b)
         if not isinstance(comp, dict) or set(comp) != set(INTERVAL_METRICS):
             raise InputError(f"{path}: {COMPOSITION_KEY} = {comp!r}: expected an object with keys "
                              f"{', '.join(INTERVAL_METRICS)} (log half-widths >= 0)")
-        return cls(a, b, tuple(_non_negative(comp[m], f"{path}: {COMPOSITION_KEY}.{m}",
+        return cls(a, b, tuple(non_negative_number(comp[m], f"{path}: {COMPOSITION_KEY}.{m}",
                                              "a finite log half-width >= 0") for m in INTERVAL_METRICS))
 
     @property
@@ -110,7 +110,8 @@ class Overhead:
 COMPOSITION_KEY = "composition_log_half_width"
 
 
-def _non_negative(value, where: str, expected: str) -> float:
+def non_negative_number(value, where: str, expected: str) -> float:
+    """``float(value)``, or :class:`InputError` ``"<where> = <value>: expected <expected>"`` unless finite and >= 0."""
     try:
         v = float(value)
     except (TypeError, ValueError):

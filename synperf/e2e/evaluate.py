@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import json
-import logging
 import os
 import re
 from pathlib import Path
@@ -42,13 +41,12 @@ from ._deps import (
 )
 from .collectives import CollectiveModel
 from .compose import E2EResult, Overhead, SharedPredictor, attention_path, compose, fit_overhead
-from .intervals import INTERVAL_METRICS, conformal_half_width, needed_half_width, widen
+from .intervals import INTERVAL_METRICS, conformal_half_width, needed_half_width, shipped_half_width, widen
 from .model_config import load_model_config
 from .workload import generate, read_trace
 
 PAPER_MAPE = {"prefill": 5.7, "decode_step": 10.3, "total": 7.2}
 NEUSIGHT_MAPE = {"prefill": 78.4, "decode_step": 24.4, "total": 43.7}
-log = logging.getLogger(__name__)
 METRICS = {"prefill": ("prefill_latency", "prefill_s"), "decode_step": ("median_decode_latency", "decode_step_s"),
            "total": ("total_latency", "total_s")}
 _REAL = re.compile(r"^e2e(?:_tp(?P<tp>\d+))?_(?P<gpu>[A-Za-z0-9][A-Za-z0-9_]*)\.jsonl$")
@@ -140,6 +138,7 @@ def composition_of_others(runs: pd.DataFrame, base: list[E2EResult], batch: np.n
     """
     name = runs["run_name"].to_numpy()
     others = np.flatnonzero(name != name[i])
+    measured = {m: runs[col].to_numpy(dtype="float64") for m, (col, _) in METRICS.items()}
     cache: dict = {}
     pred, meas, lo, hi = ({m: [] for m in METRICS} for _ in range(4))
     for j in others:
@@ -150,19 +149,10 @@ def composition_of_others(runs: pd.DataFrame, base: list[E2EResult], batch: np.n
             cache[key] = _metric_bounds(base[j].with_overhead(ov))
         for m, (p, low, high) in cache[key].items():
             pred[m].append(p)
-            meas[m].append(float(runs.iloc[j][METRICS[m][0]]))
+            meas[m].append(measured[m][j])
             lo[m].append(low)
             hi[m].append(high)
     return {m: conformal_half_width(needed_half_width(pred[m], meas[m], lo[m], hi[m])) for m in METRICS}
-
-
-def _finite_or_zero(c: float) -> float:
-    """A conformal half-width to ship: with too few runs for the coverage (``inf``) or none (NaN) it ships as 0,
-    with a warning."""
-    if np.isfinite(c):
-        return c
-    log.warning("e2e: too few real runs for an 80%% composition error (half-width %s); overhead.json gets 0", c)
-    return 0.0
 
 
 def interval_coverage(inside: pd.Series) -> float:
@@ -294,7 +284,7 @@ def run_e2e_evaluation(public_data_dir: str | os.PathLike, registry_path: str | 
                              "interval_coverage_pct": interval_coverage(configs[f"{m}_in_interval"])}
                             for m in METRICS])
     ov_all = fit_overhead(batch, resid)
-    overall = Overhead(ov_all.a_s, ov_all.b_s, tuple(_finite_or_zero(conformal_half_width(needed[m]))
+    overall = Overhead(ov_all.a_s, ov_all.b_s, tuple(shipped_half_width(conformal_half_width(needed[m]), f"e2e {m}")
                                                      for m in INTERVAL_METRICS))
     files = []
     for df, name in ((configs, "e2e_configs.csv"), (summary, "e2e_summary.csv"),

@@ -34,6 +34,7 @@ and ``synperf plan`` read it with ``--overhead``.
 
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
@@ -47,6 +48,7 @@ LOW, HIGH = "predicted_latency_low_us", "predicted_latency_high_us"
 INTERVAL_METRICS = ("prefill", "decode_step", "total")
 #: nominal coverage of the intervals
 COVERAGE = 0.8
+log = logging.getLogger(__name__)
 
 
 def family_deltas(launches: pd.DataFrame, families) -> pd.DataFrame | None:
@@ -168,3 +170,12 @@ def widen(point: float, low: float, high: float, c: float) -> tuple[float, float
     lw, hw = (float(x) for x in _half_widths(point, low, high))
     new_low = low if np.isinf(lw) else point * math.exp(-math.hypot(lw, c))
     return new_low, point * math.exp(math.hypot(hw, c))
+
+
+def shipped_half_width(c: float, what: str) -> float:
+    """A conformal half-width to write for the CLI: ``c``, or 0 with a warning naming ``what`` when there were too
+    few rows for the coverage (``inf``) or none (NaN)."""
+    if math.isfinite(c):
+        return c
+    log.warning("%s: too few measured rows for an 80%% error (half-width %s); 0 is written", what, c)
+    return 0.0

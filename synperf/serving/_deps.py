@@ -13,8 +13,20 @@ from synperf.e2e._deps import (  # noqa: F401
     write_csv,
 )
 from synperf.e2e.collectives import CollectiveModel  # noqa: F401
-from synperf.e2e.compose import Overhead, SharedPredictor, attention_path, trained_on  # noqa: F401
-from synperf.e2e.intervals import conformal_half_width, needed_half_width, quadrature_bounds, widen  # noqa: F401
+from synperf.e2e.compose import (  # noqa: F401
+    Overhead,
+    SharedPredictor,
+    attention_path,
+    non_negative_number,
+    trained_on,
+)
+from synperf.e2e.intervals import (  # noqa: F401
+    conformal_half_width,
+    needed_half_width,
+    quadrature_bounds,
+    shipped_half_width,
+    widen,
+)
 from synperf.e2e.model_config import ModelConfig, load_model_config  # noqa: F401
 from synperf.e2e.plan import ACTIVATION_GB, GPU_MEMORY_UTILIZATION, layer_params, usable_memory_gb  # noqa: F401
 from synperf.model.twins import canonical_values  # noqa: F401
@@ -22,5 +34,5 @@ from synperf.model.twins import canonical_values  # noqa: F401
 __all__ = ["InputError", "Registry", "default_registry", "launch_table", "predict", "write_csv", "CollectiveModel",
            "Overhead", "SharedPredictor", "attention_path", "trained_on", "ModelConfig", "load_model_config",
            "ACTIVATION_GB", "GPU_MEMORY_UTILIZATION", "layer_params", "usable_memory_gb", "quadrature_bounds",
-           "conformal_half_width", "needed_half_width", "widen",
+           "conformal_half_width", "needed_half_width", "widen", "shipped_half_width", "non_negative_number",
            "route_experiment", "read_table", "KEY_COLUMNS", "load_registry", "canonical_values"]

@@ -16,19 +16,16 @@ measurement of the row's GPU sizes its interval) and keeps the kernel bounds as 
 from __future__ import annotations
 
 import json
-import logging
-import math
 import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from ._deps import InputError, conformal_half_width, needed_half_width, widen
+from ._deps import InputError, conformal_half_width, needed_half_width, non_negative_number, shipped_half_width, widen
 
 #: the metrics with an interval
 METRICS = ("ttft", "tpot")
-log = logging.getLogger(__name__)
 
 
 def _needed(scores: pd.DataFrame, m: str) -> np.ndarray:
@@ -81,14 +78,7 @@ def fit_serving_error(scores: pd.DataFrame) -> dict:
     """The ``c`` of all rows per metric (``{"ttft": c, "tpot": c, "rows": n}``); a metric with too few rows for the
     coverage (an infinite or NaN quantile) gets 0, with a warning (the end-to-end composition error's rule)."""
     s = _with_kernel_bounds(scores)
-    out = {}
-    for m in METRICS:
-        c = conformal_half_width(_needed(s, m))
-        if not math.isfinite(c):
-            log.warning("serving: too few measured rows for an 80%% %s error (half-width %s); serving_error.json "
-                        "gets 0", m.upper(), c)
-            c = 0.0
-        out[m] = c
+    out = {m: shipped_half_width(conformal_half_width(_needed(s, m)), f"serving {m.upper()}") for m in METRICS}
     out["rows"] = int(len(s))
     return out
 
@@ -98,7 +88,7 @@ def write_serving_error(error: dict, path: str | os.PathLike) -> None:
     p = Path(path)
     tmp = p.with_suffix(".tmp")
     tmp.write_text(json.dumps({"form": "log half-width added in quadrature to the kernel bounds (80%)",
-                               "serving_log_half_width": {m: error[m] for m in METRICS if m in error},
+                               "serving_log_half_width": {m: error[m] for m in METRICS},
                                "rows": error.get("rows")}, indent=1))
     os.replace(tmp, p)
 
@@ -118,15 +108,9 @@ def read_serving_error(path: str | os.PathLike) -> dict[str, float]:
     if not isinstance(hw, dict):
         raise InputError(f"{path}: expected a JSON object with serving_log_half_width {{ttft, tpot}} (as written by "
                          f"the serving rule, results/serving/serving_error.json)")
-    out = {}
-    for m in METRICS:
-        try:
-            v = float(hw[m])
-        except KeyError:
-            raise InputError(f"{path}: serving_log_half_width lacks {m!r} (expected ttft and tpot)") from None
-        except (TypeError, ValueError):
-            v = math.nan
-        if not (math.isfinite(v) and v >= 0):
-            raise InputError(f"{path}: serving_log_half_width.{m} = {hw[m]!r}: expected a finite log half-width >= 0")
-        out[m] = v
+    missing = [m for m in METRICS if m not in hw]
+    if missing:
+        raise InputError(f"{path}: serving_log_half_width lacks {missing[0]!r} (expected ttft and tpot)")
+    out = {m: non_negative_number(hw[m], f"{path}: serving_log_half_width.{m}", "a finite log half-width >= 0")
+           for m in METRICS}
     return out
