@@ -1,7 +1,19 @@
 # Serving-level latency (synperf/serving/): vLLM's continuous-batching scheduler priced by the kernel predictors,
 # scored against aiconfigurator's measured vLLM serving runs, beside aiconfigurator's cached estimate
 # (data/baselines/aiconfigurator_serving.csv, written by benchmarks/aiconfigurator_serving.py).
-SERVING_FAMILIES = ["gemm", "gemm_fp8_aiconfigurator", "attention_prefill", "attention_decode", "rmsnorm", "silu_mul"]
+from synperf.serving.silicon import MODELS as SILICON_MODELS
+
+SERVING_FAMILIES = [
+    "gemm",
+    "gemm_fp8_aiconfigurator",
+    "attention_prefill",
+    "attention_decode",
+    "rmsnorm",
+    "silu_mul",
+    "fused_moe",
+]
+# the example configs of every model the priced silicon rows name (dense and MoE)
+SERVING_EXAMPLES = expand("examples/models/{m}.json", m=sorted(set(SILICON_MODELS.values())))
 
 
 rule serving:
@@ -11,7 +23,7 @@ rule serving:
         code=code_inputs("scripts/serving.py"),
         hardware=MEASURED_FILES,
         baseline="data/baselines/aiconfigurator_serving.csv",
-        examples=expand("examples/models/{m}.json", m=["llama-3.1-70b", "llama-3.1-8b", "qwen3-32b"]),
+        examples=SERVING_EXAMPLES,
     output:
         scores="results/serving/serving_scores.csv",
         mape="results/serving/serving_mape.csv",
@@ -38,7 +50,7 @@ rule serving:
 # serving experiments trained on (no trained model needed) go into the protocols stage, whose leave-one-GPU-out fold
 # of each such GPU predicts them (results/protocols/{experiment}_serving_logo.parquet); the rows of those GPUs are
 # then re-priced from those predictions, the other rows (GPUs no family trained on) keep their scores.
-SERVING_LOGO_EXPERIMENTS = [e for e in SERVING_FAMILIES + ["fused_moe"] if e in EXPERIMENTS]
+SERVING_LOGO_EXPERIMENTS = [e for e in SERVING_FAMILIES if e in EXPERIMENTS]
 
 
 rule serving_launches:
@@ -46,7 +58,7 @@ rule serving_launches:
         registry=config["gpu_registry"],
         code=code_inputs("scripts/serving_launches.py"),
         hardware=MEASURED_FILES,
-        examples=expand("examples/models/{m}.json", m=["llama-3.1-70b", "llama-3.1-8b", "qwen3-32b"]),
+        examples=SERVING_EXAMPLES,
     output:
         "results/serving/serving_launches.parquet",
     log:
@@ -73,7 +85,7 @@ rule serving_logo:
         code=code_inputs("scripts/serving_logo.py"),
         hardware=MEASURED_FILES,
         baseline="data/baselines/aiconfigurator_serving.csv",
-        examples=expand("examples/models/{m}.json", m=["llama-3.1-70b", "llama-3.1-8b", "qwen3-32b"]),
+        examples=SERVING_EXAMPLES,
     output:
         scores="results/serving/serving_logo_scores.csv",
         mape="results/serving/serving_logo_mape.csv",

@@ -96,6 +96,25 @@ def test_the_e2e_rule_reads_the_manifest_e2e_inputs_and_the_kernel_ingest_does_n
                                          "pipeweave/dataset/collective/"))
 
 
+@pytest.mark.xdist_group("default_dry_run")
+def test_the_serving_rules_read_every_model_the_silicon_rows_price(public_data, default_dry_run):
+    """Run on its own (``snakemake results/serving/serving_scores.csv``), the serving rule still finds the model
+    config and the kernel model of every priced row, MoE rows included (fused_moe, the MoE examples)."""
+    import re
+
+    from synperf.serving.silicon import MODELS
+
+    inputs = {}
+    for rule, line in re.findall(r"\nrule (\w+):\n    input: ([^\n]*)", default_dry_run.stdout):
+        inputs.setdefault(rule, []).append(line)
+    for rule in ("serving", "serving_logo"):
+        got = " ".join(inputs[rule])
+        for name in MODELS.values():
+            assert f"examples/models/{name}.json" in got, (rule, name)
+        assert "models/fused_moe/fingerprint.joblib" in got, rule
+    assert all(f"examples/models/{n}.json" in " ".join(inputs["serving_launches"]) for n in MODELS.values())
+
+
 @pytest.mark.xdist_group("vidur_measurements")
 def test_every_step_on_real_vidur_rows(vidur_measurements, tmp_path):
     reg, allp, alls = vidur_measurements
