@@ -89,6 +89,27 @@ def test_an_unseen_gpu_takes_its_constants_from_its_class_and_never_from_another
                                (np.array(TRUE["a40"]) + np.array(TRUE["l40s"])) / 2, rtol=1e-5, atol=1e-6)
 
 
+def test_predicted_constants_follow_the_registry_they_are_asked_with(registry):
+    """A loaded model answers many registries (the user's own ``config/gpus.yaml``): constants predicted for one
+    registry's row of a GPU are never served for another registry whose row of that GPU differs."""
+    import dataclasses
+
+    from synperf.data.hardware import Registry
+
+    rows = with_formula_latency(gemm_launches(list(TRUE)), registry)
+    model = F.FingerprintModel.fit(rows, META, registry, correct=False, oof=False)
+    gddr = model.fingerprint("l40", registry)
+    assert gddr.source == "predicted from spec row: class sm_8x GDDR (a40, l40s)"
+    # the same id, its row edited to HBM memory: the class, and with it the constants, change
+    hbm_row = dataclasses.replace(registry["l40"], memory_type="HBM2e")
+    edited = Registry({**registry.gpus, "l40": hbm_row}, registry.path)
+    hbm = model.fingerprint("l40", edited)
+    assert hbm.source == "predicted from spec row: class sm_8x HBM (a100_sxm4_80gb)"
+    assert not np.allclose(hbm.constants, gddr.constants)
+    # and the first registry still gets its own
+    assert model.fingerprint("l40", registry).constants == pytest.approx(gddr.constants)
+
+
 def test_few_shot_refits_the_constants_from_the_prior(registry):
     rows = with_formula_latency(gemm_launches(["a40", "l40s", "l40"], n=80),
                                 registry, {**TRUE, "l40": [3.0, 1.3, 1.0, 0.4, 0.7]})

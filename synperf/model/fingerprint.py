@@ -342,15 +342,19 @@ class FingerprintModel(JoblibModel):
 
     def fingerprint(self, gpu: str, registry, rule: str | None = None) -> Fingerprint:
         """The GPU's fingerprint: a few-shot or given one (:attr:`overrides`), else fitted, else predicted
-        (:func:`predict_fingerprint` with ``rule``, default :attr:`rule`; cached)."""
+        (:func:`predict_fingerprint` with ``rule``, default :attr:`rule`; cached per registry row of the GPU and of
+        the training GPUs)."""
         gpu, rule = str(gpu), rule or self.rule
         if gpu in self.overrides:
             return self.overrides[gpu]
         if gpu in self.fitted:
             return self.fitted[gpu]
-        if (gpu, rule) not in self.predicted:
-            self.predicted[(gpu, rule)] = predict_fingerprint(gpu, self.fitted, registry, self.train_terms, rule)
-        return self.predicted[(gpu, rule)]
+        # keyed by the registry rows the prediction reads (the GPU's and the training GPUs'), so that another
+        # registry, or an edited row of this GPU, never gets constants cached for a different spec
+        key = (gpu, rule, registry[gpu], tuple(registry[g] for g in sorted(self.fitted)))
+        if key not in self.predicted:
+            self.predicted[key] = predict_fingerprint(gpu, self.fitted, registry, self.train_terms, rule)
+        return self.predicted[key]
 
     def calibrated(self, gpu: str, rows: pd.DataFrame, registry, prior_weight: float | None = None,
                    rule: str | None = None) -> Fingerprint:
