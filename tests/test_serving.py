@@ -320,6 +320,24 @@ def test_read_silicon_counts_every_row(tmp_path):
         read_silicon(f)
 
 
+def test_a_measurement_the_file_carries_twice_is_priced_once_and_counted(tmp_path):
+    from synperf.serving.silicon import DUPLICATE
+
+    base = {"backend": "vllm", "model_path": "meta-llama/Llama-3.1-70B", "system": "h100_sxm", "precision": "fp8",
+            "gemm_quant_mode": "fp8", "mode": "agg", "isl": 1024, "osl": 128, "batch_size": 8, "tp_size": 2,
+            "pp_size": 1, "silicon_ttft_ms": 100.0, "silicon_tpot_ms": 10.0}
+    df = pd.DataFrame([{**base, "id": "a", "silicon_data_source": "source_file=2026-03-25.csv"},
+                       {**base, "id": "b", "silicon_data_source": "source_file=2026-04-06.csv"},   # the same run
+                       {**base, "id": "c", "silicon_data_source": "db-dump", "silicon_ttft_ms": 101.0},  # a repeat
+                       {**base, "id": "d", "silicon_data_source": "db-dump", "batch_size": 16}])
+    f = tmp_path / "s.csv"
+    df.to_csv(f, index=False)
+    r = read_silicon(f)
+    assert r["reason"].tolist() == ["", DUPLICATE, "", ""]
+    c = counts_by_reason(r).set_index("reason")["rows"]
+    assert c["priced"] == 3 and c[DUPLICATE] == 1
+
+
 def test_score_silicon_writes_tables_and_mape_beside_the_baseline(tmp_path):
     from synperf.e2e._deps import default_registry
     from synperf.serving.score import score_silicon

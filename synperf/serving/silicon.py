@@ -11,8 +11,10 @@ A row is priced when it is a vLLM aggregated run of a model with a shipped confi
 each expert's intermediate width split over the TP ranks, vLLM's default without expert parallelism), pipeline
 parallelism 1, and linear layers in a modelled dtype: ``gemm_quant_mode`` fp8 (vLLM's per-tensor FP8 linear) or
 empty (no quantization: the checkpoint's bf16; these rows also have an empty ``precision``). Every other row gets
-the first reason of :data:`REASONS` that applies. The public data README lists no known-bad rows of this file, so
-no row is refused as known-bad; rows whose measured TTFT is dominated by queueing behind a full KV cache are priced
+the first reason of :data:`REASONS` that applies; the last of them, :data:`DUPLICATE`, marks a row that repeats
+an earlier one in everything but its origin (the file carries some measurements twice, from two source dumps).
+The public data README lists no known-bad rows of this file, so no row is refused as known-bad; rows whose measured
+TTFT is dominated by queueing behind a full KV cache are priced
 like the others (the simulator models the cache and its preemptions).
 """
 
@@ -37,10 +39,15 @@ MLA_MODELS = ("moonshotai/Kimi-K2.5",)
 SYSTEMS = {"h100_sxm": "h100_sxm", "h200_sxm": "h200_sxm", "b200_sxm": "b200", "gb200": "gb200"}
 #: ``gemm_quant_mode`` -> the linear layers' dtype the predictors price (empty = unquantized bf16 checkpoint)
 GEMM_DTYPES = {"fp8": "fp8", "": "bfloat16"}
+#: the reason of a row that repeats an earlier row in every column but ``id`` and ``silicon_data_source`` (the same
+#: measurement carried by two source dumps of the file): counted once, so that it does not weigh twice in a MAPE
+DUPLICATE = "duplicate of an earlier row (same configuration and measured TTFT/TPOT, another source dump)"
+#: columns that name a row's origin, not its measurement (left out of the duplicate test)
+ORIGIN_COLUMNS = ("id", "silicon_data_source")
 REASONS = ("other framework", "disaggregated serving", "MLA attention not modelled", "fp4 weights", "int4 weights",
            "other quantization", "MoE experts not in the checkpoint's fp8 dtype", "pipeline parallel",
            "expert parallel or attention data parallel (MoE TP != TP)", "unsupported model (no shipped config)",
-           "GPU not in registry")
+           "GPU not in registry", DUPLICATE)
 COLUMNS = ("backend", "model_path", "system", "precision", "gemm_quant_mode", "mode", "isl", "osl", "batch_size",
            "tp_size", "pp_size", "silicon_ttft_ms", "silicon_tpot_ms")
 #: columns required only when a row names one of :data:`MOE_MODELS`
@@ -90,6 +97,7 @@ def read_silicon(path: str | os.PathLike) -> pd.DataFrame:
          "expert parallel or attention data parallel (MoE TP != TP)")
     mark(~df["model_path"].isin(list(MODELS)), "unsupported model (no shipped config)")
     mark(~df["system"].isin(list(SYSTEMS)), "GPU not in registry")
+    mark(df.duplicated(subset=[c for c in df.columns if c not in ORIGIN_COLUMNS], keep="first"), DUPLICATE)
     df["reason"] = reason
     df["model"] = df["model_path"].map(MODELS)
     df["gpu"] = df["system"].map(SYSTEMS)
