@@ -53,6 +53,17 @@ def test_cli_errors(public_data, tmp_path, capsys):
                      err), err
 
 
+def test_cli_refuses_a_pipeline_whose_stages_span_nodes(public_data, fake_cli, capsys):
+    pw = public_data / "pipeweave"
+    base = ["e2e", "--model", str(Path(cli.EXAMPLE_MODELS) / "llama-3.1-70b.json"), "--trace",
+            str(pw / "workload/arxiv_8.csv"), "--gpu", "b200", "--collectives", str(pw / "dataset/collective")]
+    assert cli.main(base + ["--tp", "8", "--pp", "2"]) == 2
+    assert ("TP 8 x PP 2 = 16 GPUs span nodes: the pipeline's send/recv between nodes runs over the network, which "
+            "the NCCL tables (one node, at most 8 GPUs) do not measure; not modelled") in capsys.readouterr().err
+    assert cli.main(base + ["--tp", "4", "--pp", "2"]) == 0   # one node: priced
+    assert "send_recv" in capsys.readouterr().out
+
+
 def test_cli_reads_the_collective_gpu_map_from_the_config(public_data, fake_cli, tmp_path, capsys):
     pw = public_data / "pipeweave"
     base = ["e2e", "--model", str(pw / "config/Qwen3-32B.json"), "--trace", str(pw / "workload/arxiv_12.csv"),

@@ -293,6 +293,17 @@ def test_tp_beyond_one_node_is_listed_not_priced(fake_plan, capsys, public_data)
     assert np.isnan(df.set_index("tp")["total_s"][16]) and df["memory_need_gb"].notna().all()
 
 
+def test_a_pipeline_beyond_one_node_is_listed_not_priced(fake_plan, capsys, public_data):
+    """TP 8 x PP 2 puts the second stage on another node: its send/recv crosses the network, which the NCCL tables
+    (one node) do not measure; TP 4 x PP 2 stays in one node and is priced."""
+    df = _plan_json(capsys, ["--model", "llama-3.1-70b", *WORKLOAD, "--gpus", "b200", "--tp", "4,8", "--pp", "2",
+                             "--collectives", str(public_data / "pipeweave/dataset/collective")])
+    status = df.set_index("tp")["status"]
+    assert status[4] == "ok"
+    assert status[8] == "not modelled: TP 8 x PP 2 spans nodes (the NCCL tables measure one node, at most 8 GPUs)"
+    assert np.isnan(df.set_index("tp")["total_s"][8])
+
+
 class MetaOnlyPredictor(FakePredictor):
     """FakePredictor whose GEMM result names a model folder (``meta.json`` with ``train_gpus``) and no
     ``training_gpus``, like a model folder without a recorded path."""

@@ -15,7 +15,9 @@ Model (:meth:`CollectiveModel.latency_us`, result in **microseconds**):
 3. Workers not in the table (all-reduce only; send/recv is always 2 GPUs): the nearest measured count in log
    scale, times the ring all-reduce traffic ratio ``(2 (n-1)/n) / (2 (m-1)/m)``. One worker: 0. More workers than
    any table of the op measured (:meth:`CollectiveModel.max_workers`, one node's GPUs) are refused: a collective
-   across nodes runs over the network, not the NVLink or PCIe of the tables, and is not modelled.
+   across nodes runs over the network, not the NVLink or PCIe of the tables, and is not modelled. Nor is a
+   pipeline whose TP x PP GPUs outnumber one node's (:meth:`CollectiveModel.pipeline_spans_nodes`): its send/recv
+   between the stages on different nodes crosses the network, which the 2-GPU send/recv tables do not measure.
 4. A GPU without a table for the op: a proxy GPU that has one, chosen by (same link kind: NVLink or PCIe, from
    the registry's ``interconnect`` field; then same GPU class, :meth:`synperf.data.hardware.GPUSpec.same_class`;
    then closest link bandwidth; then has the worker count; then id), and its bandwidth part scaled by link bandwidth:
@@ -170,6 +172,12 @@ class CollectiveModel:
     def spans_nodes(self, op: str, workers: int) -> bool:
         """True when ``workers`` GPUs are more than :meth:`max_workers` (module docstring, rule 3)."""
         return workers > max(self.max_workers(op), 1)
+
+    def pipeline_spans_nodes(self, tp: int, pp: int) -> bool:
+        """True when ``pp`` > 1 stages of ``tp`` GPUs need more GPUs than one node holds (:meth:`spans_nodes` of
+        the all-reduce tables for ``tp * pp`` GPUs): a stage boundary then lies between nodes (module docstring,
+        rule 3)."""
+        return int(pp) > 1 and self.spans_nodes("all_reduce", int(tp) * int(pp))
 
     def check_workers(self, op: str, workers: int) -> None:
         """Refuse ``workers`` that :meth:`spans_nodes`.

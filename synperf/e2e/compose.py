@@ -440,6 +440,11 @@ def compose(workload: Workload, gpu: str, *, predict_fn: Callable = predict,
         if collectives is None:
             raise InputError(f"the workload has {op} (tp={workload.model.tp}, pp={workload.model.pp}) but no "
                              "collective model was given")
+        tp, pp = workload.model.tp, workload.model.pp
+        if op == "send_recv" and collectives.pipeline_spans_nodes(tp, pp):
+            raise InputError(f"TP {tp} x PP {pp} = {tp * pp} GPUs span nodes: the pipeline's send/recv between "
+                             f"nodes runs over the network, which the NCCL tables (one node, at most "
+                             f"{collectives.max_workers('all_reduce')} GPUs) do not measure; not modelled")
         sel = df["family"] == op
         for w, g in df.loc[sel].groupby("workers"):
             df.loc[g.index, "latency_us"] = collectives.latency_us(op, g["size_bytes"].to_numpy(), int(w), gpu)

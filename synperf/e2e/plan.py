@@ -228,7 +228,8 @@ def plan(model: ModelConfig, requests: list[Request], gpus: list[str], tps: list
     ``status`` is ``ok`` for a priced row, else ``does not fit: needs X GB of Y GB usable`` (``memory_need_gb`` above
     ``memory_usable_gb``, :func:`usable_memory_gb`; ``memory_gb`` is the datasheet figure), ``not modelled: TP <n>
     all-reduces across nodes`` (more GPUs
-    than the collective tables measure, :meth:`~.collectives.CollectiveModel.spans_nodes`), ``cannot run
+    than the collective tables measure, :meth:`~.collectives.CollectiveModel.spans_nodes`), ``not modelled: TP <n> x
+    PP <m> spans nodes`` (:meth:`~.collectives.CollectiveModel.pipeline_spans_nodes`), ``cannot run
     <dtype>`` (the
     GPU has no Tensor Core peak for the model's dtype, as :func:`synperf.data.launches.check_launches` refuses) or
     ``cannot shard: <why>``; priced rows first, by ``total_s``. ``tokens_per_s`` = output tokens / total;
@@ -288,6 +289,11 @@ def plan(model: ModelConfig, requests: list[Request], gpus: list[str], tps: list
                 if collectives is not None and collectives.spans_nodes("all_reduce", tp):
                     rows.append({**row, "status": f"not modelled: TP {tp} all-reduces across nodes (the NCCL "
                                                   f"tables measure at most {collectives.max_workers('all_reduce')} "
+                                                  "GPUs)"})
+                    continue
+                if collectives is not None and collectives.pipeline_spans_nodes(tp, pp):
+                    rows.append({**row, "status": f"not modelled: TP {tp} x PP {pp} spans nodes (the NCCL tables "
+                                                  f"measure one node, at most {collectives.max_workers('all_reduce')} "
                                                   "GPUs)"})
                     continue
                 row.update(price(model, requests, gpu, tp, pp, registry=registry, max_batch=max_batch,
