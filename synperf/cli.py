@@ -25,7 +25,7 @@ import pandas as pd
 
 from synperf.api import DEFAULT_PREDICTOR, DEPLOY_DIR, MODEL_SETS, PREDICTORS, default_paths, predict, progress_reporter
 from synperf.data.hardware import load_registry
-from synperf.data.io import InputError
+from synperf.data.io import InputError, read_user_csv
 from synperf.e2e._deps import default_registry
 from synperf.e2e.collectives import CollectiveModel
 from synperf.e2e.compose import COLLECTIVES, Overhead, attention_path, compose_trace
@@ -334,10 +334,7 @@ def predict_cmd(args: argparse.Namespace) -> int:
     if args.out and not Path(args.out).resolve().parent.is_dir():
         raise InputError(f"--out {args.out}: no such folder {Path(args.out).parent}")
     if args.launches:
-        try:
-            params = pd.read_csv(args.launches)
-        except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
-            raise InputError(f"--launches {args.launches}: cannot read CSV ({e})") from None
+        params = read_user_csv(args.launches, f"--launches {args.launches}")
         if params.empty:
             raise InputError(f"--launches {args.launches}: no rows")
     else:
@@ -352,10 +349,7 @@ def predict_cmd(args: argparse.Namespace) -> int:
     registry = load_registry(args.registry) if args.registry else None
     measured = None
     if args.measured:
-        try:
-            measured = pd.read_csv(args.measured)
-        except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
-            raise InputError(f"--measured {args.measured}: cannot read CSV ({e})") from None
+        measured = read_user_csv(args.measured, f"--measured {args.measured}")
         if "gpu" not in measured.columns:
             measured = measured.assign(gpu=args.gpu)
     try:

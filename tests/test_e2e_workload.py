@@ -177,6 +177,16 @@ def test_read_trace_errors(tmp_path):
         p.write_text(f"num_prefill_tokens,output_tokens\n512,32\n{bad},32\n")
         with pytest.raises(InputError, match=rf"line 3: token counts must be integers, got \('?{bad}'?, 32\)"):
             read_trace(p)
+    # rows one field longer than the header: pandas would shift every column (the first field becoming an index)
+    p.write_text("num_prefill_tokens,output_tokens\n100,10,99\n200,20,98\n")
+    with pytest.raises(InputError, match=rf"{p}: trace: line 2 has 3 fields, the header 2"):
+        read_trace(p)
+    p.write_text("num_prefill_tokens,output_tokens\n100,10\n200,20,98\n")
+    with pytest.raises(InputError, match="line 3 has 3 fields, the header 2"):
+        read_trace(p)
+    p.write_bytes(b"\xff\xfe\x00binary")
+    with pytest.raises(InputError, match=r"trace: not UTF-8 text \(byte 0"):
+        read_trace(p)
 
 
 @pytest.mark.parametrize("change, message", [

@@ -408,7 +408,19 @@ def test_plan_refuses_what_the_model_or_the_overhead_cannot_mean_and_lists_each_
     oh = tmp_path / "overhead.json"
     oh.write_text('{"a_s": -5, "b_s": 0.001}')
     assert cli.main(["plan", "--model", "llama-3.1-8b", *WORKLOAD, "--gpus", "h100_sxm", "--overhead", str(oh)]) == 2
-    assert f"{oh}: a_s = -5: expected a finite number of seconds >= 0" in capsys.readouterr().err
+    assert f"{oh}: a_s = -5: expected a number of seconds in [0, 3600]" in capsys.readouterr().err
+    # a misspelled key is refused (the composition error would be silently lost), and so are a JSON bool or
+    # string where a number belongs, and a width that overflows the bounds
+    for text, message in (('{"a_s": 0, "b_s": 0, "compositon_log_half_width": {}}',
+                           "unknown key 'compositon_log_half_width' (did you mean 'composition_log_half_width'?)"),
+                          ('{"a_s": 0, "b_s": true}', "b_s = True: expected a number of seconds"),
+                          ('{"a_s": "0.002", "b_s": 0}', "a_s = '0.002': expected a number of seconds"),
+                          ('{"a_s": 0, "b_s": 0, "composition_log_half_width": {"prefill": 1e300, "decode_step": 0,'
+                           ' "total": 0}}', "composition_log_half_width.prefill = 1e+300: expected a log half-width")):
+        oh.write_text(text)
+        assert cli.main(["plan", "--model", "llama-3.1-8b", *WORKLOAD, "--gpus", "h100_sxm", "--overhead",
+                         str(oh)]) == 2
+        assert f"{oh}: {message}" in capsys.readouterr().err
     oh.write_text('{"a_s": 0.001}')
     assert cli.main(["plan", "--model", "llama-3.1-8b", *WORKLOAD, "--gpus", "h100_sxm", "--overhead", str(oh)]) == 2
     assert "missing key 'b_s'" in capsys.readouterr().err

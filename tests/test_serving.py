@@ -1,6 +1,7 @@
 """Serving simulator: vLLM scheduling rules, pricing arithmetic, TTFT/TPOT, silicon-row classification."""
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -521,5 +522,14 @@ def test_serving_intervals_take_the_simulator_error_of_the_other_gpus(tmp_path):
     with pytest.raises(InputError, match=r"serving_error.json: serving_log_half_width lacks 'tpot'"):
         read_serving_error(path)
     path.write_text('{"serving_log_half_width": {"ttft": 0.2, "tpot": "x"}}')
-    with pytest.raises(InputError, match=r"serving_log_half_width.tpot = 'x': expected a finite log half-width"):
+    with pytest.raises(InputError, match=r"serving_log_half_width.tpot = 'x': expected a log half-width in \[0, 20\]"):
         read_serving_error(path)
+    # a misspelled metric or key is refused, never passed over; a width that would overflow the bounds too
+    for text, message in (('{"serving_log_half_width": {"ttft": 0.2, "tpot": 0.1, "tpott": 3}}',
+                           "serving_log_half_width: unknown key 'tpott' (did you mean 'tpot'?)"),
+                          ('{"serving_log_halfwidth": {"ttft": 0.2, "tpot": 0.1}}',
+                           "unknown key 'serving_log_halfwidth' (did you mean 'serving_log_half_width'?)"),
+                          ('{"serving_log_half_width": {"ttft": 1e300, "tpot": 0.1}}', "ttft = 1e+300: expected")):
+        path.write_text(text)
+        with pytest.raises(InputError, match=re.escape(message)):
+            read_serving_error(path)

@@ -101,6 +101,39 @@ def read_table(path: str | os.PathLike, **kwargs: Any) -> pd.DataFrame:
     raise InputError(f"{path}: unsupported table format {path.suffix!r} (expected .parquet or .csv)")
 
 
+def read_user_csv(path: str | os.PathLike, where: str) -> pd.DataFrame:
+    """A CSV file a user hands over (a trace, launches, measured launches), every line with the header's fields.
+
+    ``where`` prefixes every message (e.g. ``"--launches runs.csv"``). pandas alone would take the first field of
+    rows one field longer than the header as their index and shift every column by one; here such a file is
+    refused, naming the first line whose field count differs.
+
+    Raises:
+        InputError: the file is missing or unreadable, not UTF-8 text, empty, not parseable as CSV, or has a line
+            with more fields than its header.
+    """
+    import csv
+    import warnings
+
+    p = Path(path)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            return pd.read_csv(p, index_col=False)
+    except UnicodeDecodeError as e:
+        raise InputError(f"{where}: not UTF-8 text (byte {e.start}: {e.reason})") from None
+    except (pd.errors.ParserWarning, pd.errors.ParserError) as e:
+        with open(p, newline="", encoding="utf-8") as f:
+            rows = csv.reader(f)
+            header = len(next(rows, []))
+            for i, row in enumerate(rows, start=2):
+                if len(row) > header:
+                    raise InputError(f"{where}: line {i} has {len(row)} fields, the header {header}") from None
+        raise InputError(f"{where}: cannot read CSV ({e})") from None
+    except (OSError, pd.errors.EmptyDataError) as e:
+        raise InputError(f"{where}: cannot read CSV ({e})") from None
+
+
 def brief_error(exc: BaseException, limit: int = 100) -> str:
     """``"<type>: <message>"`` of ``exc`` on one line: the first line of the message, cut at its first sentence when
     longer than ``limit`` characters, and at ``limit``."""

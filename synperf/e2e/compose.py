@@ -30,7 +30,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from ._deps import InputError, Registry, default_registry, launch_table, predict
+from ._deps import InputError, Registry, close_match, default_registry, launch_table, predict
 from .collectives import CollectiveModel
 from .intervals import HIGH, INTERVAL_METRICS, LOW, family_deltas, phase_intervals, widen
 from .model_config import ModelConfig
@@ -77,9 +77,10 @@ class Overhead:
         ``composition_log_half_width`` the composition error is 0 (:attr:`has_composition` False).
 
         Raises:
-            InputError: unreadable file, not a JSON object, a missing key, a composition entry that is not an
-                object with the three metrics, or a value that is not a finite number >= 0 (an overhead never
-                speeds an iteration up; a half-width is not negative).
+            InputError: unreadable file, not a JSON object, an unknown or a missing key, a composition entry that
+                is not an object with the three metrics, or a value that is not a JSON number in range (an overhead
+                never speeds an iteration up, a half-width is not negative: :data:`MAX_OVERHEAD_S`,
+                :data:`MAX_LOG_HALF_WIDTH`).
         """
         try:
             d = json.loads(Path(path).read_text())
@@ -87,10 +88,12 @@ class Overhead:
             raise InputError(f"{path}: cannot read overhead ({e})") from None
         if not isinstance(d, dict):
             raise InputError(f"{path}: expected a JSON object with a_s and b_s (seconds)")
+        check_keys(d, OVERHEAD_KEYS, path)
         for key in ("a_s", "b_s"):
             if key not in d:
                 raise InputError(f"{path}: missing key {key!r} (expected a_s and b_s, seconds)")
-        a, b = (non_negative_number(d[k], f"{path}: {k}", "a finite number of seconds >= 0") for k in ("a_s", "b_s"))
+        a, b = (non_negative_number(d[k], f"{path}: {k}", f"a number of seconds in [0, {MAX_OVERHEAD_S:g}]",
+                                    MAX_OVERHEAD_S) for k in ("a_s", "b_s"))
         comp = d.get(COMPOSITION_KEY)
         if comp is None:
             return cls(a, b)
@@ -98,7 +101,8 @@ class Overhead:
             raise InputError(f"{path}: {COMPOSITION_KEY} = {comp!r}: expected an object with keys "
                              f"{', '.join(INTERVAL_METRICS)} (log half-widths >= 0)")
         return cls(a, b, tuple(non_negative_number(comp[m], f"{path}: {COMPOSITION_KEY}.{m}",
-                                             "a finite log half-width >= 0") for m in INTERVAL_METRICS))
+                                             f"a log half-width in [0, {MAX_LOG_HALF_WIDTH:g}]", MAX_LOG_HALF_WIDTH)
+                               for m in INTERVAL_METRICS))
 
     @property
     def has_composition(self) -> bool:
@@ -108,17 +112,37 @@ class Overhead:
 
 #: the key of the composition error in ``overhead.json``
 COMPOSITION_KEY = "composition_log_half_width"
+#: the keys ``overhead.json`` may have (``form`` and ``fitted_on`` describe the fit; they are not read)
+OVERHEAD_KEYS = ("form", "a_s", "b_s", COMPOSITION_KEY, "fitted_on")
 
 
-def non_negative_number(value, where: str, expected: str) -> float:
-    """``float(value)``, or :class:`InputError` ``"<where> = <value>: expected <expected>"`` unless finite and >= 0."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        v = math.nan
-    if not (math.isfinite(v) and v >= 0):
+#: the largest log half-width a file may carry (a factor of e^20, about 5e8, either way: beyond any error a width
+#: could stand for; larger ones overflow the bounds)
+MAX_LOG_HALF_WIDTH = 20.0
+#: the largest per-iteration overhead term a file may carry, seconds (an hour: beyond any CPU time of one step)
+MAX_OVERHEAD_S = 3600.0
+
+
+def non_negative_number(value, where: str, expected: str, maximum: float = math.inf) -> float:
+    """``float(value)`` of a JSON number, or :class:`InputError` ``"<where> = <value>: expected <expected>"`` unless
+    an int or float (not a bool or a string), finite, >= 0 and <= ``maximum``."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    v = float(value) if ok else math.nan
+    if not (math.isfinite(v) and 0 <= v <= maximum):
         raise InputError(f"{where} = {value!r}: expected {expected}")
     return v
+
+
+def check_keys(d: dict, allowed: tuple, path) -> None:
+    """Refuse a key of the JSON object ``d`` (read from ``path``) that is not in ``allowed`` (a misspelled key would
+    otherwise be passed over), naming the closest allowed one.
+
+    Raises:
+        InputError: ``"<path>: unknown key 'x' (did you mean 'y'?); expected ..."``.
+    """
+    for k in d:
+        if k not in allowed:
+            raise InputError(f"{path}: unknown key {k!r}{close_match(k, allowed)}; expected {', '.join(allowed)}")
 
 
 def fit_overhead(batch, residual_s) -> Overhead:

@@ -61,7 +61,7 @@ from typing import Iterator
 import numpy as np
 import pandas as pd
 
-from ._deps import InputError
+from ._deps import InputError, read_user_csv
 from .model_config import ModelConfig, ShardedModel
 
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1}
@@ -128,10 +128,7 @@ def read_trace(path: str | os.PathLike) -> list[Request]:
         InputError: unreadable file, missing column, a non-integer, a prompt < 1 or an output < 1 (row named).
     """
     p = Path(path)
-    try:
-        df = pd.read_csv(p)
-    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
-        raise InputError(f"{p}: cannot read trace: {e}") from None
+    df = read_user_csv(p, f"{p}: trace")
     for col in ("num_prefill_tokens", "output_tokens"):
         if col not in df.columns:
             raise InputError(f"{p}: trace needs column {col!r} (has {list(df.columns)})")

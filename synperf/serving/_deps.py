@@ -14,9 +14,11 @@ from synperf.e2e._deps import (  # noqa: F401
 )
 from synperf.e2e.collectives import CollectiveModel  # noqa: F401
 from synperf.e2e.compose import (  # noqa: F401
+    MAX_LOG_HALF_WIDTH,
     Overhead,
     SharedPredictor,
     attention_path,
+    check_keys,
     non_negative_number,
     trained_on,
 )
@@ -35,4 +37,5 @@ __all__ = ["InputError", "Registry", "default_registry", "launch_table", "predic
            "Overhead", "SharedPredictor", "attention_path", "trained_on", "ModelConfig", "load_model_config",
            "ACTIVATION_GB", "GPU_MEMORY_UTILIZATION", "layer_params", "usable_memory_gb", "quadrature_bounds",
            "conformal_half_width", "needed_half_width", "widen", "shipped_half_width", "non_negative_number",
+           "check_keys", "MAX_LOG_HALF_WIDTH",
            "route_experiment", "read_table", "KEY_COLUMNS", "load_registry", "canonical_values"]

@@ -22,7 +22,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ._deps import InputError, conformal_half_width, needed_half_width, non_negative_number, shipped_half_width, widen
+from ._deps import (
+    MAX_LOG_HALF_WIDTH,
+    InputError,
+    check_keys,
+    conformal_half_width,
+    needed_half_width,
+    non_negative_number,
+    shipped_half_width,
+    widen,
+)
 
 #: the metrics with an interval
 METRICS = ("ttft", "tpot")
@@ -97,13 +106,15 @@ def read_serving_error(path: str | os.PathLike) -> dict[str, float]:
     """``{"ttft": c, "tpot": c}`` from a file of :func:`write_serving_error`.
 
     Raises:
-        InputError: unreadable, not JSON, no ``serving_log_half_width`` object, a metric missing, or a value that
-            is not a finite number >= 0.
+        InputError: unreadable, not JSON, an unknown key, no ``serving_log_half_width`` object, a metric missing
+            or unknown, or a value that is not a JSON number in [0, :data:`~synperf.e2e.compose.MAX_LOG_HALF_WIDTH`].
     """
     try:
         d = json.loads(Path(path).read_text())
     except (OSError, ValueError) as e:
         raise InputError(f"{path}: cannot read the serving error ({e})") from None
+    if isinstance(d, dict):
+        check_keys(d, ("form", "serving_log_half_width", "rows"), path)
     hw = d.get("serving_log_half_width") if isinstance(d, dict) else None
     if not isinstance(hw, dict):
         raise InputError(f"{path}: expected a JSON object with serving_log_half_width {{ttft, tpot}} (as written by "
@@ -111,6 +122,8 @@ def read_serving_error(path: str | os.PathLike) -> dict[str, float]:
     missing = [m for m in METRICS if m not in hw]
     if missing:
         raise InputError(f"{path}: serving_log_half_width lacks {missing[0]!r} (expected ttft and tpot)")
-    out = {m: non_negative_number(hw[m], f"{path}: serving_log_half_width.{m}", "a finite log half-width >= 0")
+    check_keys(hw, METRICS, f"{path}: serving_log_half_width")
+    out = {m: non_negative_number(hw[m], f"{path}: serving_log_half_width.{m}",
+                                  f"a log half-width in [0, {MAX_LOG_HALF_WIDTH:g}]", MAX_LOG_HALF_WIDTH)
            for m in METRICS}
     return out
