@@ -120,7 +120,7 @@ def test_overhead_file_round_trip_and_refusals(tmp_path):
         Overhead.from_json(p)
     p.write_text('{"a_s": 0, "b_s": 0, "composition_log_half_width": {"prefill": 0.1, "decode_step": -1, '
                  '"total": 0.1}}')
-    with pytest.raises(InputError, match=r"composition_log_half_width\.decode_step = -1: expected a finite"):
+    with pytest.raises(InputError, match=r"composition_log_half_width\.decode_step = -1: expected a log half-width in"):
         Overhead.from_json(p)
 
 

@@ -200,6 +200,23 @@ def test_read_trace_errors(tmp_path):
     ({"hidden_size": -1024}, "config field 'hidden_size' must be >= 1, got -1024"),
     ({"num_key_value_heads": 32}, "num_key_value_heads=32 does not divide num_attention_heads=16 (grouped-query "
                                   "attention shares each KV head among a whole number of query heads)"),
+    ({"num_hidden_layers": "4"}, "config field 'num_hidden_layers' must be an integer, got '4'"),
+    ({"is_encoder_decoder": "false"}, "config field 'is_encoder_decoder' must be true or false, got 'false'"),
+    ({"use_sliding_window": "false"}, "config field 'use_sliding_window' must be true or false, got 'false'"),
+    ({"architectures": "LlamaForCausalLM"}, "config field 'architectures' must be a list of class names, got "
+                                            "'LlamaForCausalLM'"),
+    ({"max_position_embeddings": -1}, "config field 'max_position_embeddings' must be >= 1, got -1"),
+    # an MoE config: a negative expert count is not a dense model; a Qwen-MoE expert's width is not the dense
+    # intermediate_size; a share of experts per token or a shared expert's width that is not a whole count
+    ({"num_experts": -4, "num_experts_per_tok": 2, "moe_intermediate_size": 512},
+     "config field 'num_experts' must be >= 0, got -4"),
+    ({"num_experts": 8, "num_experts_per_tok": 2}, "missing config field 'moe_intermediate_size'"),
+    ({"num_experts": 8, "num_experts_per_tok": 0, "moe_intermediate_size": 512},
+     "config field 'num_experts_per_tok' must be >= 1, got 0"),
+    ({"num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 512,
+      "shared_expert_intermediate_size": 1536.7},
+     "config field 'shared_expert_intermediate_size' must be an integer, got 1536.7"),
+    ({"decoder_sparse_step": "abc"}, "config field 'decoder_sparse_step' must be an integer, got 'abc'"),
 ])
 def test_config_values_that_would_be_guessed_are_refused(change, message):
     base = {"hidden_size": 1024, "num_attention_heads": 16, "num_hidden_layers": 4, "intermediate_size": 4096,

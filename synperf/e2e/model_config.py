@@ -134,8 +134,8 @@ def _int(cfg: dict, key: str, where: str, default=None, minimum: int | None = No
     given.
 
     Raises:
-        InputError: missing without a default, not an integer (a fraction such as 4096.7, a bool, text that is
-            not a whole number), or below ``minimum``.
+        InputError: missing without a default, not a JSON integer (a fraction such as 4096.7, a bool, text
+            such as "32"), or below ``minimum``.
     """
     val = cfg.get(key)
     if val is None:
@@ -143,7 +143,7 @@ def _int(cfg: dict, key: str, where: str, default=None, minimum: int | None = No
     if val is None:
         raise InputError(f"{where}: missing config field {key!r}")
     try:
-        if isinstance(val, bool) or (isinstance(val, float) and not val.is_integer()):
+        if isinstance(val, (bool, str)) or (isinstance(val, float) and not val.is_integer()):
             raise ValueError
         out = int(val)
     except (TypeError, ValueError):
@@ -151,6 +151,20 @@ def _int(cfg: dict, key: str, where: str, default=None, minimum: int | None = No
     if minimum is not None and out < minimum:
         raise InputError(f"{where}: config field {key!r} must be >= {minimum}, got {val!r}")
     return out
+
+
+def _bool(cfg: dict, key: str, where: str) -> bool:
+    """Config field ``key`` as a JSON ``true``/``false`` (False where missing or null).
+
+    Raises:
+        InputError: any other value (text such as "false" would otherwise read as true).
+    """
+    val = cfg.get(key)
+    if val is None:
+        return False
+    if not isinstance(val, bool):
+        raise InputError(f"{where}: config field {key!r} must be true or false, got {val!r}")
+    return val
 
 
 #: the config fields :func:`parse_config` reads; a field of the config spelled close to one of them that the config
@@ -223,7 +237,7 @@ def _moe_fp8(cfg: dict) -> str:
     block = q.get("weight_block_size")
     if block is None:
         return "fp8"
-    return "fp8_block" if list(block) == [128, 128] else ""
+    return "fp8_block" if block == [128, 128] else ""
 
 
 def _check_modelled(cfg: dict, where: str) -> None:
@@ -236,6 +250,8 @@ def _check_modelled(cfg: dict, where: str) -> None:
     if mt is not None and str(mt) not in MODEL_TYPES:
         raise InputError(f"{where}: model_type={mt!r} is not a modelled decoder family; modelled: {list(MODEL_TYPES)}")
     archs = cfg.get("architectures")
+    if archs is not None and not (isinstance(archs, list) and all(isinstance(a, str) for a in archs)):
+        raise InputError(f"{where}: config field 'architectures' must be a list of class names, got {archs!r}")
     if archs and str(archs[0]) not in ARCHITECTURES:
         raise InputError(f"{where}: architectures[0]={archs[0]!r} is not modelled; modelled: {list(ARCHITECTURES)}")
     act = cfg.get("hidden_act", cfg.get("hidden_activation"))
@@ -250,12 +266,12 @@ def _check_modelled(cfg: dict, where: str) -> None:
         if cfg.get(field) not in (None, 0):
             raise InputError(f"{where}: {field}={cfg[field]!r}: this MoE layout (shared experts or dense layers "
                              "between sparse ones) is not modelled")
-    if int(cfg.get("shared_intermediate_size") or 0):
+    if _int(cfg, "shared_intermediate_size", where, 0, minimum=0):
         raise InputError(f"{where}: shared_intermediate_size={cfg['shared_intermediate_size']!r}: MiniMax-style shared "
                          "experts are not modelled")
-    if cfg.get("use_qk_norm") and cfg.get("qk_norm_type", "per_layer") not in ("per_layer", "per_head"):
+    if _bool(cfg, "use_qk_norm", where) and cfg.get("qk_norm_type", "per_layer") not in ("per_layer", "per_head"):
         raise InputError(f"{where}: qk_norm_type={cfg['qk_norm_type']!r}: expected per_layer or per_head")
-    if int(cfg.get("decoder_sparse_step") or 1) != 1 or cfg.get("mlp_only_layers"):
+    if _int(cfg, "decoder_sparse_step", where, 1) != 1 or cfg.get("mlp_only_layers"):
         raise InputError(f"{where}: decoder_sparse_step={cfg.get('decoder_sparse_step')!r}, mlp_only_layers="
                          f"{cfg.get('mlp_only_layers')!r}: dense layers between sparse ones are not modelled")
 
@@ -282,13 +298,13 @@ def parse_config(cfg: dict, name: str = "model", where: str | None = None) -> Mo
         raise InputError(f"{where}: multimodal config (text_config) is not modelled; pass the text model's config")
     _check_modelled(cfg, where)
     _check_spelling(cfg, where)
-    if cfg.get("is_encoder_decoder"):
+    if _bool(cfg, "is_encoder_decoder", where):
         raise InputError(f"{where}: is_encoder_decoder=true: encoder-decoder models are not modelled")
-    if cfg.get("use_sliding_window"):
+    if _bool(cfg, "use_sliding_window", where):
         raise InputError(f"{where}: use_sliding_window=true (sliding_window={cfg.get('sliding_window')!r}): "
                          "sliding-window attention is not modelled")
     sw = _int(cfg, "sliding_window", where) if cfg.get("sliding_window") is not None else None
-    maxpos = (_int(cfg, "max_position_embeddings", where) if cfg.get("max_position_embeddings") is not None
+    maxpos = (_int(cfg, "max_position_embeddings", where, minimum=1) if cfg.get("max_position_embeddings") is not None
               else None)
     if "use_sliding_window" not in cfg and sw is not None and (maxpos is None or sw < maxpos):
         raise InputError(f"{where}: sliding_window={sw!r} applies to every layer (no use_sliding_window switch): "
@@ -299,12 +315,16 @@ def parse_config(cfg: dict, name: str = "model", where: str | None = None) -> Mo
     if heads % kv_heads:
         raise InputError(f"{where}: num_key_value_heads={kv_heads} does not divide num_attention_heads={heads} "
                          "(grouped-query attention shares each KV head among a whole number of query heads)")
-    num_experts = _int(cfg, "num_local_experts" if cfg.get("num_local_experts") else "num_experts", where, 0)
+    experts_key = "num_local_experts" if cfg.get("num_local_experts") is not None else "num_experts"
+    num_experts = _int(cfg, experts_key, where, 0, minimum=0)
     moe_inter = 0
     if num_experts:
-        # Mixtral: the experts' width is intermediate_size; Qwen-MoE: moe_intermediate_size
-        moe_inter = _int(cfg, "moe_intermediate_size", where) if "moe_intermediate_size" in cfg \
-            else _int(cfg, "intermediate_size", where)
+        # Mixtral and MiniMax (num_local_experts): the experts' width is intermediate_size unless
+        # moe_intermediate_size is given; Qwen-MoE (num_experts): moe_intermediate_size, required (its
+        # intermediate_size is the dense MLP's width, not an expert's)
+        moe_inter = _int(cfg, "moe_intermediate_size", where, minimum=1) \
+            if "moe_intermediate_size" in cfg or experts_key == "num_experts" \
+            else _int(cfg, "intermediate_size", where, minimum=1)
     arch = (cfg.get("architectures") or [cfg.get("model_type", "unknown")])[0]
     return ModelConfig(
         name=name, architecture=str(arch), num_layers=_int(cfg, "num_hidden_layers", where, minimum=1),
@@ -312,14 +332,15 @@ def parse_config(cfg: dict, name: str = "model", where: str | None = None) -> Mo
         head_dim=_int(cfg, "head_dim", where, hidden // heads, minimum=1),
         intermediate_size=_int(cfg, "intermediate_size", where, moe_inter if num_experts else None, minimum=1),
         vocab_size=_int(cfg, "vocab_size", where, minimum=1), num_experts=num_experts,
-        num_experts_per_tok=_int(cfg, "num_experts_per_tok", where) if num_experts else 0,
+        num_experts_per_tok=_int(cfg, "num_experts_per_tok", where, minimum=1) if num_experts else 0,
         moe_intermediate_size=moe_inter,
-        shared_expert_intermediate_size=int(cfg.get("shared_expert_intermediate_size") or 0) if num_experts else 0,
+        shared_expert_intermediate_size=_int(cfg, "shared_expert_intermediate_size", where, 0, minimum=0)
+        if num_experts else 0,
         dtype=_dtype(cfg, where),
         max_position_embeddings=maxpos,
         qk_norm=(str(cfg.get("model_type", "")).startswith("qwen3") or str(arch).startswith("Qwen3")
-                 or bool(cfg.get("use_qk_norm"))),
-        qk_norm_type=str(cfg.get("qk_norm_type", "per_layer")) if cfg.get("use_qk_norm") else "per_head",
+                 or _bool(cfg, "use_qk_norm", where)),
+        qk_norm_type=str(cfg.get("qk_norm_type", "per_layer")) if _bool(cfg, "use_qk_norm", where) else "per_head",
         moe_dtype=_moe_fp8(cfg) if num_experts else "")
 
 
