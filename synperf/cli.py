@@ -25,7 +25,7 @@ import pandas as pd
 
 from synperf.api import DEFAULT_PREDICTOR, DEPLOY_DIR, MODEL_SETS, PREDICTORS, default_paths, predict, progress_reporter
 from synperf.data.hardware import load_registry
-from synperf.data.io import InputError, read_user_csv
+from synperf.data.io import InputError, read_user_csv, write_text
 from synperf.e2e._deps import default_registry
 from synperf.e2e.collectives import CollectiveModel
 from synperf.e2e.compose import COLLECTIVES, Overhead, attention_path, compose_trace
@@ -198,8 +198,8 @@ def check_figure_path(path: str, flag: str) -> None:
     from matplotlib.figure import Figure
 
     p = Path(path)
-    if not p.resolve().parent.is_dir():
-        raise InputError(f"{flag} {path}: no such folder {p.parent}")
+    if not p.resolve().parent.is_dir() or p.is_dir():
+        raise InputError(f"{flag} {path}: " + ("a folder, not a file" if p.is_dir() else f"no such folder {p.parent}"))
     formats = Figure().canvas.get_supported_filetypes()
     if p.suffix.lstrip(".").lower() not in formats:
         raise InputError(f"{flag} {path}: expected a figure file ending in one of "
@@ -331,8 +331,9 @@ def predict_cmd(args: argparse.Namespace) -> int:
 
     if bool(args.param) == bool(args.launches):
         raise InputError("pass either --param key=value (repeatable) or --launches FILE.csv")
-    if args.out and not Path(args.out).resolve().parent.is_dir():
-        raise InputError(f"--out {args.out}: no such folder {Path(args.out).parent}")
+    if args.out and (not Path(args.out).resolve().parent.is_dir() or Path(args.out).is_dir()):
+        raise InputError(f"--out {args.out}: " + ("a folder, not a file" if Path(args.out).is_dir()
+                                                  else f"no such folder {Path(args.out).parent}"))
     if args.launches:
         params = read_user_csv(args.launches, f"--launches {args.launches}")
         if params.empty:
@@ -368,7 +369,10 @@ def predict_cmd(args: argparse.Namespace) -> int:
         print(f"synperf predict: left out columns empty on every row: {', '.join(empty)}", file=sys.stderr)
     text = out.drop(columns=empty).to_csv(index=False)
     if args.out:
-        Path(args.out).write_text(text)
+        if Path(args.out).exists() and not Path(args.out).is_file():   # a device or a pipe (/dev/stdout): in place
+            Path(args.out).write_text(text)
+        else:
+            write_text(text, args.out)   # atomic: a failed write leaves no half file
     else:
         sys.stdout.write(text)
     return 0
@@ -588,6 +592,9 @@ def main(argv: list[str] | None = None) -> int:
         # the reader left: send what is still buffered to /dev/null so that exiting does not raise again
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as e:   # an output that cannot be written (read-only folder, full disk): one line, no traceback
+        print(f"synperf: error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -166,6 +166,7 @@ def test_table_format_lists_what_does_not_fit(fake_plan, capsys):
     (["--gpus", "h100_sxm", "--batch", "0"], "--batch 0: expected an integer >= 1"),
     (["--gpus", "h100_sxm", "--plot", "/no/such/folder/x.png"], "--plot /no/such/folder/x.png: no such folder"),
     (["--gpus", "h100_sxm", "--plot", "plan.txt"], "--plot plan.txt: expected a figure file ending in one of"),
+    (["--gpus", "h100_sxm", "--plot", str(Path(__file__).resolve().parent)], ": a folder, not a file"),
     (["--gpus", "h100_sxm", "--price", "h100_sxm=inf"], "--price h100_sxm=inf: expected GPU=USD_PER_HOUR"),
     (["--gpus", "h100_sxm", "--price", "h100_sxm=2", "--price", "h100_sxm=3"], "h100_sxm priced twice"),
     (["--gpus", "h100_sxm", "--price", "h200_sxm=3"], "--price h200_sxm: not among --gpus"),
@@ -223,6 +224,26 @@ def test_predict_cli_equals_api_predict(tiny_gemm, registry, capsys, tmp_path):
     ref = predict("gemm", pd.read_csv(launches), "l40s", models_dir=tiny_gemm, registry=registry, predictor="mlp")
     assert got["m"].tolist() == [1, 128, 4096]
     assert np.allclose(got["predicted_latency_us"], ref["predicted_latency_us"], rtol=1e-9)
+    capsys.readouterr()
+    # an output that cannot be written: one line, exit status 2, and no half-written file
+    assert cli.main(base + ["--launches", str(launches), "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == f"synperf: error: --out {tmp_path}: a folder, not a file"
+
+    def full_disk(text, path):   # the disk fills up while the file is written
+        import errno
+
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    import synperf.cli as climod
+    orig, climod.write_text = climod.write_text, full_disk
+    try:
+        full = tmp_path / "full.csv"
+        assert cli.main(base + ["--launches", str(launches), "--out", str(full)]) == 2
+    finally:
+        climod.write_text = orig
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1] == f"synperf: error: [Errno 28] No space left on device: '{full}'"
+    assert "Traceback" not in err and not full.exists()
 
 
 def test_predict_names_the_launches_file_of_a_bad_row(tmp_path, capsys):

@@ -47,7 +47,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from ._deps import InputError, Registry, launch_table, predict
+from ._deps import InputError, Registry, atomic_path, launch_table, predict
 from .collectives import CollectiveModel
 from .compose import KERNEL_FAMILIES, Overhead, attention_path, compose, training_gpus_of
 from .model_config import ModelConfig, load_model_config
@@ -400,5 +400,6 @@ def plot(df: pd.DataFrame, path: str | os.PathLike, title: str = "") -> None:
     ax.set_ylabel("predicted total latency (s)")
     ax.set_title(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:   # no half-written figure
+        fig.savefig(tmp, dpi=120, format=Path(path).suffix.lstrip(".").lower() or None)
     plt.close(fig)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from synperf.data.io import InputError
+from synperf.data.io import InputError, write_text
 
 #: the six config keys, in vLLM's spelling and order, with the canonical column of each
 CONFIG_KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
@@ -188,8 +188,7 @@ def write_vllm_config(configs: dict[int, dict], path: str | os.PathLike) -> Path
     """Write ``{token count: config}`` as vLLM's tuned-config JSON (keys as strings, sorted by count)."""
     body = {str(int(m)): check_config(c, f"{path}: M={m}") for m, c in sorted(configs.items())}
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(body, indent=4) + "\n")
+    write_text(json.dumps(body, indent=4) + "\n", p)   # atomic: vLLM never finds half a file
     return p
 
 
