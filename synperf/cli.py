@@ -29,7 +29,7 @@ from synperf.data.io import InputError, read_user_csv, write_text
 from synperf.e2e._deps import default_registry
 from synperf.e2e.collectives import CollectiveModel
 from synperf.e2e.compose import COLLECTIVES, Overhead, attention_path, compose_trace
-from synperf.e2e.workload import GROUP_ITERATIONS, POLICIES, Request, read_trace
+from synperf.e2e.workload import GROUP_ITERATIONS, POLICIES, Request, read_trace, run_requests
 
 _REPO = Path(__file__).resolve().parents[1]
 #: the shipped example model configs ``synperf plan --model NAME`` reads (public Hugging Face ``config.json`` fields)
@@ -102,10 +102,11 @@ def e2e(args: argparse.Namespace) -> int:
 
     model = planmod.resolve_model(args.model, EXAMPLE_MODELS)
     reqs = read_trace(args.trace)
-    check_context(model, reqs, args.trace)
+    check_context(model, reqs, args.trace, args.policy)
     if args.batch is not None and args.batch < 1:
         raise InputError(f"--batch {args.batch}: expected an integer >= 1")
-    check_fits(model, reqs, args.gpu, args.tp, args.pp, args.batch, registry)
+    check_fits(model, run_requests(reqs, args.policy), args.gpu, args.tp, args.pp,
+               args.batch if args.policy != "merged" else None, registry)
     coll = _collectives(args.collectives, registry, args.config) if (args.tp > 1 or args.pp > 1) else None
     if (args.tp > 1 or args.pp > 1) and coll is None:
         raise InputError("TP/PP > 1 needs the collective tables: pass --collectives "
@@ -156,19 +157,19 @@ def model_set_of(model_dir: str) -> str:
     return "deploy" if DEPLOY_DIR in p.parts else "evaluation"
 
 
-def check_context(model, reqs, source: str) -> None:
-    """Refuse a request longer than the model's context (prompt plus output tokens above the config's
-    ``max_position_embeddings``), naming ``source`` (the trace file or the flags).
+def check_context(model, reqs, source: str, policy: str = "static") -> None:
+    """Refuse a request (``policy`` merged: the merged sequence) whose prompt plus output tokens exceed the config's
+    ``max_position_embeddings`` (vLLM would cut its prompt: another workload), naming ``source`` (file or flags).
 
     Raises:
-        InputError: the first such request, with its token counts and the limit.
-    """
+        InputError: the first such request, with its token counts and the limit."""
     limit = model.max_position_embeddings
     if not limit:
         return
-    for i, r in enumerate(reqs):
+    for i, r in enumerate(run_requests(reqs, policy)):
         if r.prompt_tokens + r.output_tokens > limit:
-            raise InputError(f"{source}: request {i + 1} has {r.prompt_tokens} prompt + {r.output_tokens} output "
+            what = "the merged sequence (--policy merged)" if policy == "merged" else f"request {i + 1}"
+            raise InputError(f"{source}: {what} has {r.prompt_tokens} prompt + {r.output_tokens} output "
                              f"tokens, above {model.name}'s context of {limit} (max_position_embeddings)")
 
 
@@ -245,7 +246,7 @@ def plan_cmd(args: argparse.Namespace) -> int:
             raise InputError("pass --trace FILE.csv, or --isl, --osl and --batch (--batch defaults to "
                              "--concurrency)")
         reqs, max_batch = [Request(args.isl, args.osl)] * args.batch, args.batch
-    check_context(model, reqs, args.trace or "--isl + --osl")
+    check_context(model, reqs, args.trace or "--isl + --osl", args.policy)
     gpus = (list(registry.gpus) if args.gpus == "all"
             else list(dict.fromkeys(g.strip() for g in args.gpus.split(",") if g.strip())))
     if not gpus:

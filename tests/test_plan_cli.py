@@ -305,6 +305,22 @@ def test_sort_ranks_by_the_key_asked_for(fake_plan, capsys, public_data):
         assert message in capsys.readouterr().err
 
 
+def test_a_merged_trace_is_one_sequence_in_its_context_and_its_output_count(fake_plan, capsys, tmp_path):
+    """--policy merged runs the trace as one sequence: it must fit the context (vLLM would cut its prompt, which
+    prices another workload) and it generates its longest output only, which tokens/s counts."""
+    trace = tmp_path / "t.csv"
+    trace.write_text("num_prefill_tokens,output_tokens\n" + "4000,10\n" * 20)
+    args = ["--model", "llama-3.1-8b", "--trace", str(trace), "--gpus", "h100_sxm"]
+    df = _plan_json(capsys, args + ["--policy", "merged"])
+    assert df["tokens_per_s"].iloc[0] == pytest.approx(10 / df["total_s"].iloc[0])
+    static = _plan_json(capsys, args)
+    assert static["tokens_per_s"].iloc[0] == pytest.approx(200 / static["total_s"].iloc[0])
+    trace.write_text("num_prefill_tokens,output_tokens\n" + "4000,10\n" * 40)
+    assert cli.main(["plan"] + args + ["--policy", "merged"]) == 2
+    assert (f"{trace}: the merged sequence (--policy merged) has 160000 prompt + 10 output tokens, above "
+            "llama-3.1-8b's context of 131072") in capsys.readouterr().err
+
+
 def test_tp_beyond_one_node_is_listed_not_priced(fake_plan, capsys, public_data):
     df = _plan_json(capsys, ["--model", "llama-3.1-70b", *WORKLOAD, "--gpus", "b200", "--tp", "8,16",
                              "--collectives", str(public_data / "pipeweave/dataset/collective")])

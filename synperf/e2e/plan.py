@@ -51,7 +51,7 @@ from ._deps import InputError, Registry, atomic_path, launch_table, predict
 from .collectives import CollectiveModel
 from .compose import KERNEL_FAMILIES, Overhead, attention_path, compose, training_gpus_of
 from .model_config import ModelConfig, load_model_config
-from .workload import DTYPE_BYTES, POLICIES, Request, generate
+from .workload import DTYPE_BYTES, POLICIES, Request, generate, run_requests
 
 #: per-GPU memory allowed for everything but weights and KV cache (GB): CUDA context (~0.5-1 GB), the largest
 #: activation of a forward pass, CUDA graphs and NCCL buffers; a round figure, not a measurement
@@ -254,8 +254,9 @@ def plan(model: ModelConfig, requests: list[Request], gpus: list[str], tps: list
     if not 0 < gpu_memory_utilization <= 1:
         raise InputError(f"--gpu-memory-utilization {gpu_memory_utilization}: expected a fraction in (0, 1]")
     prices = prices or {}
-    out_tokens = sum(r.output_tokens for r in requests)
-    tokens = kv_tokens(requests, max_batch)
+    run = run_requests(requests, policy)   # merged: one sequence, generating its longest output only
+    out_tokens = sum(r.output_tokens for r in run)
+    tokens = kv_tokens(run, max_batch if policy != "merged" else None)
     rows = []
     n_configs = len(gpus) * len(tps) * len(pps)
     for gpu in gpus:

@@ -160,6 +160,14 @@ def schedule(requests: list[Request], max_batch: int | None = None, policy: str 
     return list(iter_schedule(requests, max_batch, policy, max_model_len))
 
 
+def run_requests(requests: list[Request], policy: str) -> list[Request]:
+    """The requests a batching ``policy`` runs: ``requests`` as they are, or for ``"merged"`` one sequence of all
+    their prompt tokens and the longest output (module docstring); the output tokens a run generates are theirs."""
+    if policy == "merged" and requests:
+        return [Request(sum(r.prompt_tokens for r in requests), max(r.output_tokens for r in requests))]
+    return list(requests)
+
+
 def _scheduled_requests(requests: list[Request], max_batch: int | None, policy: str,
                         max_model_len: int | None) -> tuple[list[Request], int]:
     """The requests the scheduler runs (merged, truncated) and the batch size; raises as :func:`schedule`."""
@@ -167,8 +175,7 @@ def _scheduled_requests(requests: list[Request], max_batch: int | None, policy: 
         raise InputError(f"unknown batching policy {policy!r}; expected one of {POLICIES}")
     if not requests:
         raise InputError("no requests")
-    if policy == "merged":
-        requests = [Request(sum(r.prompt_tokens for r in requests), max(r.output_tokens for r in requests))]
+    requests = run_requests(requests, policy)
     if max_model_len is not None:
         if any(r.output_tokens >= max_model_len for r in requests):
             raise InputError(f"an output of {max(r.output_tokens for r in requests)} tokens does not fit "
