@@ -466,9 +466,20 @@ def test_predict_with_measured_launches_refits_that_gpus_fingerprint_and_says_so
         predict("gemm", rest[cols], "l40", **call,
                 measured=measured[cols].assign(gpu="l40", latency_us=[1.0, -3.0] + [1.0] * 30))
     with pytest.raises(InputError, match=r"measured: few-shot: \[.a40.\] trained the model"):
-        predict("gemm", rest[cols], "l40", **call, measured=measured[cols + ["latency_us"]].assign(gpu="a40"))
+        predict("gemm", rest[cols], ["a40"] + ["l40"] * (len(rest) - 1), **call,
+                measured=measured[cols + ["latency_us"]].assign(gpu="a40"))
     with pytest.raises(InputError, match=r"measured: needs the columns \['latency_us'\]"):
         predict("gemm", rest[cols], "l40", **call, measured=measured[cols])
+    # rows that would refit nothing asked for, or refit it wrongly: another GPU, a dtype the model never trained
+    # on, a latency faster than the GPU's spec sheet allows
+    with pytest.raises(InputError, match=r"measured: row 0: gpu = 'l4', which no launch of this call predicts"):
+        predict("gemm", rest[cols], "l40", **call, measured=measured[cols + ["latency_us"]].assign(gpu="l4"))
+    with pytest.raises(InputError, match=r"measured row 0: dtype = 'float32', but experiment 'gemm' was trained"):
+        predict("gemm", rest[cols], "l40", **call,
+                measured=measured[cols + ["latency_us"]].assign(gpu="l40", dtype="float32"))
+    with pytest.raises(InputError, match=r"measured: row 0: latency_us = 1e-09 is faster than l40's spec-sheet"):
+        predict("gemm", rest[cols], "l40", **call,
+                measured=measured[cols + ["latency_us"]].assign(gpu="l40", latency_us=1e-9))
     # the command line: --measured FILE.csv, its gpu column defaulting to --gpu
     measured[cols + ["latency_us"]].to_csv(tmp_path / "sweep.csv", index=False)
     rest[cols].iloc[:5].to_csv(tmp_path / "launches.csv", index=False)
