@@ -56,11 +56,11 @@ def composition_note(overhead: Overhead, kernel: bool = True) -> str:
 
 
 def read_config(config_path: str | Path, holding: str) -> dict:
-    """The pipeline config at ``config_path`` as a mapping ({} when the file is empty or not a mapping).
+    """The pipeline config at ``config_path`` as a mapping ({} when the file is empty).
 
     Raises:
-        InputError: the file is missing or not YAML (the message names ``--config``, the file and ``holding``,
-            what the command reads from it).
+        InputError: the file is missing, not YAML, not a mapping, or its ``experiments`` not a mapping (the message
+            names ``--config``, the file and ``holding``, what the command reads from it).
     """
     import yaml
 
@@ -71,7 +71,10 @@ def read_config(config_path: str | Path, holding: str) -> dict:
         cfg = yaml.safe_load(p.read_text()) or {}
     except yaml.YAMLError as exc:
         raise InputError(f"--config {p}: not YAML ({str(exc).splitlines()[0]})") from None
-    return cfg if isinstance(cfg, dict) else {}
+    if not isinstance(cfg, dict) or not isinstance(cfg.get("experiments") or {}, dict):
+        what = "the file" if not isinstance(cfg, dict) else "its experiments"
+        raise InputError(f"--config {p}: {what} must be a YAML mapping (the pipeline config holding {holding})")
+    return cfg
 
 
 def collective_gpu_map(config_path: str | Path) -> dict | None:

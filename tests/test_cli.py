@@ -69,3 +69,8 @@ def test_gpus_csv_and_table_hold_the_same_values(checkout, capsys):
 def test_gpus_names_a_missing_config(tmp_path, capsys):
     assert main(["gpus", "--config", str(tmp_path / "none.yaml")]) == 2
     assert f"--config {tmp_path / 'none.yaml'}: not a file" in capsys.readouterr().err
+    # a config that is not a mapping, or whose experiments are a list: named, never read as empty
+    for text, what in (("- 1\n", "the file"), ("experiments: [1, 2]\n", "its experiments")):
+        (tmp_path / "c.yaml").write_text(text)
+        assert main(["gpus", "--config", str(tmp_path / "c.yaml")]) == 2
+        assert f"--config {tmp_path / 'c.yaml'}: {what} must be a YAML mapping" in capsys.readouterr().err
