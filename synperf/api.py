@@ -423,8 +423,14 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
         if measured is not None and "gpu" not in measured.columns and isinstance(gpu, str):
             measured = measured.assign(gpu=gpu)
         if measured is not None:
+            from synperf.evaluation.fewshot import check_measured
+
             measured = measured_table(kernel, measured, registry)
-            check_measured(measured, table, experiment, experiments, registry)
+            try:   # a dtype the experiment was not trained on; its rows are the measured ones
+                route_experiment(kernel, measured["dtype"], experiment, experiments)
+            except InputError as e:
+                raise InputError(re.sub(r"^params", "measured", str(e))) from None
+            check_measured(measured, table, registry)
         return predict_fingerprint(table, registry, exp_dir, model_set, chunk_rows, report, measured=measured)
     if feature_set is not None:
         _check_feature_set(exp_dir, feature_set)
@@ -472,8 +478,8 @@ def _predict_chunk(table: pd.DataFrame, registry: Registry, model_dir: Path) -> 
 
 
 def measured_table(kernel: str, measured: pd.DataFrame, registry: Registry) -> pd.DataFrame:
-    """``measured`` launches (parameter columns, ``gpu``, ``latency_us``) as canonical rows (:func:`launch_table`)
-    with their measured ``latency_us``.
+    """``measured`` launches (parameter columns, ``gpu``, ``latency_us``) as canonical rows
+    (:func:`launch_table`) with their measured ``latency_us``.
 
     Raises:
         InputError: no ``gpu`` or ``latency_us`` column, a latency that is not finite and > 0, or what
@@ -491,35 +497,6 @@ def measured_table(kernel: str, measured: pd.DataFrame, registry: Registry) -> p
     out = launch_table(kernel, rows, measured["gpu"].astype(str).tolist(), registry)
     out["latency_us"] = y
     return out
-
-
-def check_measured(measured: pd.DataFrame, table: pd.DataFrame, experiment: str, experiments: dict,
-                   registry: Registry) -> None:
-    """Refuse few-shot rows (:func:`measured_table`) that would refit nothing the call predicts, or refit it
-    wrongly: a GPU none of ``table``'s launches names, a dtype ``experiment`` was not trained on
-    (:func:`route_experiment`), or a latency faster than the GPU's spec-sheet peak FLOP rate or DRAM bandwidth
-    allow (:func:`synperf.data.quality.ceiling_violations`, the ingest's check at its default margins).
-
-    Raises:
-        InputError: naming the first such row (0-based) and why.
-    """
-    from synperf.data.quality import QualitySettings, ceiling_violations
-
-    gpus = measured["gpu"].astype(str)
-    other = ~gpus.isin(set(table["gpu"].astype(str)))
-    if other.any():
-        i = int(np.flatnonzero(other)[0])
-        raise InputError(f"measured: row {i}: gpu = {gpus.iloc[i]!r}, which no launch of this call predicts "
-                         f"({', '.join(sorted(set(table['gpu'].astype(str))))}): its refit would answer nothing")
-    try:
-        route_experiment(str(table["kernel"].iloc[0]), measured["dtype"], experiment, experiments)
-    except InputError as e:   # its rows are the measured ones, not the launches asked for
-        raise InputError(re.sub(r"^params", "measured", str(e))) from None
-    bad, _, _ = ceiling_violations(measured, registry, QualitySettings())
-    if bad.any():
-        i = int(np.flatnonzero(bad.to_numpy())[0])
-        raise InputError(f"measured: row {i}: latency_us = {measured['latency_us'].iloc[i]:g} is faster than "
-                         f"{gpus.iloc[i]}'s spec-sheet peak FLOP rate or DRAM bandwidth allow")
 
 
 @lru_cache(maxsize=32)
@@ -557,8 +534,9 @@ def predict_fingerprint(table: pd.DataFrame, registry: Registry, exp_dir: Path, 
                         measured: pd.DataFrame | None = None) -> pd.DataFrame:
     """:func:`predict` with ``predictor="fingerprint"``: the launch rows ``table`` (of :func:`launch_table`)
     predicted by ``<exp_dir>/fingerprint.joblib`` ``chunk_rows`` at a time
-    (:meth:`synperf.model.fingerprint.FingerprintModel.describe`); with ``measured`` (:func:`measured_table`
-    rows), refitted on them first (:func:`synperf.evaluation.fewshot.fewshot_predictor`).
+    (:meth:`synperf.model.fingerprint.FingerprintModel.describe`); with ``measured``
+    (:func:`measured_table` rows), refitted on them first
+    (:func:`synperf.evaluation.fewshot.fewshot_predictor`).
 
     Returns:
         The canonical parameter columns plus ``theoretical_time_us``, ``predicted_latency_us``,

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 from sklearn.linear_model import TheilSenRegressor
 
+from synperf.data.io import InputError
 from synperf.evaluation.metrics import ape
 from synperf.model.pipes import at_compute_bound
 
@@ -395,3 +396,27 @@ def fingerprint_fewshot(model, rows: pd.DataFrame, registry, ks=KS, seeds=SEEDS,
     return pd.DataFrame(out, columns=["experiment", "gpu", "k", "seed", "prior_weight", "calibration",
                                       "n_calibration_rows", "n_eval_rows", "mape_pct", "uncalibrated_mape_pct",
                                       "interval_coverage"])
+
+
+def check_measured(measured: pd.DataFrame, table: pd.DataFrame, registry) -> None:
+    """Refuse few-shot rows (:func:`synperf.api.measured_table`) that would refit nothing the call predicts, or
+    refit it wrongly: a GPU none of ``table``'s launches names, or a latency faster than the GPU's spec-sheet peak
+    FLOP rate or DRAM bandwidth allow (:func:`synperf.data.quality.ceiling_violations`, the ingest's check at its
+    default margins).
+
+    Raises:
+        InputError: naming the first such row (0-based) and why.
+    """
+    from synperf.data.quality import QualitySettings, ceiling_violations
+
+    gpus = measured["gpu"].astype(str)
+    other = ~gpus.isin(set(table["gpu"].astype(str)))
+    if other.any():
+        i = int(np.flatnonzero(other)[0])
+        raise InputError(f"measured: row {i}: gpu = {gpus.iloc[i]!r}, which no launch of this call predicts "
+                         f"({', '.join(sorted(set(table['gpu'].astype(str))))}): its refit would answer nothing")
+    bad, _, _ = ceiling_violations(measured, registry, QualitySettings())
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        raise InputError(f"measured: row {i}: latency_us = {measured['latency_us'].iloc[i]:g} is faster than "
+                         f"{gpus.iloc[i]}'s spec-sheet peak FLOP rate or DRAM bandwidth allow")
