@@ -447,10 +447,17 @@ def _predict_kwargs(args: argparse.Namespace) -> dict:
     return {k: v for k, v in (("models", args.models), ("predictor", args.predictor)) if v is not None}
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with its usage errors on one line (``synperf plan: error: ...``), exit status 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from synperf.e2e import plan as planmod
 
-    ap = argparse.ArgumentParser(prog="synperf", description=__doc__.split("\n\n")[0])
+    ap = _Parser(prog="synperf", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
     e = sub.add_parser("e2e", help="predict end-to-end serving latency of a request trace")
     e.add_argument("--model", required=True, help=MODEL_HELP)

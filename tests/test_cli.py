@@ -74,3 +74,16 @@ def test_gpus_names_a_missing_config(tmp_path, capsys):
         (tmp_path / "c.yaml").write_text(text)
         assert main(["gpus", "--config", str(tmp_path / "c.yaml")]) == 2
         assert f"--config {tmp_path / 'c.yaml'}: {what} must be a YAML mapping" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["plan", "--isl", "abc"],
+     "synperf plan: error: argument --isl: invalid int value: 'abc' (see synperf plan --help)"),
+    (["nosuch"], "synperf: error: argument command: invalid choice: 'nosuch'"),
+    (["predict", "--kernel", "gemm"], "synperf predict: error: the following arguments are required: --gpu"),
+])
+def test_a_usage_error_is_one_line(argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and len(err.strip().splitlines()) == 1 and err.startswith(message)
