@@ -223,6 +223,14 @@ def test_head_dim_512_on_a100_is_an_input_error(registry):
         attention.decompose_prefill(prefill("a100_sxm4_80gb", head_dim=512), registry)
 
 
+@pytest.mark.parametrize("head_dim", [7, 100, 125])
+def test_a_head_dim_no_kernel_runs_is_an_input_error(registry, head_dim):
+    """FlashAttention runs head dims that are multiples of 8 (vLLM's backend); 100 or 125 would be priced as if."""
+    with pytest.raises(InputError, match=rf"^attention head_dim = {head_dim} on GPU 'a100_sxm4_80gb': the modelled "
+                                         r"kernels run head dims that are multiples of 8"):
+        attention.decompose_prefill(prefill("a100_sxm4_80gb", head_dim=head_dim), registry)
+
+
 def test_head_dim_512_is_refused_by_predict_and_decode(registry, tmp_path):
     """Constructed: FlashInfer decode on B200 and a predict() call name the row, head_dim and GPU."""
     dec = rows("attention_decode", gpu="b200", implementation="vllm_flashinfer", dtype="bfloat16", batch_size=1,

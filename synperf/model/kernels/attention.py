@@ -168,6 +168,11 @@ def attention_path(implementation: str, spec, kernel: str = "attention_prefill")
 
 
 def _check_head_dim(path: str, D: int, spec) -> None:
+    # vLLM's FlashAttention backend runs head sizes that are multiples of 8 (``supports_head_size`` of
+    # vllm/v1/attention/backends/flash_attn.py); FlashInfer's prebuilt kernels a subset of those
+    if D % 8 or D < 8:
+        raise InputError(f"attention head_dim = {D} on GPU {spec.id!r}: the modelled kernels run head dims that are "
+                         "multiples of 8; no modelled kernel runs it")
     if D > MAX_HEAD_DIM:
         kernel = "FlashInfer" if path == "flashinfer" else f"FlashAttention ({path.upper()})"
         raise InputError(f"attention head_dim = {D} on GPU {spec.id!r}: {kernel} is built for head_dim <= "
