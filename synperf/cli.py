@@ -132,7 +132,8 @@ def e2e(args: argparse.Namespace) -> int:
     print(f"prefill latency      {res.prefill_s:10.4f} s" + bounds(iv["prefill_low_s"], iv["prefill_high_s"], 1,
                                                                      ".4f"))
     print(f"median decode step   {res.decode_step_s * 1e3:10.3f} ms"
-          + bounds(iv["decode_step_low_s"], iv["decode_step_high_s"], 1e3, ".3f"))
+          + bounds(iv["decode_step_low_s"], iv["decode_step_high_s"], 1e3, ".3f") if not pd.isna(res.decode_step_s)
+          else "median decode step            - (no decode step: every request has one output token)")
     print(f"total latency        {res.total_s:10.4f} s" + bounds(iv["total_low_s"], iv["total_high_s"], 1, ".4f"))
     if not pd.isna(iv["total_low_s"]):
         print(f"(intervals: {composition_note(overhead, res.deltas is not None)}; docs/e2e.md)")
@@ -305,8 +306,10 @@ def plan_cmd(args: argparse.Namespace) -> int:
               f"trained on the seen GPUs only); intervals: 80%, {composition_note(overhead)}; "
               f"memory: need / {args.gpu_memory_utilization:g} x GPU memory")
         for r in df[df["ttft_ms"].notna()].itertuples() if args.concurrency else []:
+            tpot = (f"{r.tpot_ms:.2f} ms [{r.tpot_low_ms:.2f}-{r.tpot_high_ms:.2f}]" if not pd.isna(r.tpot_ms)
+                    else "- (one output token)")
             print(f"{r.gpu} tp{r.tp}: TTFT {r.ttft_ms:.1f} ms [{r.ttft_low_ms:.1f}-{r.ttft_high_ms:.1f}], TPOT "
-                  f"{r.tpot_ms:.2f} ms [{r.tpot_low_ms:.2f}-{r.tpot_high_ms:.2f}] at concurrency {args.concurrency}")
+                  f"{tpot} at concurrency {args.concurrency}")
         if args.concurrency:
             print("(TTFT/TPOT intervals: " + ("kernel errors plus the serving simulator's error measured on real "
                                               f"runs, {args.serving_error})" if serving_error else

@@ -75,3 +75,13 @@ def test_cli_reads_the_collective_gpu_map_from_the_config(public_data, fake_cli,
     assert cli.main(base + ["--config", str(tmp_path / "none.yaml")]) == 2
     err = capsys.readouterr().err
     assert f"--config {tmp_path / 'none.yaml'}: not a file" in err
+
+
+def test_one_output_token_has_no_decode_step_and_prints_no_nan(fake_cli, tmp_path, capsys):
+    trace = tmp_path / "t.csv"
+    trace.write_text("num_prefill_tokens,output_tokens\n100,1\n200,1\n")
+    assert cli.main(["e2e", "--model", str(Path(cli.EXAMPLE_MODELS) / "llama-3.1-8b.json"), "--trace", str(trace),
+                     "--gpu", "h100_sxm"]) == 0
+    out = capsys.readouterr().out
+    assert "median decode step            - (no decode step: every request has one output token)" in out
+    assert "nan" not in out
