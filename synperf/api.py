@@ -414,7 +414,12 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
     if experiments is None:
         experiments = _config(defaults["config"]).get("experiments") or {}
     experiment = route_experiment(kernel, table["dtype"], experiment, experiments)
-    exp_dir, model_set = model_set_dir(Path(models_dir or defaults["models_dir"]), experiment, models)
+    root = Path(models_dir or defaults["models_dir"])
+    if experiment not in experiments and not (root / experiment).is_dir():   # a name the config and folder lack
+        ours = sorted(n for n, e in experiments.items() if isinstance(e, dict) and e.get("kernel") == kernel)
+        raise InputError(f"unknown experiment {experiment!r}: not in the config's experiments and no folder "
+                         f"{root / experiment}; experiments of {kernel}: {ours}")
+    exp_dir, model_set = model_set_dir(root, experiment, models)
     report = progress_reporter(f"predicting {kernel}", "launches") if progress is True else (progress or None)
     predictor = predictor or ("mlp" if feature_set is not None else DEFAULT_PREDICTOR)
     if measured is not None and predictor != "fingerprint":

@@ -165,6 +165,11 @@ def test_the_experiments_of_the_models_config_route_the_dtype_not_the_checkouts(
     with pytest.raises(InputError, match=rf"^{tmp_path / 'gemm'}: no trained model"):
         predict("gemm", launch, "h100_sxm", experiment="gemm", models_dir=tmp_path,
                 experiments={"gemm": {"kernel": "gemm", "dtypes": ["float32"]}})
+    # a name neither the config nor the models folder knows is an unknown experiment, not a missing model
+    with pytest.raises(InputError, match=rf"^unknown experiment 'gemm_nope': not in the config's experiments and no "
+                                         rf"folder {tmp_path / 'gemm_nope'}; experiments of gemm: \['gemm'\]$"):
+        predict("gemm", GEMM, "h100_sxm", experiment="gemm_nope", models_dir=tmp_path,
+                experiments={"gemm": {"kernel": "gemm", "dtypes": ["bfloat16"]}})
 
 
 def test_progress_lines_in_a_log_are_one_per_quarter(capsys, monkeypatch):
