@@ -22,6 +22,9 @@ def test_the_folder_map_comes_from_the_config(public_data, registry, e2e_config)
             CollectiveModel.from_dir(root, registry, bad)
     with pytest.raises(InputError, match=r"^config key e2e\.collective_gpu_map\.A100: unknown GPU id 'a100'"):
         CollectiveModel.from_dir(root, registry, {"A100": "a100"})
+    with pytest.raises(InputError, match=rf"^config key e2e\.collective_gpu_map\.H10: no folder {root / 'H10'} "
+                                         r"\(did you mean 'H100'\?\); folders: \["):
+        CollectiveModel.from_dir(root, registry, {"H10": "h100_sxm"})   # a misspelled folder is named, not skipped
     only = CollectiveModel.from_dir(root, registry, {"H100": "h100_sxm"})    # folders the map omits are not read
     assert {gid for gid, _ in only.curves} == {"h100_sxm"}
     full = CollectiveModel.from_dir(root, registry, e2e_config["collective_gpu_map"])

@@ -40,7 +40,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from ._deps import InputError, Registry, gpu_name_map
+from ._deps import InputError, Registry, close_match, gpu_name_map
 
 OPS = ("all_reduce", "send_recv")
 #: config key of the map from folder names under ``dataset/collective`` to registry ids
@@ -105,7 +105,8 @@ class CollectiveModel:
 
         Raises:
             InputError: ``gpu_map`` missing or empty (naming ``e2e.collective_gpu_map``), an id the registry
-                lacks, the folder has no table, or a table lacks ``size``/``num_workers``/the median column.
+                lacks, a folder name with no folder, the folder has no table, or a table lacks
+                ``size``/``num_workers``/the median column.
         """
         root = Path(collective_dir)
         gpu_map = gpu_name_map(gpu_map, GPU_MAP_KEY, "collective table folder")
@@ -113,6 +114,10 @@ class CollectiveModel:
             if gid not in registry.ids:
                 raise InputError(f"config key {GPU_MAP_KEY}.{folder}: unknown GPU id {gid!r}; expected an id of "
                                  f"{registry.path}")
+            if not (root / folder).is_dir():
+                folders = sorted(d.name for d in root.iterdir() if d.is_dir()) if root.is_dir() else []
+                raise InputError(f"config key {GPU_MAP_KEY}.{folder}: no folder {root / folder}"
+                                 f"{close_match(folder, folders)}; folders: {folders}")
         curves: dict[tuple[str, str], dict[int, Curve]] = {}
         for folder, gid in gpu_map.items():
             for op in OPS:
