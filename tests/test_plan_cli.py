@@ -338,6 +338,9 @@ def test_a_pipeline_beyond_one_node_is_listed_not_priced(fake_plan, capsys, publ
     status = df.set_index("tp")["status"]
     assert status[4] == "ok"
     assert status[8] == "not modelled: TP 8 x PP 2 spans nodes (the NCCL tables measure one node, at most 8 GPUs)"
+    # B200 has no NCCL table of its own: the plan says whose it priced its collectives with
+    coll = df.set_index("tp")["collectives"][4]
+    assert "all_reduce: proxy h100_sxm, bandwidth part scaled by 900/1800" in coll and "send_recv: proxy" in coll
     assert np.isnan(df.set_index("tp")["total_s"][8])
 
 

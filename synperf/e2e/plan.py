@@ -34,7 +34,9 @@ Flags: ``flag_<family>`` is ``trained`` where the GPU is one of the training GPU
 ``unseen`` (predicted for a GPU the model never trained on: its interval is the leave-one-seen-GPU-out one).
 :func:`synperf.api.predict` serves no few-shot calibrated model, so no row is flagged few-shot. ``model_set``
 names the model sets that answered (``deploy``: trained on every measured GPU; ``evaluation``: the evaluation
-models, :func:`synperf.api.predict`'s ``models``).
+models, :func:`synperf.api.predict`'s ``models``). ``collectives`` says which collectives come from another GPU's
+NCCL table (a proxy, its bandwidth part scaled: :meth:`~.collectives.CollectiveModel.describe`); empty where the
+GPU's own tables priced them, and the text table adds it to the status.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ import pandas as pd
 
 from ._deps import InputError, Registry, atomic_path, launch_table, predict
 from .collectives import CollectiveModel
-from .compose import KERNEL_FAMILIES, Overhead, attention_path, compose, training_gpus_of
+from .compose import COLLECTIVES, KERNEL_FAMILIES, Overhead, attention_path, compose, training_gpus_of
 from .model_config import ModelConfig, load_model_config
 from .workload import DTYPE_BYTES, POLICIES, Request, generate, run_requests
 
@@ -70,7 +72,7 @@ PLAN_COLUMNS = ["gpu", "tp", "pp", "gpus", "status", "prefill_ms", "prefill_low_
                 "total_high_s", "tokens_per_s", "tokens_per_s_low", "tokens_per_s_high", "tokens_per_s_per_gpu",
                 "weights_gb",
                 "kv_cache_gb", "activation_gb", "memory_need_gb", "memory_usable_gb", "memory_gb",
-                "gpu_memory_utilization", "usd_per_hour", "usd_per_m_output_tokens", "model_set"]
+                "gpu_memory_utilization", "usd_per_hour", "usd_per_m_output_tokens", "model_set", "collectives"]
 
 
 def resolve_model(arg: str, examples: str | os.PathLike) -> ModelConfig:
@@ -214,6 +216,9 @@ def price(model: ModelConfig, requests: list[Request], gpu: str, tp: int, pp: in
     for fam in KERNEL_FAMILIES:
         if fam in rec.outs:
             row[f"flag_{fam}"] = "trained" if gpu in rec.training_gpus(fam) else "unseen"
+    # collectives not from the GPU's own NCCL table (a proxy GPU's, bandwidth-scaled; :meth:`CollectiveModel.describe`)
+    comm = res.models[res.models["family"].isin(COLLECTIVES) & ~res.models["path"].str.startswith("measured table")]
+    row["collectives"] = "; ".join(dict.fromkeys(f"{m.family}: {m.path}" for m in comm.itertuples()))
     return row
 
 
@@ -370,7 +375,8 @@ def format_table(df: pd.DataFrame) -> str:
             f"{r['memory_need_gb']:.1f}/{r['memory_usable_gb']:.1f}",
             "$/M out tok": "-" if pd.isna(r["usd_per_m_output_tokens"]) else f"{r['usd_per_m_output_tokens']:.2f}",
             "status": r["status"] if r["status"] != "ok" else
-            ("unseen: " + ", ".join(unseen) if unseen else "trained: every family")})
+            ("unseen: " + ", ".join(unseen) if unseen else "trained: every family")
+            + (f"; {r['collectives']}" if isinstance(r.get("collectives"), str) and r["collectives"] else "")})
     if not lines:
         return ""
     cols = list(lines[0])
