@@ -415,7 +415,7 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
         experiments = _config(defaults["config"]).get("experiments") or {}
     experiment = route_experiment(kernel, table["dtype"], experiment, experiments)
     root = Path(models_dir or defaults["models_dir"])
-    if experiment not in experiments and not (root / experiment).is_dir():   # a name the config and folder lack
+    if experiment not in experiments and not any((d / experiment).is_dir() for d in (root, root / DEPLOY_DIR)):
         ours = sorted(n for n, e in experiments.items() if isinstance(e, dict) and e.get("kernel") == kernel)
         raise InputError(f"unknown experiment {experiment!r}: not in the config's experiments and no folder "
                          f"{root / experiment}; experiments of {kernel}: {ours}")

@@ -71,8 +71,9 @@ def read_config(config_path: str | Path, holding: str) -> dict:
         cfg = yaml.safe_load(p.read_text()) or {}
     except yaml.YAMLError as exc:
         raise InputError(f"--config {p}: not YAML ({str(exc).splitlines()[0]})") from None
-    if not isinstance(cfg, dict) or not isinstance(cfg.get("experiments") or {}, dict):
-        what = "the file" if not isinstance(cfg, dict) else "its experiments"
+    exps = cfg.get("experiments") or {} if isinstance(cfg, dict) else {}
+    if not isinstance(cfg, dict) or not isinstance(exps, dict) or not all(isinstance(e, dict) for e in exps.values()):
+        what = "the file" if not isinstance(cfg, dict) else "its experiments (and each entry)"
         raise InputError(f"--config {p}: {what} must be a YAML mapping (the pipeline config holding {holding})")
     return cfg
 
@@ -162,19 +163,23 @@ def model_set_of(model_dir: str) -> str:
 
 
 def check_context(model, reqs, source: str, policy: str = "static") -> None:
-    """Refuse a request (``policy`` merged: the merged sequence) whose prompt plus output tokens exceed the config's
-    ``max_position_embeddings`` (vLLM would cut its prompt: another workload), naming ``source`` (file or flags).
+    """Refuse a request whose prompt plus output tokens exceed the config's ``max_position_embeddings``, naming
+    ``source`` (file or flags). With ``policy`` merged the one merged sequence is cut to the context as the
+    authors' merged runs were (``vllm_s32``), and a note on stderr says so.
 
     Raises:
-        InputError: the first such request, with its token counts and the limit."""
+        InputError: the first such request (static policy), with its token counts and the limit."""
     limit = model.max_position_embeddings
-    if not limit:
-        return
-    for i, r in enumerate(run_requests(reqs, policy)):
-        if r.prompt_tokens + r.output_tokens > limit:
-            what = "the merged sequence (--policy merged)" if policy == "merged" else f"request {i + 1}"
-            raise InputError(f"{source}: {what} has {r.prompt_tokens} prompt + {r.output_tokens} output "
-                             f"tokens, above {model.name}'s context of {limit} (max_position_embeddings)")
+    for i, r in enumerate(run_requests(reqs, policy) if limit else []):
+        if r.prompt_tokens + r.output_tokens <= limit:
+            continue
+        if policy == "merged":
+            print(f"synperf: note: {source}: the merged sequence (--policy merged) of {r.prompt_tokens} prompt "
+                  f"tokens is cut to {limit - r.output_tokens} ({model.name}'s context of {limit} minus "
+                  f"{r.output_tokens} output tokens)", file=sys.stderr)
+            return
+        raise InputError(f"{source}: request {i + 1} has {r.prompt_tokens} prompt + {r.output_tokens} output "
+                         f"tokens, above {model.name}'s context of {limit} (max_position_embeddings)")
 
 
 def check_fits(model, reqs, gpu: str, tp: int, pp: int, max_batch: int | None, registry) -> None:

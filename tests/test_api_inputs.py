@@ -170,6 +170,11 @@ def test_the_experiments_of_the_models_config_route_the_dtype_not_the_checkouts(
                                          rf"folder {tmp_path / 'gemm_nope'}; experiments of gemm: \['gemm'\]$"):
         predict("gemm", GEMM, "h100_sxm", experiment="gemm_nope", models_dir=tmp_path,
                 experiments={"gemm": {"kernel": "gemm", "dtypes": ["bfloat16"]}})
+    # a deploy-only install of an experiment the config does not list is a known one (its missing model is named)
+    (tmp_path / "deploy" / "gemm_nope").mkdir(parents=True)
+    with pytest.raises(InputError, match=r"gemm_nope: no trained model"):
+        predict("gemm", GEMM, "h100_sxm", experiment="gemm_nope", models_dir=tmp_path,
+                experiments={"gemm": {"kernel": "gemm", "dtypes": ["bfloat16"]}})
 
 
 def test_progress_lines_in_a_log_are_one_per_quarter(capsys, monkeypatch):

@@ -70,7 +70,8 @@ def test_gpus_names_a_missing_config(tmp_path, capsys):
     assert main(["gpus", "--config", str(tmp_path / "none.yaml")]) == 2
     assert f"--config {tmp_path / 'none.yaml'}: not a file" in capsys.readouterr().err
     # a config that is not a mapping, or whose experiments are a list: named, never read as empty
-    for text, what in (("- 1\n", "the file"), ("experiments: [1, 2]\n", "its experiments")):
+    for text, what in (("- 1\n", "the file"), ("experiments: [1, 2]\n", "its experiments (and each entry)"),
+                       ("experiments: {gemm: [1]}\n", "its experiments (and each entry)")):
         (tmp_path / "c.yaml").write_text(text)
         assert main(["gpus", "--config", str(tmp_path / "c.yaml")]) == 2
         assert f"--config {tmp_path / 'c.yaml'}: {what} must be a YAML mapping" in capsys.readouterr().err

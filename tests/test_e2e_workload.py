@@ -185,7 +185,7 @@ def test_read_trace_errors(tmp_path):
     with pytest.raises(InputError, match="line 3 has 3 fields, the header 2"):
         read_trace(p)
     p.write_bytes(b"\xff\xfe\x00binary")
-    with pytest.raises(InputError, match=r"trace: not UTF-8 text \(byte 0"):
+    with pytest.raises(InputError, match=r"trace: not UTF-8 text \(invalid start byte\)"):
         read_trace(p)
 
 

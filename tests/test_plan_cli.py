@@ -305,9 +305,10 @@ def test_sort_ranks_by_the_key_asked_for(fake_plan, capsys, public_data):
         assert message in capsys.readouterr().err
 
 
-def test_a_merged_trace_is_one_sequence_in_its_context_and_its_output_count(fake_plan, capsys, tmp_path):
-    """--policy merged runs the trace as one sequence: it must fit the context (vLLM would cut its prompt, which
-    prices another workload) and it generates its longest output only, which tokens/s counts."""
+def test_a_merged_trace_is_one_sequence_cut_to_its_context_with_a_note_and_its_output_count(fake_plan, capsys,
+                                                                                             tmp_path):
+    """--policy merged runs the trace as one sequence: cut to the context as the authors' merged runs were (a note
+    says so), and generating its longest output only, which tokens/s counts."""
     trace = tmp_path / "t.csv"
     trace.write_text("num_prefill_tokens,output_tokens\n" + "4000,10\n" * 20)
     args = ["--model", "llama-3.1-8b", "--trace", str(trace), "--gpus", "h100_sxm"]
@@ -316,9 +317,13 @@ def test_a_merged_trace_is_one_sequence_in_its_context_and_its_output_count(fake
     static = _plan_json(capsys, args)
     assert static["tokens_per_s"].iloc[0] == pytest.approx(200 / static["total_s"].iloc[0])
     trace.write_text("num_prefill_tokens,output_tokens\n" + "4000,10\n" * 40)
-    assert cli.main(["plan"] + args + ["--policy", "merged"]) == 2
-    assert (f"{trace}: the merged sequence (--policy merged) has 160000 prompt + 10 output tokens, above "
-            "llama-3.1-8b's context of 131072") in capsys.readouterr().err
+    cut = _plan_json(capsys, args + ["--policy", "merged"])   # 160000 prompt tokens, cut to 131062
+    trace.write_text("num_prefill_tokens,output_tokens\n" + "4000,10\n" * 80)
+    assert cli.main(["plan", "--format", "json"] + args + ["--policy", "merged"]) == 0
+    cap = capsys.readouterr()
+    assert (f"synperf: note: {trace}: the merged sequence (--policy merged) of 320000 prompt tokens is cut to "
+            "131062 (llama-3.1-8b's context of 131072 minus 10 output tokens)") in cap.err
+    assert pd.DataFrame(json.loads(cap.out))["total_s"].iloc[0] == pytest.approx(cut["total_s"].iloc[0])
 
 
 def test_tp_beyond_one_node_is_listed_not_priced(fake_plan, capsys, public_data):
@@ -455,6 +460,7 @@ def test_plan_refuses_what_the_model_or_the_overhead_cannot_mean_and_lists_each_
                            "unknown key 'compositon_log_half_width' (did you mean 'composition_log_half_width'?)"),
                           ('{"a_s": 0, "b_s": true}', "b_s = True: expected a number of seconds"),
                           ('{"a_s": "0.002", "b_s": 0}', "a_s = '0.002': expected a number of seconds"),
+                          ('{"a_s": 1' + "0" * 400 + ', "b_s": 0}', "a_s = 1000"),
                           ('{"a_s": 0, "b_s": 0, "composition_log_half_width": {"prefill": 1e300, "decode_step": 0,'
                            ' "total": 0}}', "composition_log_half_width.prefill = 1e+300: expected a log half-width")):
         oh.write_text(text)

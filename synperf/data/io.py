@@ -121,7 +121,7 @@ def read_user_csv(path: str | os.PathLike, where: str) -> pd.DataFrame:
             warnings.simplefilter("error", pd.errors.ParserWarning)
             return pd.read_csv(p, index_col=False)
     except UnicodeDecodeError as e:
-        raise InputError(f"{where}: not UTF-8 text (byte {e.start}: {e.reason})") from None
+        raise InputError(f"{where}: not UTF-8 text ({e.reason})") from None
     except (pd.errors.ParserWarning, pd.errors.ParserError) as e:
         with open(p, newline="", encoding="utf-8") as f:
             rows = csv.reader(f)

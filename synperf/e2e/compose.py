@@ -127,7 +127,10 @@ def non_negative_number(value, where: str, expected: str, maximum: float = math.
     """``float(value)`` of a JSON number, or :class:`InputError` ``"<where> = <value>: expected <expected>"`` unless
     an int or float (not a bool or a string), finite, >= 0 and <= ``maximum``."""
     ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    v = float(value) if ok else math.nan
+    try:
+        v = float(value) if ok else math.nan
+    except OverflowError:   # an integer beyond any float
+        v = math.nan
     if not (math.isfinite(v) and 0 <= v <= maximum):
         raise InputError(f"{where} = {value!r}: expected {expected}")
     return v

@@ -125,7 +125,9 @@ def read_trace(path: str | os.PathLike) -> list[Request]:
     e.g. ``num_decode_tokens``, are ignored: the authors' generator uses ``output_tokens``).
 
     Raises:
-        InputError: unreadable file, missing column, a non-integer, a prompt < 1 or an output < 1 (row named).
+        InputError: unreadable file (not UTF-8 text, a line with more fields than the header:
+            :func:`synperf.data.io.read_user_csv`), missing column, a non-integer, a prompt < 1 or an output < 1
+            (row named).
     """
     p = Path(path)
     df = read_user_csv(p, f"{p}: trace")

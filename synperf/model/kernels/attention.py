@@ -219,10 +219,10 @@ def fa2_tile(D: int, spec, causal: bool = True) -> tuple[int, int, int, int]:
 
 
 def check_supported(df: pd.DataFrame, kernel: str, registry, where: str = "params") -> None:
-    """Refuse attention launches no modelled kernel runs: an unlisted implementation label, a head_dim above
-    :data:`MAX_HEAD_DIM`, FlashAttention on a GPU older than compute capability 8.0, or a prefill tile whose
-    shared memory exceeds the GPU's per-CTA limit. ``df`` holds ``gpu``, ``implementation``, ``head_dim``
-    (and for prefill ``seq_len``, ``num_heads``, ``num_kv_heads``); one check per distinct combination.
+    """Refuse attention launches no modelled kernel runs: an unlisted implementation label, a head_dim that is not
+    a multiple of 8 or above :data:`MAX_HEAD_DIM`, FlashAttention on a GPU older than compute capability 8.0, or a
+    prefill tile whose shared memory exceeds the GPU's per-CTA limit. ``df`` holds ``gpu``, ``implementation``,
+    ``head_dim`` (and for prefill ``seq_len``, ``num_heads``, ``num_kv_heads``); one check per distinct combination.
 
     Raises:
         InputError: ``"<where> row <i>: <reason>"`` for the first offending row.
