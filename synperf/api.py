@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import re
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -137,8 +136,10 @@ def _serves(kernel: str, dtype: str, trained) -> bool:
     return DTYPE_BYTES.get(dtype) in {DTYPE_BYTES.get(t) for t in trained}
 
 
-def route_experiment(kernel: str, dtypes: pd.Series, experiment: str | None, experiments: dict) -> str:
-    """The experiment whose model predicts launches of ``kernel`` with the row dtypes ``dtypes``.
+def route_experiment(kernel: str, dtypes: pd.Series, experiment: str | None, experiments: dict,
+                     where: str = "params") -> str:
+    """The experiment whose model predicts launches of ``kernel`` with the row dtypes ``dtypes`` (rows of
+    ``where``, which the messages name: the launches asked for, or the ``measured`` ones).
 
     ``experiments`` is the config's ``experiments`` block; an entry's ``dtypes`` are those it was trained on (its
     rows are selected by them). A named ``experiment`` must be of ``kernel`` and, where its ``dtypes`` are listed,
@@ -171,7 +172,7 @@ def route_experiment(kernel: str, dtypes: pd.Series, experiment: str | None, exp
                              f"of {kernel}: {sorted(ours)}")
         i = first_unserved(entry.get("dtypes")) if entry.get("dtypes") else None
         if i is not None:
-            raise InputError(f"params row {i}: dtype = {values[i]!r}, but experiment {experiment!r} was trained on "
+            raise InputError(f"{where} row {i}: dtype = {values[i]!r}, but experiment {experiment!r} was trained on "
                              f"{list(entry['dtypes'])}; experiments of {kernel} trained on {values[i]}: "
                              f"{serving(values[i])}")
         return experiment
@@ -182,10 +183,10 @@ def route_experiment(kernel: str, dtypes: pd.Series, experiment: str | None, exp
             return name
     listed = {n: list(d) for n, d in ours.items() if d}
     if all(serving(d) for d in distinct):
-        raise InputError(f"params: dtypes {distinct} have no one experiment of {kernel} trained on all of them "
+        raise InputError(f"{where}: dtypes {distinct} have no one experiment of {kernel} trained on all of them "
                          f"({listed}); call predict once per dtype")
     i = next(int(np.flatnonzero(values == d)[0]) for d in distinct if not serving(d))
-    raise InputError(f"params row {i}: dtype = {values[i]!r}: no model of {kernel} was trained on it; trained: "
+    raise InputError(f"{where} row {i}: dtype = {values[i]!r}: no model of {kernel} was trained on it; trained: "
                      f"{listed}")
 
 
@@ -431,10 +432,7 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
             from synperf.evaluation.fewshot import check_measured
 
             measured = measured_table(kernel, measured, registry)
-            try:   # a dtype the experiment was not trained on; its rows are the measured ones
-                route_experiment(kernel, measured["dtype"], experiment, experiments)
-            except InputError as e:
-                raise InputError(re.sub(r"^params", "measured", str(e))) from None
+            route_experiment(kernel, measured["dtype"], experiment, experiments, "measured")   # dtypes it serves
             check_measured(measured, table, registry)
         return predict_fingerprint(table, registry, exp_dir, model_set, chunk_rows, report, measured=measured)
     if feature_set is not None:

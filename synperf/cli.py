@@ -199,17 +199,27 @@ def check_fits(model, reqs, gpu: str, tp: int, pp: int, max_batch: int | None, r
                          f"{usable:.1f} GB usable (synperf plan lists the configurations that fit)")
 
 
+def check_output_path(path: str, flag: str) -> None:
+    """Refuse an output file path whose folder does not exist or that is a folder.
+
+    Raises:
+        InputError: naming ``flag`` and the path.
+    """
+    p = Path(path)
+    if p.is_dir() or not p.resolve().parent.is_dir():
+        raise InputError(f"{flag} {path}: " + ("a folder, not a file" if p.is_dir() else f"no such folder {p.parent}"))
+
+
 def check_figure_path(path: str, flag: str) -> None:
-    """Refuse a figure path whose folder does not exist or whose suffix matplotlib cannot write.
+    """Refuse a figure path as :func:`check_output_path` does, or whose suffix matplotlib cannot write.
 
     Raises:
         InputError: naming ``flag`` and the path.
     """
     from matplotlib.figure import Figure
 
+    check_output_path(path, flag)
     p = Path(path)
-    if not p.resolve().parent.is_dir() or p.is_dir():
-        raise InputError(f"{flag} {path}: " + ("a folder, not a file" if p.is_dir() else f"no such folder {p.parent}"))
     formats = Figure().canvas.get_supported_filetypes()
     if p.suffix.lstrip(".").lower() not in formats:
         raise InputError(f"{flag} {path}: expected a figure file ending in one of "
@@ -343,9 +353,8 @@ def predict_cmd(args: argparse.Namespace) -> int:
 
     if bool(args.param) == bool(args.launches):
         raise InputError("pass either --param key=value (repeatable) or --launches FILE.csv")
-    if args.out and (not Path(args.out).resolve().parent.is_dir() or Path(args.out).is_dir()):
-        raise InputError(f"--out {args.out}: " + ("a folder, not a file" if Path(args.out).is_dir()
-                                                  else f"no such folder {Path(args.out).parent}"))
+    if args.out:
+        check_output_path(args.out, "--out")
     if args.launches:
         params = read_user_csv(args.launches, f"--launches {args.launches}")
         if params.empty:
