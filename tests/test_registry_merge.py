@@ -16,10 +16,10 @@ from synperf.data.hardware import (
     MEASURED_FIELDS,
     load_registry,
     read_measured_file,
-    registry_provenance,
     validate_measured_document,
 )
 from synperf.data.io import InputError
+from synperf.reporting.gpu_table import registry_provenance
 
 GPUS = Path(__file__).resolve().parent.parent / "config" / "gpus.yaml"  # the registry the tests read
 

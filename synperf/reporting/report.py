@@ -89,7 +89,8 @@ def _hardware_section(reg, registry_path: str, measured_dir: str | None) -> list
     """Which GPU numbers the features used: the run's registry ``reg`` (read from ``registry_path``) with, where
     ``measured_dir`` is given (``hardware_measurements_dir``; None when ``characterize.use_measured`` is
     false), the measured files of that folder merged over its datasheet values."""
-    from synperf.data.hardware import display_path, registry_provenance
+    from synperf.data.hardware import display_path
+    from synperf.reporting.gpu_table import registry_provenance
 
     lines = ["## Hardware values", ""]
     where = f"`{display_path(registry_path)}`"
