@@ -115,6 +115,12 @@ def _config_of(config_path: str, mtime_ns: int, size: int) -> dict:
     return cfg or {}
 
 
+def configured_experiments() -> dict:
+    """The ``experiments`` block of the checkout's pipeline config (:func:`default_paths`), what :func:`predict`
+    routes by when not given one; ``{}`` when the config is absent."""
+    return _config(default_paths()["config"]).get("experiments") or {}
+
+
 def _primary_feature_set(config_path: Path, experiment: str) -> str | None:
     """The primary feature set of ``experiment`` in ``config_path``: its entry's ``feature_set``, else the top-level
     one (None when absent)."""
@@ -413,7 +419,7 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
     # validation and routing see the whole call: the experiment is chosen by every row's dtype
     table = launch_table(kernel, params, gpu, registry)
     if experiments is None:
-        experiments = _config(defaults["config"]).get("experiments") or {}
+        experiments = configured_experiments()
     experiment = route_experiment(kernel, table["dtype"], experiment, experiments)
     root = Path(models_dir or defaults["models_dir"])
     if experiment not in experiments and not any((d / experiment).is_dir() for d in (root, root / DEPLOY_DIR)):

@@ -23,7 +23,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from synperf.api import DEFAULT_PREDICTOR, DEPLOY_DIR, MODEL_SETS, PREDICTORS, default_paths, predict, progress_reporter
+from synperf.api import (
+    DEFAULT_PREDICTOR,
+    DEPLOY_DIR,
+    MODEL_SETS,
+    PREDICTORS,
+    configured_experiments,
+    default_paths,
+    predict,
+    progress_reporter,
+)
 from synperf.data.hardware import load_registry
 from synperf.data.io import InputError, read_user_csv, write_text
 from synperf.e2e._deps import default_registry
@@ -99,16 +108,27 @@ def _collectives(arg: str | None, registry, config_path: str | Path | None) -> C
     return None
 
 
+def _model(arg: str):
+    """``--model`` (:func:`synperf.e2e.plan.resolve_model`), its dtypes checked against the configured experiments;
+    a note on stderr where the config names no dtype."""
+    from synperf.e2e import plan as planmod
+
+    model = planmod.resolve_model(arg, EXAMPLE_MODELS, configured_experiments())
+    if planmod.dtype_note(model):
+        print(planmod.dtype_note(model), file=sys.stderr)
+    return model
+
+
 def e2e(args: argparse.Namespace) -> int:
     registry = load_registry(args.registry) if args.registry else default_registry()
     spec = registry[args.gpu]
-    from synperf.e2e import plan as planmod
-
-    model = planmod.resolve_model(args.model, EXAMPLE_MODELS)
+    model = _model(args.model)
     reqs = read_trace(args.trace)
     check_context(model, reqs, args.trace, args.policy)
     if args.batch is not None and args.batch < 1:
         raise InputError(f"--batch {args.batch}: expected an integer >= 1")
+    from synperf.e2e.plan import check_fits
+
     check_fits(model, run_requests(reqs, args.policy), args.gpu, args.tp, args.pp,
                args.batch if args.policy != "merged" else None, registry)
     coll = _collectives(args.collectives, registry, args.config) if (args.tp > 1 or args.pp > 1) else None
@@ -182,23 +202,6 @@ def check_context(model, reqs, source: str, policy: str = "static") -> None:
                          f"tokens, above {model.name}'s context of {limit} (max_position_embeddings)")
 
 
-def check_fits(model, reqs, gpu: str, tp: int, pp: int, max_batch: int | None, registry) -> None:
-    """Refuse a configuration whose weights, KV cache and activations do not fit the GPU's usable memory, as
-    ``synperf plan`` marks it (:func:`synperf.e2e.plan.memory_need` against vLLM's default
-    ``gpu_memory_utilization`` of the GPU's memory, :func:`synperf.e2e.plan.usable_memory_gb`).
-
-    Raises:
-        InputError: the memory needed and usable, in GB; or the model cannot be sharded so.
-    """
-    from synperf.e2e import plan as planmod
-
-    need = planmod.memory_need(model, tp, pp, planmod.kv_tokens(reqs, max_batch))["memory_need_gb"]
-    usable = planmod.usable_memory_gb(registry, gpu)
-    if need > usable:
-        raise InputError(f"{model.name} at tp={tp} pp={pp} does not fit {gpu}: needs {need:.1f} GB per GPU of "
-                         f"{usable:.1f} GB usable (synperf plan lists the configurations that fit)")
-
-
 def check_output_path(path: str, flag: str) -> None:
     """Refuse an output file path whose folder does not exist or that is a folder.
 
@@ -247,7 +250,7 @@ def plan_cmd(args: argparse.Namespace) -> int:
     from synperf.e2e import plan as planmod
 
     registry = load_registry(args.registry) if args.registry else default_registry()
-    model = planmod.resolve_model(args.model, EXAMPLE_MODELS)
+    model = _model(args.model)
     for flag, v in (("--concurrency", args.concurrency), ("--batch", args.batch), ("--isl", args.isl),
                     ("--osl", args.osl)):
         if v is not None and v < 1:

@@ -168,6 +168,7 @@ def test_table_format_lists_what_does_not_fit(fake_plan, capsys):
     (["--gpus", "h100_sxm", "--plot", "plan.txt"], "--plot plan.txt: expected a figure file ending in one of"),
     (["--gpus", "h100_sxm", "--plot", str(Path(__file__).resolve().parent)], ": a folder, not a file"),
     (["--gpus", "h100_sxm", "--price", "h100_sxm=inf"], "--price h100_sxm=inf: expected GPU=USD_PER_HOUR"),
+    (["--gpus", "h100_sxm", "--price", "h100_sxm=1e308"], "at most 1000 per GPU-hour"),
     (["--gpus", "h100_sxm", "--price", "h100_sxm=2", "--price", "h100_sxm=3"], "h100_sxm priced twice"),
     (["--gpus", "h100_sxm", "--price", "h200_sxm=3"], "--price h200_sxm: not among --gpus"),
 ])
@@ -478,3 +479,24 @@ def test_plan_refuses_what_the_model_or_the_overhead_cannot_mean_and_lists_each_
     # a GPU or a TP size named twice is priced once
     df = _plan_json(capsys, ["--model", "llama-3.1-8b", *WORKLOAD, "--gpus", "h100_sxm,h100_sxm", "--tp", "1,1"])
     assert len(df) == 1
+
+
+def test_a_model_dtype_no_family_trained_on_names_the_config_field(tmp_path, capsys):
+    cfg = json.loads((cli.EXAMPLE_MODELS / "llama-3.1-8b.json").read_text())
+    f16 = tmp_path / "f16.json"
+    f16.write_text(json.dumps({**cfg, "torch_dtype": "float16"}))
+    assert cli.main(["plan", "--model", str(f16), *WORKLOAD, "--gpus", "h100_sxm"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"synperf: error: {f16}: torch_dtype float16: no attention_prefill model was trained on "
+                   "float16 (trained: bfloat16); the composer prices the model in its config's dtype")
+
+
+def test_a_config_without_torch_dtype_is_priced_in_bfloat16_with_a_note(fake_plan, tmp_path, capsys):
+    cfg = json.loads((cli.EXAMPLE_MODELS / "llama-3.1-8b.json").read_text())
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps({k: v for k, v in cfg.items() if k not in ("torch_dtype", "dtype")}))
+    assert cli.main(["plan", "--model", str(bare), *WORKLOAD, "--gpus", "h100_sxm"]) == 0
+    err = capsys.readouterr().err
+    assert "synperf: note: bare: the config names no torch_dtype; priced in bfloat16" in err
+    assert cli.main(["plan", "--model", "llama-3.1-8b", *WORKLOAD, "--gpus", "h100_sxm"]) == 0
+    assert "torch_dtype" not in capsys.readouterr().err

@@ -75,21 +75,62 @@ PLAN_COLUMNS = ["gpu", "tp", "pp", "gpus", "status", "prefill_ms", "prefill_low_
                 "gpu_memory_utilization", "usd_per_hour", "usd_per_m_output_tokens", "model_set", "collectives"]
 
 
-def resolve_model(arg: str, examples: str | os.PathLike) -> ModelConfig:
+def resolve_model(arg: str, examples: str | os.PathLike, experiments: dict | None = None) -> ModelConfig:
     """The model of ``--model``: a ``config.json`` path, else the name of an example config in the folder
     ``examples`` (``<name>.json``, e.g. ``llama-3.1-70b``; the CLI passes the checkout's ``examples/models/``).
+    With ``experiments`` (the pipeline config's block), the model's dtypes are checked against them
+    (:func:`check_model_dtypes`).
 
     Raises:
-        InputError: neither a file nor an example name (the message lists the examples).
+        InputError: neither a file nor an example name (the message lists the examples); a dtype no model was
+            trained on.
     """
     p = Path(arg)
-    if p.is_file():
-        return load_model_config(p)
-    ex = Path(examples) / f"{arg.lower()}.json"
-    if ex.is_file():
-        return load_model_config(ex)
-    names = sorted(f.stem for f in Path(examples).glob("*.json"))
-    raise InputError(f"--model {arg}: not a file nor a shipped example; examples: {names}")
+    if not p.is_file():
+        p = Path(examples) / f"{arg.lower()}.json"
+        if not p.is_file():
+            names = sorted(f.stem for f in Path(examples).glob("*.json"))
+            raise InputError(f"--model {arg}: not a file nor a shipped example; examples: {names}")
+    model = load_model_config(p)
+    if experiments is not None:
+        check_model_dtypes(model, experiments, str(p))
+    return model
+
+
+def check_model_dtypes(model: ModelConfig, experiments: dict, where: str) -> None:
+    """Refuse a model priced in a dtype that no experiment of a family it needs was trained on
+    (:func:`synperf.api.route_experiment`): the linear layers, attention, RMSNorm and SiLU&Mul in ``model.dtype``
+    (``torch_dtype``); the routed experts of an MoE model in ``model.moe_dtype`` (``quantization_config``) or
+    ``model.dtype``. ``experiments`` is the pipeline config's block; ``where`` (the config file) starts the message.
+
+    Raises:
+        InputError: naming the config field, the family and the dtypes its experiments were trained on.
+    """
+    import pandas as pd
+
+    from synperf.api import route_experiment
+
+    uses = [(f, "torch_dtype", model.dtype) for f in ("gemm", "attention_prefill", "attention_decode", "rmsnorm",
+                                                       "silu_mul")]
+    if model.num_experts:
+        uses.append(("fused_moe", "quantization_config" if model.moe_dtype else "torch_dtype",
+                     model.moe_dtype or model.dtype))
+    for family, field, dtype in uses:
+        try:
+            route_experiment(family, pd.Series([dtype]), None, experiments)
+        except InputError:
+            trained = sorted({str(d) for e in experiments.values() if isinstance(e, dict)
+                              and e.get("kernel") == family for d in (e.get("dtypes") or [])})
+            raise InputError(f"{where}: {field} {dtype}: no {family} model was trained on {dtype} (trained: "
+                             f"{', '.join(trained)}); the composer prices the model in its config's dtype") from None
+
+
+def dtype_note(model: ModelConfig) -> str | None:
+    """A line for stderr where the model's dtype is the default, not the config's (``dtype_defaulted``)."""
+    if not model.dtype_defaulted:
+        return None
+    return (f"synperf: note: {model.name}: the config names no torch_dtype; priced in {model.dtype}, as vLLM's "
+            "--dtype auto serves it on sm_80 and later GPUs")
 
 
 def layer_params(m: ModelConfig) -> int:
@@ -145,12 +186,17 @@ def kv_tokens(requests: list[Request], max_batch: int | None) -> int:
     return max(sum(r.prompt_tokens + r.output_tokens for r in requests[i:i + b]) for i in range(0, len(requests), b))
 
 
+#: the highest ``--price`` taken, USD per GPU-hour: two orders of magnitude above any cloud rate of a single GPU, so
+#: a price above it is a typo (a per-node or per-month figure, a missing decimal point), not a rate
+MAX_USD_PER_HOUR = 1000.0
+
+
 def parse_prices(items: list[str] | None, registry: Registry) -> dict[str, float]:
     """``GPU=USD_PER_HOUR`` strings as ``{gpu: usd}`` (per GPU, per hour).
 
     Raises:
-        InputError: no ``=``, a price that is not a finite positive number, a GPU priced twice, or an unknown GPU
-            id (named).
+        InputError: no ``=``, a price that is not a number in (0, :data:`MAX_USD_PER_HOUR`], a GPU priced twice, or
+            an unknown GPU id (named).
     """
     out = {}
     for it in items or []:
@@ -159,8 +205,9 @@ def parse_prices(items: list[str] | None, registry: Registry) -> dict[str, float
             usd = float(val)
         except ValueError:
             usd = float("nan")
-        if not sep or not (usd > 0 and math.isfinite(usd)):
-            raise InputError(f"--price {it}: expected GPU=USD_PER_HOUR with a positive price, e.g. h100_sxm=2.5")
+        if not sep or not (0 < usd <= MAX_USD_PER_HOUR):
+            raise InputError(f"--price {it}: expected GPU=USD_PER_HOUR with a price above 0 and at most "
+                             f"{MAX_USD_PER_HOUR:g} per GPU-hour, e.g. h100_sxm=2.5")
         registry[gpu.strip()]
         if gpu.strip() in out:
             raise InputError(f"--price {it}: {gpu.strip()} priced twice")
@@ -410,3 +457,18 @@ def plot(df: pd.DataFrame, path: str | os.PathLike, title: str = "") -> None:
     with atomic_path(path) as tmp:   # no half-written figure
         fig.savefig(tmp, dpi=120, format=Path(path).suffix.lstrip(".").lower() or None)
     plt.close(fig)
+
+
+def check_fits(model, reqs, gpu: str, tp: int, pp: int, max_batch: int | None, registry) -> None:
+    """Refuse a configuration whose weights, KV cache and activations do not fit the GPU's usable memory, as
+    ``synperf plan`` marks it (:func:`memory_need` against vLLM's default
+    ``gpu_memory_utilization`` of the GPU's memory, :func:`usable_memory_gb`).
+
+    Raises:
+        InputError: the memory needed and usable, in GB; or the model cannot be sharded so.
+    """
+    need = memory_need(model, tp, pp, kv_tokens(reqs, max_batch))["memory_need_gb"]
+    usable = usable_memory_gb(registry, gpu)
+    if need > usable:
+        raise InputError(f"{model.name} at tp={tp} pp={pp} does not fit {gpu}: needs {need:.1f} GB per GPU of "
+                         f"{usable:.1f} GB usable (synperf plan lists the configurations that fit)")
