@@ -47,9 +47,10 @@ BUDGETS = {"20000 rows, 31 leaves": (20000, {}),
 VALIDATION_SHARE = 0.2
 
 
-def score(results: Path, models: Path, config: dict) -> pd.DataFrame:
-    """One row per (experiment, training GPU, budget): MAPE (percent) on the set-aside problems, rows, fit
-    seconds (the budget's own-GPU corrections of every training GPU)."""
+def score(results: Path, models: Path, config: dict, budgets: list[str] | None = None) -> pd.DataFrame:
+    """One row per (experiment, training GPU, budget of ``budgets``, default all of :data:`BUDGETS`): MAPE (percent)
+    on the set-aside problems, rows, fit seconds (the budget's own-GPU corrections of every training GPU, per
+    GPU), trees (the GPU's own-GPU correction) and predict seconds (the set-aside rows of every training GPU)."""
     fs, seed = config["feature_set"], int(config["seed"])
     registry = load_registry(config["gpu_registry"], config.get("hardware_measurements_dir"))
     out = []
@@ -71,16 +72,21 @@ def score(results: Path, models: Path, config: dict) -> pd.DataFrame:
         prepared = fingerprint.with_spec_columns(fingerprint.with_v2_columns(tr, registry), registry)
         terms = pipe_times(prepared, registry)
         y, gpus = va["latency_us"].to_numpy(dtype="float64"), va["gpu"].astype(str).to_numpy()
-        for budget, (cap, trees) in BUDGETS.items():
+        for budget in budgets or list(BUDGETS):
+            cap, trees = BUDGETS[budget]
             model.local = {}
             t0 = time.perf_counter()
             model._fit_local(prepared, terms, registry, seed, sorted(model.fitted), {**OWN_GPU_TREES, **trees}, cap)
             fit_s = time.perf_counter() - t0
+            t0 = time.perf_counter()
             errors = ape(model.predict(va, registry), y)
+            predict_s = time.perf_counter() - t0
             for g in sorted(set(gpus)):
+                local = model.local.get(g)
                 out.append({"experiment": name, "gpu": g, "budget": budget, "rows": int((gpus == g).sum()),
-                            "mape_pct": float(np.mean(errors[gpus == g])), "fit_s": fit_s / len(model.fitted)})
-            print(name, budget, f"{np.mean(errors):.3f}% {fit_s:.1f} s", flush=True)
+                            "mape_pct": float(np.mean(errors[gpus == g])), "fit_s": fit_s / len(model.fitted),
+                            "trees": int(getattr(local, "n_iter_", 0)), "predict_s": predict_s})
+            print(name, budget, f"{np.mean(errors):.3f}% fit {fit_s:.1f} s, predict {predict_s:.2f} s", flush=True)
     return pd.DataFrame(out)
 
 
@@ -98,15 +104,17 @@ def main() -> None:
     ap.add_argument("--models", default="models")
     ap.add_argument("--config", default="config/config.yaml")
     ap.add_argument("--out", help="CSV of the per-GPU scores")
+    ap.add_argument("--budgets", help="semicolon list of BUDGETS names to score (default all)")
     args = ap.parse_args()
     config = yaml.safe_load(Path(args.config).read_text())
-    scores = score(Path(args.results), Path(args.models), config)
+    scores = score(Path(args.results), Path(args.models), config, args.budgets.split(";") if args.budgets else None)
     if args.out:
         scores.to_csv(args.out, index=False)
     chosen, geo, secs = choose(scores)
     print(scores.pivot_table(index=["experiment", "gpu"], columns="budget", values="mape_pct").round(2).to_string())
     print("geometric mean MAPE (%):", geo.round(3).to_dict())
     print("fit seconds:", secs.round(1).to_dict())
+    print("trees per GPU (mean):", scores.groupby("budget")["trees"].mean().round(0).to_dict())
     print(f"chosen: {chosen} {BUDGETS[chosen]} (cheapest within {WITHIN:.0%} of the lowest)")
 
 
