@@ -216,6 +216,10 @@ def test_serving_goals_read_the_dense_scopes_beside_aiconfigurator():
     g = pd.DataFrame(serving_goals(t, logo))
     assert g["measured"].tolist() == [14.0, 11.0, 18.0, 16.0] and g["met"].tolist() == ["yes", "no", "yes", "no"]
     assert g["goal"].str.contains("leave-one-GPU-out folds").tolist() == [False, False, True, True]
+    # with no serving table at all, the goals read "not measured" and none names leave-one-GPU-out folds
+    g = pd.DataFrame(serving_goals(None, None))
+    assert g["met"].unique().tolist() == ["not measured"]
+    assert g["goal"].str.contains("leave-one-GPU-out folds").tolist() == [False, False, False, False]
 
 
 def test_short_profiling_sweep_draws_k_grid_points_by_the_same_rule():

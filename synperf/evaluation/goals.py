@@ -159,8 +159,9 @@ def serving_goals(serving: pd.DataFrame | None, serving_logo: pd.DataFrame | Non
     rows = []
     for scope, metric, target, limit in SERVING_GOALS:
         goal = f"serving, vLLM {scope}: {metric.upper()} MAPE"
-        src = serving_logo if (serving_logo is not None and "unseen" in scope) else serving
-        if src is serving_logo:
+        logo = serving_logo is not None and "unseen" in scope
+        src = serving_logo if logo else serving
+        if logo:
             goal += " (leave-one-GPU-out folds)"
         t = src[src["scope"] == scope] if src is not None and "scope" in src.columns else None
         if t is None or t.empty:
