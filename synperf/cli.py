@@ -114,8 +114,9 @@ def _model(arg: str):
     from synperf.e2e import plan as planmod
 
     model = planmod.resolve_model(arg, EXAMPLE_MODELS, configured_experiments())
-    if planmod.dtype_note(model):
-        print(planmod.dtype_note(model), file=sys.stderr)
+    note = planmod.dtype_note(model)
+    if note:
+        print(note, file=sys.stderr)
     return model
 
 
@@ -519,7 +520,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pp", default="1", help="comma list of pipeline-parallel sizes (default 1)")
     p.add_argument("--policy", choices=POLICIES, default="static")
     p.add_argument("--price", action="append", default=None, metavar="GPU=USD_PER_HOUR",
-                   help="price of one GPU-hour (repeatable): adds the cost per million output tokens")
+                   help="price of one GPU-hour, at most 1000 (repeatable): adds the cost per million output tokens")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
     p.add_argument("--sort", choices=("total", "tokens-per-gpu", "cost", "ttft", "tpot"), default="total",
                    help="rank by total latency of the batch (default), output tokens/s per GPU, cost per million "

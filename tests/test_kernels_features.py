@@ -166,3 +166,28 @@ def test_gpu_columns_match_each_rows_own_registry_entry(registry):
         assert row["xu_ops_per_s"] == spec.sfu_per_sm * spec.sm_count * spec.clock_hz
     assert gpu_columns(pd.Series([], dtype="string"), pd.Series([], dtype="string"), pd.Series([], dtype="string"),
                        registry).shape == (0, 7)
+
+
+def test_v2_cycles_of_interleaved_gpus_and_dtypes_equal_each_row_alone(registry):
+    # the rates are looked up once per distinct (gpu, dtype) pair and taken per row by its code
+    gpus = ["h100_sxm", "a40", "b200", "h100_sxm", "a40", "b200", "h100_sxm"]
+    dtypes = ["bfloat16", "float16", "bfloat16", "float16", "bfloat16", "float16", "bfloat16"]
+    df = rows("gemm", dtype=dtypes, m=[64, 512, 4096, 64, 512, 4096, 1024], n=4096, k=4096, batch=1)
+    df["gpu"] = pd.Series(gpus, dtype="string")
+    cols = ["tensor_all_cycle", "dram_cycle", "l2_cycle", "sm_max_smem_cycle", "waves", "theoretical_time_us"]
+    mixed = build_features(df, registry, "v2").frame[cols].to_numpy()
+    for i in range(len(df)):
+        alone = build_features(df.iloc[[i]].reset_index(drop=True), registry, "v2").frame[cols].to_numpy()[0]
+        assert mixed[i] == pytest.approx(alone, rel=1e-12), (gpus[i], dtypes[i])
+
+
+def test_first_appearance_numbers_keys_as_groupby_in_order_of_first_row():
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    keys = pd.DataFrame({"impl": rng.choice(["fa2", "fa3", "flashinfer"], 5000),
+                         "s": rng.integers(0, 40, 5000), "h": rng.integers(1, 9, 5000) * 8})
+    codes, first = attention._first_appearance(keys)
+    ref = keys.groupby(list(keys.columns), sort=False).ngroup().to_numpy()
+    assert (codes == ref).all()
+    assert (first == np.unique(ref, return_index=True)[1]).all() and (np.diff(first) > 0).all()

@@ -15,6 +15,7 @@ from test_e2e_compose import FakePredictor
 
 import synperf.cli as cli
 import synperf.e2e.plan as P
+from synperf.api import configured_experiments
 from synperf.e2e.compose import compose_trace
 from synperf.e2e.workload import Request
 
@@ -489,6 +490,10 @@ def test_a_model_dtype_no_family_trained_on_names_the_config_field(tmp_path, cap
     err = capsys.readouterr().err.strip()
     assert err == (f"synperf: error: {f16}: torch_dtype float16: no attention_prefill model was trained on "
                    "float16 (trained: bfloat16); the composer prices the model in its config's dtype")
+    newer = tmp_path / "newer.json"        # transformers' newer key names the field in the message
+    newer.write_text(json.dumps({**{k: v for k, v in cfg.items() if k != "torch_dtype"}, "dtype": "float32"}))
+    assert cli.main(["e2e", "--model", str(newer), "--trace", str(_trace(tmp_path)), "--gpu", "h100_sxm"]) == 2
+    assert capsys.readouterr().err.startswith(f"synperf: error: {newer}: dtype float32: no attention_prefill model")
 
 
 def test_a_config_without_torch_dtype_is_priced_in_bfloat16_with_a_note(fake_plan, tmp_path, capsys):
@@ -500,3 +505,6 @@ def test_a_config_without_torch_dtype_is_priced_in_bfloat16_with_a_note(fake_pla
     assert "synperf: note: bare: the config names no torch_dtype; priced in bfloat16" in err
     assert cli.main(["plan", "--model", "llama-3.1-8b", *WORKLOAD, "--gpus", "h100_sxm"]) == 0
     assert "torch_dtype" not in capsys.readouterr().err
+    # an FP8 MoE checkpoint without torch_dtype: the note names the experts' dtype too
+    minimax = P.resolve_model("minimax-m2.5", cli.EXAMPLE_MODELS, configured_experiments())
+    assert "priced in bfloat16 (the routed experts in fp8_block, from quantization_config)" in P.dtype_note(minimax)

@@ -2,7 +2,7 @@
 """Choose the own-GPU correction's budget on the training rows of the seen GPUs only (the choice behind
 ``OWN_GPU_TREES`` and ``OWN_GPU_MAX_ROWS`` in ``synperf/model/correction.py``).
 
-    python3 tools/own_gpu_budget.py [--results results] [--models models] [--out budgets.csv]
+    python3 tools/own_gpu_budget.py [--results results] [--models models] [--out budgets.csv] [--budgets "A;B"]
 
 Needs the main job's feature tables (``<results>/features/<feature_set>/<experiment>.parquet`` and ``.json``) and
 fitted fingerprint predictors (``<models>/<experiment>/fingerprint.joblib``, for the options they chose). For every
@@ -107,7 +107,11 @@ def main() -> None:
     ap.add_argument("--budgets", help="semicolon list of BUDGETS names to score (default all)")
     args = ap.parse_args()
     config = yaml.safe_load(Path(args.config).read_text())
-    scores = score(Path(args.results), Path(args.models), config, args.budgets.split(";") if args.budgets else None)
+    budgets = list(dict.fromkeys(b.strip() for b in args.budgets.split(";"))) if args.budgets else None
+    unknown = [b for b in budgets or [] if b not in BUDGETS]
+    if unknown:
+        ap.error(f"--budgets: unknown {unknown}; known: {list(BUDGETS)}")
+    scores = score(Path(args.results), Path(args.models), config, budgets)
     if args.out:
         scores.to_csv(args.out, index=False)
     chosen, geo, secs = choose(scores)
@@ -115,7 +119,8 @@ def main() -> None:
     print("geometric mean MAPE (%):", geo.round(3).to_dict())
     print("fit seconds:", secs.round(1).to_dict())
     print("trees per GPU (mean):", scores.groupby("budget")["trees"].mean().round(0).to_dict())
-    print(f"chosen: {chosen} {BUDGETS[chosen]} (cheapest within {WITHIN:.0%} of the lowest)")
+    among = "" if budgets is None else f" among the {len(budgets)} budgets scored, not all of BUDGETS"
+    print(f"chosen: {chosen} {BUDGETS[chosen]} (cheapest within {WITHIN:.0%} of the lowest{among})")
 
 
 if __name__ == "__main__":

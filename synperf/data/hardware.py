@@ -12,9 +12,9 @@ DRAM, L2 and shared-memory bandwidth, dense GEMM throughput per dtype and FP32 F
 :func:`load_registry` merges those values over the datasheet ones (the caller passes the folder,
 ``hardware_measurements_dir``; ``use_measured=False`` gives the datasheet-only registry for comparison). Each
 :class:`GPUSpec` says where every number came from (:meth:`GPUSpec.value_source`, :attr:`GPUSpec.sources_used`) and
-keeps the datasheet value (:meth:`GPUSpec.datasheet_value`); :func:`registry_provenance` tabulates it for reports. The
-file format is :data:`MEASURED_SCHEMA_PATH` (``workflow/schemas/hardware.schema.yaml``); which measurement feeds which
-registry field is :data:`MEASURED_FIELDS`.
+keeps the datasheet value (:meth:`GPUSpec.datasheet_value`); :func:`synperf.reporting.gpu_table.registry_provenance`
+tabulates it for reports. The file format is :data:`MEASURED_SCHEMA_PATH` (``workflow/schemas/hardware.schema.yaml``);
+which measurement feeds which registry field is :data:`MEASURED_FIELDS`.
 """
 
 from __future__ import annotations

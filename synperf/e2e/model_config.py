@@ -34,8 +34,9 @@ class ModelConfig:
             ``moe_intermediate_size`` each expert's intermediate width; ``shared_expert_intermediate_size``
             the always-on shared expert's width (Qwen2-MoE; 0 when absent).
         dtype: weights/activations dtype (``torch_dtype``, or ``dtype``, its newer name; default ``bfloat16``).
-        dtype_defaulted: the config names no dtype, so ``dtype`` is the default: vLLM's ``--dtype auto`` reads a
-            config without one as float32 and serves it in bfloat16 on GPUs that support it (sm_80 and later).
+        dtype_field: the config key that named ``dtype`` (``torch_dtype`` or ``dtype``); empty when the config names
+            none, so ``dtype`` is the default: vLLM's ``--dtype auto`` reads a config without one as float32 and
+            serves it in bfloat16 on GPUs that support it (sm_80 and later).
         max_position_embeddings: the context limit (vLLM's default ``max_model_len``), tokens; None if absent.
         qk_norm: RMSNorm of queries and keys in every layer (Qwen3: ``model_type`` qwen3/qwen3_moe; MiniMax-M2:
             ``use_qk_norm``); ``qk_norm_type`` ``per_head`` (rows = tokens x heads, width head_dim) or ``per_layer``
@@ -60,7 +61,7 @@ class ModelConfig:
     moe_intermediate_size: int = 0
     shared_expert_intermediate_size: int = 0
     dtype: str = "bfloat16"
-    dtype_defaulted: bool = False
+    dtype_field: str = "torch_dtype"
     max_position_embeddings: int | None = None
     qk_norm: bool = False
     moe_dtype: str = ""
@@ -339,7 +340,8 @@ def parse_config(cfg: dict, name: str = "model", where: str | None = None) -> Mo
         moe_intermediate_size=moe_inter,
         shared_expert_intermediate_size=_int(cfg, "shared_expert_intermediate_size", where, 0, minimum=0)
         if num_experts else 0,
-        dtype=_dtype(cfg, where), dtype_defaulted=cfg.get("torch_dtype") is None and cfg.get("dtype") is None,
+        dtype=_dtype(cfg, where),
+        dtype_field=next((k for k in ("torch_dtype", "dtype") if cfg.get(k) is not None), ""),
         max_position_embeddings=maxpos,
         qk_norm=(str(cfg.get("model_type", "")).startswith("qwen3") or str(arch).startswith("Qwen3")
                  or _bool(cfg, "use_qk_norm", where)),

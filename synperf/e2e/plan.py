@@ -110,11 +110,10 @@ def check_model_dtypes(model: ModelConfig, experiments: dict, where: str) -> Non
 
     from synperf.api import route_experiment
 
-    uses = [(f, "torch_dtype", model.dtype) for f in ("gemm", "attention_prefill", "attention_decode", "rmsnorm",
-                                                       "silu_mul")]
+    field = model.dtype_field or "torch_dtype (absent: the default)"
+    uses = [(f, field, model.dtype) for f in ("gemm", "attention_prefill", "attention_decode", "rmsnorm", "silu_mul")]
     if model.num_experts:
-        uses.append(("fused_moe", "quantization_config" if model.moe_dtype else "torch_dtype",
-                     model.moe_dtype or model.dtype))
+        uses.append(("fused_moe", "quantization_config" if model.moe_dtype else field, model.moe_dtype or model.dtype))
     for family, field, dtype in uses:
         try:
             route_experiment(family, pd.Series([dtype]), None, experiments)
@@ -126,11 +125,12 @@ def check_model_dtypes(model: ModelConfig, experiments: dict, where: str) -> Non
 
 
 def dtype_note(model: ModelConfig) -> str | None:
-    """A line for stderr where the model's dtype is the default, not the config's (``dtype_defaulted``)."""
-    if not model.dtype_defaulted:
+    """A line for stderr where the model's dtype is the default, not the config's (no ``dtype_field``)."""
+    if model.dtype_field:
         return None
-    return (f"synperf: note: {model.name}: the config names no torch_dtype; priced in {model.dtype}, as vLLM's "
-            "--dtype auto serves it on sm_80 and later GPUs")
+    experts = f" (the routed experts in {model.moe_dtype}, from quantization_config)" if model.moe_dtype else ""
+    return (f"synperf: note: {model.name}: the config names no torch_dtype; priced in {model.dtype}{experts}, as "
+            "vLLM's --dtype auto serves it on sm_80 and later GPUs")
 
 
 def layer_params(m: ModelConfig) -> int:

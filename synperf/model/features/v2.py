@@ -130,8 +130,12 @@ def analyze(df: pd.DataFrame, registry, target: str = "roofline", launch_floor_u
         rates[(gpu, dtype)] = (tensor, s.fma_ops_per_clk_per_sm, s.xu_ops_per_clk_per_sm, float(s.sm_count),
                                s.clock_hz, s.dram_bw_gbps * 1e9, s.l2_bw_gbps * 1e9,
                                s.smem_bw_bytes_per_clk_per_sm, s.l2_cache_mb * 2**20)
-    # one row per distinct (gpu, dtype), taken per row by its code; columns as NumPy arrays, the frame built once
-    codes, pairs = pd.MultiIndex.from_arrays([df["gpu"].astype(str), df["dtype"].astype(str)]).factorize()
+    # one row per distinct (gpu, dtype), numbered by first appearance and taken per row by its code; columns as
+    # NumPy arrays, the frame built once (the pair's code from each column's, not a MultiIndex of strings)
+    gpu_codes, gpu_names = pd.factorize(df["gpu"].astype(str))
+    dtype_codes, dtype_names = pd.factorize(df["dtype"].astype(str))
+    codes, pair_codes = pd.factorize(gpu_codes * len(dtype_names) + dtype_codes)
+    pairs = [(str(gpu_names[c // len(dtype_names)]), str(dtype_names[c % len(dtype_names)])) for c in pair_codes]
     names = ["tensor", "fma", "xu", "sms", "clock", "dram", "l2", "smem", "l2_size"]
     table = pd.DataFrame([rates[k] for k in pairs], columns=names)
     r = {c: table[c].to_numpy()[codes] for c in names}
