@@ -179,15 +179,3 @@ def test_v2_cycles_of_interleaved_gpus_and_dtypes_equal_each_row_alone(registry)
     for i in range(len(df)):
         alone = build_features(df.iloc[[i]].reset_index(drop=True), registry, "v2").frame[cols].to_numpy()[0]
         assert mixed[i] == pytest.approx(alone, rel=1e-12), (gpus[i], dtypes[i])
-
-
-def test_first_appearance_numbers_keys_as_groupby_in_order_of_first_row():
-    import numpy as np
-
-    rng = np.random.default_rng(1)
-    keys = pd.DataFrame({"impl": rng.choice(["fa2", "fa3", "flashinfer"], 5000),
-                         "s": rng.integers(0, 40, 5000), "h": rng.integers(1, 9, 5000) * 8})
-    codes, first = attention._first_appearance(keys)
-    ref = keys.groupby(list(keys.columns), sort=False).ngroup().to_numpy()
-    assert (codes == ref).all()
-    assert (first == np.unique(ref, return_index=True)[1]).all() and (np.diff(first) > 0).all()

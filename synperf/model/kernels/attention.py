@@ -415,13 +415,8 @@ def _prefill_sums(units, rows_total, tq, tkv, qpt, S, w, prefix, sms: int, slots
 
 
 def _first_appearance(keys: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """(code of each row's distinct key, numbered in order of first appearance; position of each key's first row).
-    The key columns hold no missing values. Column by column, each row's code so far and the column's code form a
-    pair, numbered again by first appearance (:func:`pandas.factorize`), so codes stay below the row count."""
-    codes = np.zeros(len(keys), dtype="int64")
-    for c in keys.columns:
-        col, uniq = pd.factorize(keys[c], sort=False)
-        codes = pd.factorize(codes * len(uniq) + col, sort=False)[0]
+    """(code of each row's distinct key, numbered in order of first appearance; position of each key's first row)."""
+    codes = keys.groupby(list(keys.columns), sort=False).ngroup().to_numpy()
     return codes, np.unique(codes, return_index=True)[1]
 
 
