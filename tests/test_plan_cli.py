@@ -491,9 +491,9 @@ def test_a_model_dtype_no_family_trained_on_names_the_config_field(tmp_path, cap
     assert err == (f"synperf: error: {f16}: torch_dtype float16: no attention_prefill model was trained on "
                    "float16 (trained: bfloat16); the composer prices the model in its config's dtype")
     newer = tmp_path / "newer.json"        # transformers' newer key names the field in the message
-    newer.write_text(json.dumps({**{k: v for k, v in cfg.items() if k != "torch_dtype"}, "dtype": "float32"}))
+    newer.write_text(json.dumps({**{k: v for k, v in cfg.items() if k != "torch_dtype"}, "dtype": "float16"}))
     assert cli.main(["e2e", "--model", str(newer), "--trace", str(_trace(tmp_path)), "--gpu", "h100_sxm"]) == 2
-    assert capsys.readouterr().err.startswith(f"synperf: error: {newer}: dtype float32: no attention_prefill model")
+    assert capsys.readouterr().err.startswith(f"synperf: error: {newer}: dtype float16: no attention_prefill model")
 
 
 def test_a_config_without_torch_dtype_is_priced_in_bfloat16_with_a_note(fake_plan, tmp_path, capsys):
@@ -506,5 +506,10 @@ def test_a_config_without_torch_dtype_is_priced_in_bfloat16_with_a_note(fake_pla
     assert cli.main(["plan", "--model", "llama-3.1-8b", *WORKLOAD, "--gpus", "h100_sxm"]) == 0
     assert "torch_dtype" not in capsys.readouterr().err
     # an FP8 MoE checkpoint without torch_dtype: the note names the experts' dtype too
+    # a float32 checkpoint: vLLM's --dtype auto serves it in bfloat16, and so is it priced
+    f32 = tmp_path / "f32.json"
+    f32.write_text(json.dumps({**cfg, "torch_dtype": "float32"}))
+    assert cli.main(["plan", "--model", str(f32), *WORKLOAD, "--gpus", "h100_sxm"]) == 0
+    assert "synperf: note: f32: the config's torch_dtype is float32; priced in bfloat16" in capsys.readouterr().err
     minimax = P.resolve_model("minimax-m2.5", cli.EXAMPLE_MODELS, configured_experiments())
     assert "priced in bfloat16 (the routed experts in fp8_block, from quantization_config)" in P.dtype_note(minimax)

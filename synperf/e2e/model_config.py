@@ -33,10 +33,13 @@ class ModelConfig:
         num_experts: routed experts (0 for a dense model); ``num_experts_per_tok`` experts per token;
             ``moe_intermediate_size`` each expert's intermediate width; ``shared_expert_intermediate_size``
             the always-on shared expert's width (Qwen2-MoE; 0 when absent).
-        dtype: weights/activations dtype (``torch_dtype``, or ``dtype``, its newer name; default ``bfloat16``).
-        dtype_field: the config key that named ``dtype`` (``torch_dtype`` or ``dtype``); empty when the config names
-            none, so ``dtype`` is the default: vLLM's ``--dtype auto`` reads a config without one as float32 and
-            serves it in bfloat16 on GPUs that support it (sm_80 and later).
+        dtype: the weights/activations dtype served: the config's (``torch_dtype``, or ``dtype``, its newer name),
+            except that a float32 config, or one naming none, is served in bfloat16, as vLLM's ``--dtype auto``
+            does on sm_80 and later GPUs (``vllm/config``, ``_resolve_auto_dtype``: float32 is downcast to the
+            platform's first supported dtype; a config without a dtype reads as float32 when the weights' metadata
+            does not say otherwise).
+        dtype_field: the config key that named the dtype (``torch_dtype`` or ``dtype``); empty when it names none.
+        config_dtype: the dtype the config names; empty when it names none.
         max_position_embeddings: the context limit (vLLM's default ``max_model_len``), tokens; None if absent.
         qk_norm: RMSNorm of queries and keys in every layer (Qwen3: ``model_type`` qwen3/qwen3_moe; MiniMax-M2:
             ``use_qk_norm``); ``qk_norm_type`` ``per_head`` (rows = tokens x heads, width head_dim) or ``per_layer``
@@ -62,6 +65,7 @@ class ModelConfig:
     shared_expert_intermediate_size: int = 0
     dtype: str = "bfloat16"
     dtype_field: str = "torch_dtype"
+    config_dtype: str = "bfloat16"
     max_position_embeddings: int | None = None
     qk_norm: bool = False
     moe_dtype: str = ""
@@ -198,7 +202,7 @@ def _check_spelling(cfg: dict, where: str) -> None:
 
 
 def _dtype(cfg: dict, where: str) -> str:
-    """``torch_dtype`` (or ``dtype``, its newer name), default ``bfloat16``.
+    """``torch_dtype`` (or ``dtype``, its newer name); empty when the config names neither.
 
     Raises:
         InputError: a name outside :data:`MODEL_DTYPES`, or both fields with different values.
@@ -207,7 +211,7 @@ def _dtype(cfg: dict, where: str) -> str:
     if len(set(named.values())) > 1:
         raise InputError(f"{where}: torch_dtype={named['torch_dtype']!r} and dtype={named['dtype']!r} differ")
     if not named:
-        return "bfloat16"
+        return ""
     key, val = next(iter(named.items()))
     if val not in MODEL_DTYPES:
         raise InputError(f"{where}: {key}={val!r}{close_match(val, MODEL_DTYPES)}: expected one of "
@@ -340,8 +344,9 @@ def parse_config(cfg: dict, name: str = "model", where: str | None = None) -> Mo
         moe_intermediate_size=moe_inter,
         shared_expert_intermediate_size=_int(cfg, "shared_expert_intermediate_size", where, 0, minimum=0)
         if num_experts else 0,
-        dtype=_dtype(cfg, where),
+        dtype="bfloat16" if _dtype(cfg, where) in ("", "float32") else _dtype(cfg, where),
         dtype_field=next((k for k in ("torch_dtype", "dtype") if cfg.get(k) is not None), ""),
+        config_dtype=_dtype(cfg, where),
         max_position_embeddings=maxpos,
         qk_norm=(str(cfg.get("model_type", "")).startswith("qwen3") or str(arch).startswith("Qwen3")
                  or _bool(cfg, "use_qk_norm", where)),

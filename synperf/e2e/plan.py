@@ -125,12 +125,15 @@ def check_model_dtypes(model: ModelConfig, experiments: dict, where: str) -> Non
 
 
 def dtype_note(model: ModelConfig) -> str | None:
-    """A line for stderr where the model's dtype is the default, not the config's (no ``dtype_field``)."""
-    if model.dtype_field:
+    """A line for stderr where the model is priced in another dtype than its config names, or names none
+    (:attr:`ModelConfig.dtype`: vLLM's ``--dtype auto``)."""
+    if model.config_dtype == model.dtype:
         return None
+    says = (f"the config's {model.dtype_field} is {model.config_dtype}" if model.config_dtype
+            else "the config names no torch_dtype")
     experts = f" (the routed experts in {model.moe_dtype}, from quantization_config)" if model.moe_dtype else ""
-    return (f"synperf: note: {model.name}: the config names no torch_dtype; priced in {model.dtype}{experts}, as "
-            "vLLM's --dtype auto serves it on sm_80 and later GPUs")
+    return (f"synperf: note: {model.name}: {says}; priced in {model.dtype}{experts}, as vLLM's --dtype auto serves "
+            "it on sm_80 and later GPUs")
 
 
 def layer_params(m: ModelConfig) -> int:
