@@ -110,7 +110,7 @@ def _collectives(arg: str | None, registry, config_path: str | Path | None) -> C
 
 def _model(arg: str):
     """``--model`` (:func:`synperf.e2e.plan.resolve_model`), its dtypes checked against the configured experiments;
-    a note on stderr where the config names no dtype."""
+    a note on stderr where it is priced in another dtype than its config names (:func:`synperf.e2e.plan.dtype_note`)."""
     from synperf.e2e import plan as planmod
 
     model = planmod.resolve_model(arg, EXAMPLE_MODELS, configured_experiments())

@@ -201,8 +201,8 @@ def _check_spelling(cfg: dict, where: str) -> None:
             raise InputError(f"{where}: config field {key!r} is not read; did you mean {near[0]!r}?")
 
 
-def _dtype(cfg: dict, where: str) -> str:
-    """``torch_dtype`` (or ``dtype``, its newer name); empty when the config names neither.
+def _dtype(cfg: dict, where: str) -> tuple[str, str]:
+    """``(key, value)`` of ``torch_dtype`` (or ``dtype``, its newer name); both empty when the config names neither.
 
     Raises:
         InputError: a name outside :data:`MODEL_DTYPES`, or both fields with different values.
@@ -211,12 +211,12 @@ def _dtype(cfg: dict, where: str) -> str:
     if len(set(named.values())) > 1:
         raise InputError(f"{where}: torch_dtype={named['torch_dtype']!r} and dtype={named['dtype']!r} differ")
     if not named:
-        return ""
+        return "", ""
     key, val = next(iter(named.items()))
     if val not in MODEL_DTYPES:
         raise InputError(f"{where}: {key}={val!r}{close_match(val, MODEL_DTYPES)}: expected one of "
                          f"{list(MODEL_DTYPES)}")
-    return val
+    return key, val
 
 
 #: the decoder families the composer models, by ``model_type`` and by ``architectures[0]``: pre-norm decoders with
@@ -334,6 +334,7 @@ def parse_config(cfg: dict, name: str = "model", where: str | None = None) -> Mo
             if "moe_intermediate_size" in cfg or experts_key == "num_experts" \
             else _int(cfg, "intermediate_size", where, minimum=1)
     arch = (cfg.get("architectures") or [cfg.get("model_type", "unknown")])[0]
+    dtype_field, config_dtype = _dtype(cfg, where)
     return ModelConfig(
         name=name, architecture=str(arch), num_layers=_int(cfg, "num_hidden_layers", where, minimum=1),
         hidden_size=hidden, num_heads=heads, num_kv_heads=kv_heads,
@@ -344,9 +345,8 @@ def parse_config(cfg: dict, name: str = "model", where: str | None = None) -> Mo
         moe_intermediate_size=moe_inter,
         shared_expert_intermediate_size=_int(cfg, "shared_expert_intermediate_size", where, 0, minimum=0)
         if num_experts else 0,
-        dtype="bfloat16" if _dtype(cfg, where) in ("", "float32") else _dtype(cfg, where),
-        dtype_field=next((k for k in ("torch_dtype", "dtype") if cfg.get(k) is not None), ""),
-        config_dtype=_dtype(cfg, where),
+        dtype="bfloat16" if config_dtype in ("", "float32") else config_dtype, dtype_field=dtype_field,
+        config_dtype=config_dtype,
         max_position_embeddings=maxpos,
         qk_norm=(str(cfg.get("model_type", "")).startswith("qwen3") or str(arch).startswith("Qwen3")
                  or _bool(cfg, "use_qk_norm", where)),
