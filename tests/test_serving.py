@@ -295,6 +295,26 @@ def test_an_fp8_checkpoint_prices_its_attention_on_an_fp8_kv_cache():
     seen.clear()
     price_schedule(s, m, "h100_sxm", 1, predict_fn=recording)
     assert seen == {"attention_decode": {"bfloat16"}, "attention_prefill": {"bfloat16"}}
+    # vLLM's --kv-cache-dtype, given: fp8 linear layers over a bf16 cache (a bf16 checkpoint quantized at load time)
+    seen.clear()
+    price_schedule(s, m, "h100_sxm", 1, gemm_dtype="fp8", predict_fn=recording, kv_cache_dtype="bfloat16")
+    assert seen == {"attention_decode": {"bfloat16"}, "attention_prefill": {"bfloat16"}}
+    with pytest.raises(InputError, match="kv_cache_dtype 'fp4'"):
+        price_schedule(s, m, "h100_sxm", 1, gemm_dtype="fp8", predict_fn=recording, kv_cache_dtype="fp4")
+
+
+def test_kv_cache_tokens_follow_the_given_cache_dtype():
+    from synperf.e2e._deps import default_registry
+
+    m = parse_config({**TINY, "hidden_size": 8192, "num_attention_heads": 64, "num_key_value_heads": 8,
+                      "num_hidden_layers": 80, "intermediate_size": 28672, "vocab_size": 128256}, "l70")
+    reg = default_registry()
+    fp8 = kv_cache_tokens(m, 2, "h100_sxm", reg, "fp8")
+    bf16_cache = kv_cache_tokens(m, 2, "h100_sxm", reg, "fp8", kv_cache_dtype="bfloat16")
+    # the same fp8 weights, a cache of 2 bytes an element instead of 1: half the tokens (floor division)
+    assert bf16_cache in (fp8 // 2, fp8 // 2 - 1)
+    with pytest.raises(InputError, match="kv_cache_dtype"):
+        kv_cache_tokens(m, 2, "h100_sxm", reg, "fp8", kv_cache_dtype="int8")
 
 
 def test_read_silicon_counts_every_row(tmp_path):

@@ -34,29 +34,31 @@ from ._deps import (
     layer_params,
     usable_memory_gb,
 )
+from .price import kv_cache_dtype_of
 from .scheduler import Schedule
 
 GEMM_BYTES = {"bfloat16": 2, "fp8": 1}
-#: bytes per KV-cache element by the linear layers' dtype (the KV cache's dtype of
-#: :data:`synperf.serving.price.KV_CACHE_DTYPES`)
+#: bytes per KV-cache element by the KV cache's dtype
 KV_BYTES = {"bfloat16": 2, "fp8": 1}
 
 
 def kv_cache_tokens(model: ModelConfig, tp: int, gpu: str, registry: Registry, gemm_dtype: str = "bfloat16",
-                    utilization: float = GPU_MEMORY_UTILIZATION) -> int:
+                    utilization: float = GPU_MEMORY_UTILIZATION, kv_cache_dtype: str | None = None) -> int:
     """KV-cache tokens one GPU holds (module docstring) with ``utilization`` of its memory for the engine; may be
-    <= 0 when the weights do not fit.
+    <= 0 when the weights do not fit. ``kv_cache_dtype``: as :func:`synperf.serving.price.kv_cache_dtype_of`.
 
     Raises:
-        InputError: a ``gemm_dtype`` without a byte size, or the model cannot be sharded ``tp`` ways.
+        InputError: a ``gemm_dtype`` without a byte size, an unknown ``kv_cache_dtype``, or the model cannot be
+            sharded ``tp`` ways.
     """
     if gemm_dtype not in GEMM_BYTES:
         raise InputError(f"gemm_dtype {gemm_dtype!r}: expected one of {list(GEMM_BYTES)}")
+    kv_cache_dtype = kv_cache_dtype_of(gemm_dtype, kv_cache_dtype)
     sm = model.shard(tp, 1)
     mem = usable_memory_gb(registry, gpu, utilization) * 1e9
     weights = (model.num_layers * layer_params(model) * GEMM_BYTES[gemm_dtype]
                + 2 * model.vocab_size * model.hidden_size * 2) / tp
-    per_token = 2 * model.num_layers * sm.num_kv_heads * model.head_dim * KV_BYTES[gemm_dtype]
+    per_token = 2 * model.num_layers * sm.num_kv_heads * model.head_dim * KV_BYTES[kv_cache_dtype]
     return int((mem - weights - ACTIVATION_GB * 1e9) // per_token)
 
 

@@ -62,11 +62,29 @@ KV_ROUND = 16
 GEMM_ROUTES = {"bfloat16": ("gemm", None), "fp8": ("gemm_fp8", "gemm_fp8_aiconfigurator")}
 #: activations, attention and the LM head run in bf16 in both cases
 ACT_DTYPE = "bfloat16"
-#: the KV cache's dtype for a linear-layer dtype: an fp8 checkpoint serves with an fp8 KV cache, as aiconfigurator
-#: configures the runs of its silicon sample (aic-core ``sdk/models/helpers.py``,
-#: ``_infer_quant_modes_from_raw_config``: an fp8 checkpoint sets ``kvcache_quant_mode`` fp8); a bf16 one with
-#: vLLM's default (``auto``: the model dtype)
+#: the KV cache's dtype for a linear-layer dtype: fp8 linear layers serve with an fp8 KV cache (``--kv-cache-dtype
+#: fp8``), as aiconfigurator's generator configures an fp8 checkpoint (aic-core ``sdk/models/helpers.py``,
+#: ``_infer_quant_modes_from_raw_config``); bf16 ones with vLLM's default (``auto``: the model dtype). The silicon
+#: sample does not record the cache's dtype, and its fp8 rows of bf16 checkpoints quantized at load time
+#: (``meta-llama/Llama-3.1-70B``, ``Qwen/Qwen3-32B``) would get vLLM's ``auto`` cache without that flag;
+#: docs/serving.md gives what each choice does to the scores
 KV_CACHE_DTYPES = {"bfloat16": "bfloat16", "fp8": "fp8"}
+
+
+def kv_cache_dtype_of(gemm_dtype: str, kv_cache_dtype: str | None = None) -> str:
+    """The KV cache's dtype: ``kv_cache_dtype`` when given (one of :data:`KV_CACHE_DTYPES`' values), else the one
+    :data:`KV_CACHE_DTYPES` gives linear layers in ``gemm_dtype``.
+
+    Raises:
+        InputError: an unknown ``kv_cache_dtype``, or no default for ``gemm_dtype``.
+    """
+    if kv_cache_dtype is None:
+        if gemm_dtype not in KV_CACHE_DTYPES:
+            raise InputError(f"gemm_dtype {gemm_dtype!r}: expected one of {list(KV_CACHE_DTYPES)}")
+        return KV_CACHE_DTYPES[gemm_dtype]
+    if kv_cache_dtype not in set(KV_CACHE_DTYPES.values()):
+        raise InputError(f"kv_cache_dtype {kv_cache_dtype!r}: expected one of {sorted(set(KV_CACHE_DTYPES.values()))}")
+    return kv_cache_dtype
 
 
 @dataclass
@@ -129,17 +147,20 @@ class _Bulk:
 def price_schedule(sched: Schedule, model: ModelConfig, gpu: str, tp: int, *, gemm_dtype: str = "bfloat16",
                    predict_fn: Callable = predict, models_dir: str | os.PathLike | None = None,
                    registry: Registry | None = None, collectives: CollectiveModel | None = None,
-                   overhead: Overhead = Overhead()) -> PricedSchedule:
+                   overhead: Overhead = Overhead(), kv_cache_dtype: str | None = None) -> PricedSchedule:
     """Every iteration's latency of ``sched`` for ``model`` at tensor parallelism ``tp`` on registry GPU ``gpu``
     (module docstring). ``predict_fn(family, params, gpu, models_dir=, registry=[, experiment=])`` as
-    :func:`synperf.api.predict`.
+    :func:`synperf.api.predict`. ``kv_cache_dtype`` (vLLM's ``--kv-cache-dtype``: ``bfloat16`` or ``fp8``) is
+    the cache the attention launches read; default :func:`kv_cache_dtype_of` ``gemm_dtype``.
 
     Raises:
-        InputError: a ``gemm_dtype`` not in :data:`GEMM_ROUTES`, ``tp`` > 1 without
-            ``collectives``, the sharding errors of :meth:`ModelConfig.shard`, or a predictor error.
+        InputError: a ``gemm_dtype`` not in :data:`GEMM_ROUTES`, a ``kv_cache_dtype`` not in
+            :data:`KV_CACHE_DTYPES`, ``tp`` > 1 without ``collectives``, the sharding errors of
+            :meth:`ModelConfig.shard`, or a predictor error.
     """
     if gemm_dtype not in GEMM_ROUTES:
         raise InputError(f"gemm_dtype {gemm_dtype!r} is not modelled; expected one of {list(GEMM_ROUTES)}")
+    kv_cache_dtype = kv_cache_dtype_of(gemm_dtype, kv_cache_dtype)
     if tp > 1 and collectives is None:
         raise InputError("tp > 1 needs the collective tables (pipeweave dataset/collective)")
     registry = registry or default_registry()
@@ -181,7 +202,7 @@ def price_schedule(sched: Schedule, model: ModelConfig, gpu: str, tp: int, *, ge
             "topk": model.num_experts_per_tok, "num_experts": model.num_experts, "moe_tp_size": tp, "moe_ep_size": 1,
             "moe_stage": "full", "dtype": model.moe_dtype or gemm_dtype}))
     att = {"num_heads": sm.num_heads, "num_kv_heads": sm.num_kv_heads, "head_dim": hd, "dtype": ACT_DTYPE,
-           "kv_cache_dtype": KV_CACHE_DTYPES[gemm_dtype]}
+           "kv_cache_dtype": kv_cache_dtype}
     dec = D > 0
     kv_mean = np.where(dec, np.maximum(1, np.round(K / np.maximum(D, 1) / KV_ROUND) * KV_ROUND), 0).astype("int64")
     dkey = pd.DataFrame({"batch_size": D[dec], "kv_len": kv_mean[dec]})

@@ -67,12 +67,14 @@ def _ape(pred, meas) -> pd.Series:
 def score_rows(rows: pd.DataFrame, examples_dir: str | os.PathLike, *, registry: Registry,
                collectives: CollectiveModel, models_dir: str | os.PathLike | None = None,
                predict_fn: Callable = EVALUATION_PREDICT, overhead: Overhead = Overhead(), num_requests_per_c: int = 10,
-               progress: Callable[[int, int], None] | None = None, record_only: bool = False) -> pd.DataFrame:
+               progress: Callable[[int, int], None] | None = None, record_only: bool = False,
+               kv_cache_dtype: str | None = None) -> pd.DataFrame:
     """One scored row per priced row of ``rows`` (``reason`` empty), in ``rows``' order. Every row is simulated
     twice: the first pass records the launches of all rows, one ``predict_fn`` call per (kernel family, GPU) prices
     their distinct launches (:class:`synperf.e2e.compose.SharedPredictor`), the second pass prices each row from
     those predictions. ``record_only``: stop after that one ``predict_fn`` call per (family, GPU) (a recording
     ``predict_fn`` then holds every distinct launch, :func:`.logo.record_launches`) and return an empty frame.
+    ``kv_cache_dtype``: every row's KV cache (default: :func:`.price.kv_cache_dtype_of` its linear layers' dtype).
 
     Raises:
         InputError: a missing example config, a pricing error (the row is named), or a prediction of the deploy
@@ -105,7 +107,8 @@ def score_rows(rows: pd.DataFrame, examples_dir: str | os.PathLike, *, registry:
                 res = serve(configs[r["model"]], r["gpu"], int(r["tp"]), int(r["isl"]), int(r["osl"]),
                             int(r["concurrency"]), num_requests=num_requests_per_c * int(r["concurrency"]),
                             gemm_dtype=r["gemm_dtype"], predict_fn=fn, models_dir=models_dir,
-                            registry=registry, collectives=collectives, overhead=overhead)
+                            registry=registry, collectives=collectives, overhead=overhead,
+                            kv_cache_dtype=kv_cache_dtype)
             except InputError as e:
                 raise InputError(f"silicon row {r.get('id', i)}: {e}") from None
             out.append({**{k: r[k] for k in KEYS}, "measured_ttft_ms": r["silicon_ttft_ms"],

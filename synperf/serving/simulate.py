@@ -40,7 +40,7 @@ def serve(model: ModelConfig, gpu: str, tp: int, isl, osl, concurrency: int, *, 
           client_delay: bool = True, benchmark_rounds: int | None = BENCHMARK_ROUNDS, predict_fn: Callable = predict,
           models_dir: str | os.PathLike | None = None, registry: Registry | None = None,
           collectives: CollectiveModel | None = None, overhead: Overhead = Overhead(),
-          gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION) -> dict:
+          gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION, kv_cache_dtype: str | None = None) -> dict:
     """TTFT and TPOT (mean, median, p90; ms) of ``num_requests`` requests (default
     :data:`REQUESTS_PER_CONCURRENCY` x ``concurrency``) of ``isl`` prompt and ``osl`` output tokens (scalars or
     per-request arrays) served by vLLM in a closed loop at ``concurrency`` on ``tp`` GPUs ``gpu``; ``start`` how the
@@ -56,7 +56,8 @@ def serve(model: ModelConfig, gpu: str, tp: int, isl, osl, concurrency: int, *, 
     step for ever, which the measured TTFTs at low concurrency (about one prefill) rule out.
 
     ``config`` defaults to vLLM's defaults for a >= 70 GiB GPU with the KV cache of :func:`.metrics.kv_cache_tokens`
-    at ``gpu_memory_utilization``.
+    at ``gpu_memory_utilization``. ``kv_cache_dtype`` (vLLM's ``--kv-cache-dtype``) sizes that cache and prices the
+    attention launches on it; default :func:`.price.kv_cache_dtype_of` ``gemm_dtype``.
     The result also has ``*_low_ms``/``*_high_ms`` for the means when the kernel predictors give intervals (NaN
     otherwise, with ``interval`` saying so), ``iterations``, ``preemptions``, ``kv_cache_tokens``, per-family
     seconds (``s_<family>``) and ``seen_<family>`` (the GPU is one of that family's training GPUs).
@@ -70,15 +71,16 @@ def serve(model: ModelConfig, gpu: str, tp: int, isl, osl, concurrency: int, *, 
     o = np.broadcast_to(np.asarray(osl, dtype="int64"), (n,))
     if config is None:
         config = SchedulerConfig(kv_cache_tokens=kv_cache_tokens(model, tp, gpu, registry, gemm_dtype,
-                                                                 gpu_memory_utilization))
+                                                                 gpu_memory_utilization, kv_cache_dtype))
     parts = [_served(simulate(p, o, concurrency, config, start=start, client_delay=client_delay),
-                     model, gpu, tp, gemm_dtype, predict_fn, models_dir, registry, collectives, overhead)]
+                     model, gpu, tp, gemm_dtype, predict_fn, models_dir, registry, collectives, overhead,
+                     kv_cache_dtype)]
     if benchmark_rounds is not None:
         if int(benchmark_rounds) < 1:
             raise InputError(f"serve: benchmark_rounds must be >= 1, got {benchmark_rounds}")
         first = simulate(p[:concurrency], o[:concurrency], concurrency, config, start="burst")
         parts.insert(0, _served(first, model, gpu, tp, gemm_dtype, predict_fn, models_dir, registry, collectives,
-                                overhead))
+                                overhead, kv_cache_dtype))
     weights = _wave_weights(parts, benchmark_rounds)
     sched, priced = parts[-1]["sched"], parts[-1]["priced"]
     row = {**summarize(np.concatenate([q["ttft"] for q in parts]), "ttft", weights),
@@ -102,11 +104,13 @@ def serve(model: ModelConfig, gpu: str, tp: int, isl, osl, concurrency: int, *, 
     return row
 
 
-def _served(sched, model, gpu, tp, gemm_dtype, predict_fn, models_dir, registry, collectives, overhead) -> dict:
+def _served(sched, model, gpu, tp, gemm_dtype, predict_fn, models_dir, registry, collectives, overhead,
+            kv_cache_dtype=None) -> dict:
     """One schedule priced: its measured requests' TTFT and TPOT (ms) and, with kernel intervals, the bounds of
     their means (:func:`synperf.e2e.intervals.quadrature_bounds`)."""
     priced = price_schedule(sched, model, gpu, tp, gemm_dtype=gemm_dtype, predict_fn=predict_fn,
-                            models_dir=models_dir, registry=registry, collectives=collectives, overhead=overhead)
+                            models_dir=models_dir, registry=registry, collectives=collectives, overhead=overhead,
+                            kv_cache_dtype=kv_cache_dtype)
     keep = sched.measured
     ttft, tpot = request_times(sched, priced.latency_s)
     out = {"sched": sched, "priced": priced, "ttft": ttft[keep], "tpot": tpot[keep]}
