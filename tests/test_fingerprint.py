@@ -527,6 +527,11 @@ def test_fewshot_stage_reads_each_models_choice_and_scores_only_the_unseen_rows(
 
     table, choice = stage(rows)
     assert list(table.columns) == TABLE_COLUMNS and list(choice.columns) == CHOICE_COLUMNS
+    # the choice to borrow own-GPU corrections, per k: both ways scored, the model's way marked
+    refit = choice[choice["calibration"].str.startswith("refit:")].set_index(["k", "calibration"])
+    assert sorted(set(refit.index.get_level_values("k"))) == [8, 32] and len(refit) == 4
+    for k, b in model.choice["fewshot_borrow"].items():
+        assert refit.loc[(k, "refit: borrowed own-GPU corrections"), "chosen"] == b
     assert set(table["gpu"]) == {"l40"} and sorted(table["k"]) == [0, 8, 32, 128][:3]
     got = table.set_index("k")
     assert got.loc[0, "calibration"] == "none"
@@ -614,3 +619,64 @@ def test_no_prediction_is_faster_than_the_spec_sheet_flop_time(registry):
     np.testing.assert_allclose(low, [10.0, 15.0])
     np.testing.assert_allclose(high, [16.0, 30.0])
     assert raised.tolist() == [True, False]
+
+
+def test_a_few_shot_fit_borrows_the_own_gpu_correction_its_rows_share_and_leaves_the_model_as_it_was(registry):
+    from synperf.evaluation.fewshot import chosen_borrow, fewshot_predictor
+
+    # a100 and the new b200 (sm_10x HBM: no class-mate trained) run launches with n of at most 1024 1.6x slower
+    # than their physics; h100 and a40 do not
+    constants = {**TRUE, "b200": [3.0, 0.5, 2.0, 0.1, 1.0]}
+    rows = with_formula_latency(gemm_launches(["a40", "a100_sxm4_80gb", "h100_sxm", "b200"], n=400), registry,
+                                constants)
+    quirk = rows["gpu"].isin(["a100_sxm4_80gb", "b200"]).to_numpy() & (rows["n"].to_numpy(dtype="int64") <= 1024)
+    rows = rows.assign(latency_us=rows["latency_us"] * np.where(quirk, 1.6, 1.0))
+    model = F.FingerprintModel.fit(rows[rows["gpu"] != "b200"], META, registry, seed=0, oof=False, correct=False)
+    new = rows[rows["gpu"] == "b200"].drop(columns=list(F.V2_COLUMNS)).reset_index(drop=True)
+    sweep, rest = new.iloc[::12], new.drop(index=new.index[::12])
+    y = rest["latency_us"].to_numpy()
+    before = (dict(model.overrides), dict(model.borrowed))
+    kept, none = model.fewshot_fit("b200", sweep, registry, borrow=False)
+    fp, mates = model.fewshot_fit("b200", sweep, registry, borrow=True)
+    assert none is None and mates == ("a100_sxm4_80gb",)
+    assert (model.overrides, model.borrowed) == before
+    err = {}
+    for name, (f, m) in {"keep": (kept, None), "borrow": (fp, mates)}.items():
+        model.overrides["b200"] = f
+        if m:
+            model.borrowed["b200"] = m
+        err[name] = np.mean(np.abs(model.predict(rest, registry) / y - 1))
+        if m:
+            assert "own-GPU corrections of a100_sxm4_80gb, chosen on its few-shot rows" in model.evidence(
+                "b200", registry)
+        model.overrides.pop("b200"), model.borrowed.pop("b200", None)
+    assert err["borrow"] < 0.5 * err["keep"]
+    # the few-shot predictor borrows only for the row counts the model chose it for
+    model.choice = {"fewshot_borrow": {8: False, 32: True}}
+    assert [chosen_borrow(model, k) for k in (4, 8, 31, 32, 500)] == [False, False, False, True, True]
+    refitted, _ = fewshot_predictor(model, sweep, registry)
+    assert refitted.borrowed == {"b200": ("a100_sxm4_80gb",)} and model.borrowed == {}
+    model.choice = {"fewshot_borrow": {8: False}}
+    assert fewshot_predictor(model, sweep, registry)[0].borrowed == {}
+
+
+def test_the_choice_to_borrow_is_made_per_k_on_the_training_gpus_left_out(registry):
+    from synperf.model.fingerprint_choice import GRID, choose_fewshot_borrow, choose_options
+
+    # a100 and b200 share a quirk (launches with n <= 1024 1.6x slower), h100 and a40 do not: left out, each quirky
+    # GPU's few-shot rows pick the other's own-GPU correction, which only borrowing reaches (no class-mates)
+    constants = {**TRUE, "b200": [3.0, 0.5, 2.0, 0.1, 1.0]}
+    rows = with_formula_latency(gemm_launches(["a40", "a100_sxm4_80gb", "h100_sxm", "b200"], n=300), registry,
+                                constants)
+    quirk = rows["gpu"].isin(["a100_sxm4_80gb", "b200"]).to_numpy() & (rows["n"].to_numpy(dtype="int64") <= 1024)
+    rows = rows.assign(latency_us=rows["latency_us"] * np.where(quirk, 1.6, 1.0))
+    grid = [g for g in GRID if g[0].startswith("fingerprint only")]
+    _, _, rule, _, _, folds = choose_options(rows, META, registry, grid=grid)
+    assert all(sorted(m.local) == sorted(m.fitted) for _, _, m in folds)   # every training GPU's own correction
+    chosen, scores = choose_fewshot_borrow(folds, registry, rule, 1.0, ks=(32,), seeds=(0,))
+    assert chosen == {32: True} and scores[32]["borrow"] < scores[32]["keep"]
+    # no quirk shared: borrowing wins nothing, the simpler way (keep the class-mates') stays
+    plain = with_formula_latency(gemm_launches(["a40", "a100_sxm4_80gb", "h100_sxm", "b200"], n=300), registry,
+                                 constants)
+    _, _, rule, _, _, folds = choose_options(plain, META, registry, grid=grid)
+    assert choose_fewshot_borrow(folds, registry, rule, 1.0, ks=(32,), seeds=(0,))[0] == {32: False}

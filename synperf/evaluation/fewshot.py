@@ -1,7 +1,8 @@
 """Few-shot: a GPU's predictions from a few measured launches of that GPU.
 
 A user who can run a short profiling sweep on a GPU gets ``k`` measured launches; the fingerprint predictor then
-refits that GPU's constants on them and corrects its predictions by a correction fitted on the same rows
+refits that GPU's constants on them (choosing, where the model chose to for ``k``, whose own-GPU corrections its
+rows take: :func:`chosen_borrow`) and corrects its predictions by a correction fitted on the same rows
 (:func:`fewshot_predictor`; :func:`fingerprint_fewshot` simulates it on public data). The parts:
 
 * :func:`short_sweep`, the row-drawing rule. Deterministic and shape-based: the GPU's launches are ordered by
@@ -299,11 +300,21 @@ def chosen_calibration(model, k: int) -> str:
     return chosen[max(chosen)] if chosen else "none"
 
 
+def chosen_borrow(model, k: int) -> bool:
+    """Whether a few-shot fit of ``k`` rows chooses the own-GPU corrections it borrows
+    (:meth:`synperf.model.fingerprint.FingerprintModel.fewshot_fit`): ``model``'s choice for the largest chosen
+    ``k`` not above it (``model.choice["fewshot_borrow"]``), else False."""
+    chosen = {int(n): v for n, v in (model.choice.get("fewshot_borrow") or {}).items() if int(n) <= k}
+    return bool(chosen[max(chosen)]) if chosen else False
+
+
 def fewshot_predictor(model, measured: pd.DataFrame, registry):
     """``model`` refitted on each GPU's ``measured`` launches (canonical launch rows with ``gpu`` and
     ``latency_us`` > 0, e.g. a short sweep): a copy whose :attr:`overrides` hold each GPU's few-shot constants
-    (:meth:`synperf.model.fingerprint.FingerprintModel.calibrated`), and per GPU the correction chosen for its row
-    count (:func:`chosen_calibration`) fitted on its rows. ``model`` itself is not changed.
+    and :attr:`borrowed` the own-GPU corrections its rows chose where the model chose to borrow for that row count
+    (:meth:`synperf.model.fingerprint.FingerprintModel.fewshot_fit`, :func:`chosen_borrow`), and per GPU the
+    correction chosen for its row count (:func:`chosen_calibration`) fitted on its rows. ``model`` itself is not
+    changed.
 
     Returns:
         ``(model copy, {gpu: (correction name, fitted correction)})``; apply a correction with
@@ -323,11 +334,14 @@ def fewshot_predictor(model, measured: pd.DataFrame, registry):
     if not (np.isfinite(y) & (y > 0)).all():
         raise ValueError("few-shot: measured latency_us must be finite and > 0")
     out = copy.copy(model)
-    out.overrides = dict(model.overrides)
+    out.overrides, out.borrowed = dict(model.overrides), dict(model.borrowed)
     corrections = {}
     for gpu, g in measured.groupby(measured["gpu"].astype(str), sort=True):
         g = g.reset_index(drop=True)
-        out.overrides[gpu] = out.calibrated(gpu, g, registry)
+        out.overrides[gpu], mates = out.fewshot_fit(gpu, g, registry, borrow=chosen_borrow(out, len(g)))
+        out.borrowed.pop(gpu, None)
+        if mates is not None:
+            out.borrowed[gpu] = mates
         d = out.describe(g, registry)
         name = chosen_calibration(out, len(g))
         cal = CALIBRATIONS[name]
@@ -353,7 +367,8 @@ def fingerprint_fewshot(model, rows: pd.DataFrame, registry, ks=KS, seeds=SEEDS,
 
     Returns:
         One row per (GPU, k, seed): ``experiment``, ``gpu``, ``k``, ``seed``, ``prior_weight`` (the model's),
-        ``calibration``, ``n_calibration_rows``, ``n_eval_rows``, ``mape_pct`` (on the rows not measured by the
+        ``calibration``, ``borrowed`` (the training GPUs whose own-GPU corrections the refit took, ``,``-joined;
+        empty: its class-mates'), ``n_calibration_rows``, ``n_eval_rows``, ``mape_pct`` (on the rows not measured by the
         sweep), ``uncalibrated_mape_pct`` (the same rows at ``k = 0``) and ``interval_coverage`` (0..1).
 
     Raises:
@@ -375,10 +390,11 @@ def fingerprint_fewshot(model, rows: pd.DataFrame, registry, ks=KS, seeds=SEEDS,
                 cal = short_sweep(g, k, seed)
                 rest = np.ones(len(g), dtype=bool)
                 rest[cal] = False
-                name, d, factor = "none", prior[rest], np.ones(int(rest.sum()))
+                name, d, factor, borrowed = "none", prior[rest], np.ones(int(rest.sum())), ""
                 if k:
                     refitted, corrections = fewshot_predictor(model, g.iloc[cal], registry)
                     name, correction = corrections[gpu]
+                    borrowed = ",".join(refitted.borrowed.get(gpu, ()))
                     d = refitted.describe(g[rest], registry, level)
                     pred = d["predicted_latency_us"].to_numpy()
                     design = refitted.design(g[rest], registry) if needs_design(correction) else None
@@ -388,12 +404,12 @@ def fingerprint_fewshot(model, rows: pd.DataFrame, registry, ks=KS, seeds=SEEDS,
                     for c in ("predicted_latency_us", "predicted_latency_low_us", "predicted_latency_high_us")))
                 cover = float(np.mean((y[rest] >= lo) & (y[rest] <= hi))) if np.isfinite(lo).all() else float("nan")
                 out.append({"experiment": experiment, "gpu": gpu, "k": int(k), "seed": int(seed),
-                            "prior_weight": float(model.prior_weight), "calibration": name,
+                            "prior_weight": float(model.prior_weight), "calibration": name, "borrowed": borrowed,
                             "n_calibration_rows": len(cal), "n_eval_rows": int(rest.sum()),
                             "mape_pct": float(ape(pred, y[rest]).mean()),
                             "uncalibrated_mape_pct": float(ape(prior["predicted_latency_us"][rest], y[rest]).mean()),
                             "interval_coverage": cover})
-    return pd.DataFrame(out, columns=["experiment", "gpu", "k", "seed", "prior_weight", "calibration",
+    return pd.DataFrame(out, columns=["experiment", "gpu", "k", "seed", "prior_weight", "calibration", "borrowed",
                                       "n_calibration_rows", "n_eval_rows", "mape_pct", "uncalibrated_mape_pct",
                                       "interval_coverage"])
 

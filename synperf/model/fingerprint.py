@@ -112,9 +112,12 @@ from synperf.model.twins import measured_table, twin_latency
 
 #: an experiment's fitted predictor in its model folder (``models/<experiment>/``, ``models/deploy/<experiment>/``)
 FINGERPRINT_FILE = "fingerprint.joblib"
-#: the layout of a saved :class:`FingerprintModel`, raised when a field changes meaning (5: own-GPU corrections'
-#: held-out residual quantiles, :attr:`FingerprintModel.local_q`); :meth:`FingerprintModel.load` refuses another layout
-MODEL_FORMAT = 5
+#: the layout of a saved :class:`FingerprintModel`, raised when a field changes meaning (6: the own-GPU corrections
+#: a few-shot fit borrows, :attr:`FingerprintModel.borrowed`); :meth:`FingerprintModel.load` refuses another layout
+MODEL_FORMAT = 6
+#: a few-shot fit borrows other own-GPU corrections than its class-mates' only when they fit its rows by this much
+#: (the simplest candidate within this share of the lowest MAPE)
+BORROW_MARGIN = 0.05
 
 
 @dataclass
@@ -143,6 +146,8 @@ class FingerprintModel(JoblibModel):
             the same features for the rows it predicts.
         measured: training GPU -> its measured launches (:func:`synperf.model.twins.measured_table`), the twins'
             evidence for a GPU without measurements.
+        borrowed: GPU without measurements -> the training GPUs whose own-GPU corrections it takes in place of its
+            class-mates' (:meth:`fewshot_fit` sets it from a few measured launches).
     """
 
     fitted: dict
@@ -162,6 +167,7 @@ class FingerprintModel(JoblibModel):
     unseen_q: dict = field(default_factory=dict)
     feature_set: str = ""
     measured: dict = field(default_factory=dict, repr=False)
+    borrowed: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # an instance attribute, not a field: a file pickled before it existed has none (format 2 or older)
@@ -305,9 +311,19 @@ class FingerprintModel(JoblibModel):
         keys = rows["problem_key"].to_numpy() if "problem_key" in rows.columns else np.arange(len(rows))
         return held_out_quantiles(fit_shared, fit_own, r, gpus, keys, own)
 
+    def _mates(self, gpu: str, registry, sibling: bool = True) -> list[str]:
+        """The training GPUs whose own-GPU corrections ``gpu``'s rows take: itself where it trained; else, with
+        ``sibling``, those a few-shot fit borrowed (:attr:`borrowed`), else its class-mates; else none."""
+        if gpu in self.local:
+            return [gpu]
+        if not sibling:
+            return []
+        if gpu in self.borrowed:
+            return [m for m in self.borrowed[gpu] if m in self.local]
+        return [s for s in sorted(self.local) if registry[s].same_class(registry[gpu])]
+
     def _local(self, rows: pd.DataFrame, x: np.ndarray, registry, sibling: bool) -> np.ndarray:
-        """The own-GPU correction per row: its GPU's own where it trained; else, with ``sibling``, the mean of its
-        class-mates'; else 0."""
+        """The own-GPU correction per row: the mean of :meth:`_mates`' own-GPU corrections; 0 where none."""
         from threadpoolctl import threadpool_limits
 
         out = np.zeros(len(rows))
@@ -316,12 +332,7 @@ class FingerprintModel(JoblibModel):
         gpus = rows["gpu"].astype(str).to_numpy()
         for g in np.unique(gpus):
             on = gpus == g
-            if g in self.local:
-                mates = [g]
-            elif sibling:
-                mates = [s for s in sorted(self.local) if registry[s].same_class(registry[g])]
-            else:
-                continue
+            mates = self._mates(g, registry, sibling)
             if mates:
                 with threadpool_limits(1, user_api="openmp"):
                     out[on] = np.mean([self.local[m].predict(x[on]) for m in mates], axis=0)
@@ -379,6 +390,54 @@ class FingerprintModel(JoblibModel):
                 self.overrides[gpu] = saved
         return fewshot_fingerprint(prior, terms, target,
                                    prior_weight=self.prior_weight if prior_weight is None else prior_weight)
+
+    def fewshot_fit(self, gpu: str, rows: pd.DataFrame, registry, prior_weight: float | None = None,
+                    rule: str | None = None, borrow: bool = False) -> tuple[Fingerprint, tuple | None]:
+        """Few-shot constants of ``gpu`` (no training rows) from its measured ``rows`` (:meth:`calibrated`) and,
+        with ``borrow``, the own-GPU corrections its rows take: candidates, simplest first, are its class-mates'
+        (the rule without measurements), every training GPU's (their mean), and each training GPU's alone; each
+        refits the constants and predicts ``rows``, and the first within :data:`BORROW_MARGIN` of the lowest MAPE
+        on them wins. The model is left as it was.
+
+        Returns:
+            ``(fingerprint, mates)``: set ``overrides[gpu] = fingerprint`` and, where ``mates`` is not None,
+            ``borrowed[gpu] = mates`` to predict with them.
+        """
+        gpu = str(gpu)
+        if not borrow or not self.local or len(rows) == 0 or gpu in self.fitted:
+            return self.calibrated(gpu, rows, registry, prior_weight, rule), None
+        y = rows["latency_us"].to_numpy(dtype="float64")
+        trained = tuple(sorted(self.local))
+        candidates = [None, trained, *((g,) for g in trained if len(trained) > 1)]
+        saved = self.overrides.get(gpu), self.borrowed.get(gpu)
+        fits = []
+        try:
+            for mates in candidates:
+                self.borrowed.pop(gpu, None)
+                if mates is not None:
+                    self.borrowed[gpu] = mates
+                self.overrides.pop(gpu, None)
+                fp = self.calibrated(gpu, rows, registry, prior_weight, rule)
+                self.overrides[gpu] = fp
+                pred = self.predict(rows, registry, rule=rule)
+                fits.append((float(np.mean(np.abs(pred / y - 1.0))), fp, mates))
+        finally:
+            for store, value in zip((self.overrides, self.borrowed), saved):
+                store.pop(gpu, None)
+                if value is not None:
+                    store[gpu] = value
+        best = min(f[0] for f in fits)
+        _, fp, mates = next(f for f in fits if f[0] <= best * (1.0 + BORROW_MARGIN))
+        return fp, mates
+
+    def fit_local(self, rows: pd.DataFrame, registry, gpus_to_fit: list, seed: int = 0) -> None:
+        """Fit the own-GPU corrections (:attr:`local`) of the training GPUs ``gpus_to_fit`` that have none, on their
+        rows of ``rows`` (the rows the model was fitted on), as :meth:`fit` does with ``local``."""
+        todo = [g for g in gpus_to_fit if g in self.fitted and g not in self.local]
+        if not todo:
+            return
+        rows = with_spec_columns(with_v2_columns(rows, registry), registry)
+        self._fit_local(rows, pipe_times(rows, registry), registry, seed, todo)
 
     def _fingerprints(self, rows: pd.DataFrame, terms: np.ndarray, registry, rule: str | None = None
                       ) -> tuple[np.ndarray, ...]:
@@ -452,7 +511,10 @@ class FingerprintModel(JoblibModel):
                   else f"shared correction learned on {', '.join(sorted(self.fitted))}")
         if gpu in self.local:
             return f"{shared}; own-GPU correction on {gpu}'s measurements"
-        mates = [s for s in sorted(self.local) if registry[s].same_class(registry[gpu])]
+        mates = self._mates(gpu, registry)
+        if gpu in self.borrowed:
+            return (f"{shared}; own-GPU corrections of {', '.join(mates)}, chosen on its few-shot rows" if mates
+                    else f"{shared}; no own-GPU correction (chosen on its few-shot rows)")
         if mates:
             return f"{shared}; class-mates' own-GPU corrections ({', '.join(mates)})"
         return f"{shared}; no class-mate of class {class_text(gpu_class(registry[gpu]))} in training"

@@ -10,7 +10,9 @@ mean over GPUs of its MAPE %; the first option within :data:`MARGIN` (5%) of the
 measurements, its rule (:data:`INTERVALS`) chosen the same way by how close each left-out GPU's coverage comes to
 80% when the others set its bounds (:func:`choose_interval`). The few-shot prior weight (:data:`PRIOR_WEIGHTS`) is
 chosen the same way: each left-out GPU's constants are refitted on its short sweeps (``k`` in :data:`PRIOR_KS`) and
-its other rows scored (:func:`choose_prior_weight`). :func:`fit_chosen` fits the predictor with the chosen options.
+its other rows scored (:func:`choose_prior_weight`), and so is whether a few-shot fit borrows other training GPUs'
+own-GPU corrections, per ``k`` (:func:`choose_fewshot_borrow`). :func:`fit_chosen` fits the predictor with the
+chosen options.
 """
 
 from __future__ import annotations
@@ -53,7 +55,8 @@ def choose_options(rows: pd.DataFrame, meta: dict, registry, *, max_train_rows: 
         ``(name, fit options, rule, {name: score}, residuals, folds)``: ``residuals`` has one row per row of a
         left-out GPU under the chosen option: ``gpu``, ``log_residual`` (``log(measured / predicted)``) and
         ``class_found`` (a training GPU of its class informed its constants and correction); ``folds``:
-        ``[(left-out GPU, its rows, the model fitted without it)]`` under the chosen fit options. Both empty with
+        ``[(left-out GPU, its rows, the model fitted without it)]`` under the chosen fit options, each with the
+        own-GPU corrections of all its training GPUs (for :meth:`FingerprintModel.fewshot_fit`). Both empty with
         one GPU.
     """
     gpus = rows["gpu"].astype(str).to_numpy()
@@ -83,6 +86,8 @@ def choose_options(rows: pd.DataFrame, meta: dict, registry, *, max_train_rows: 
     mean = {k: float(np.mean(v)) for k, v in scores.items()}
     name, opts, rule = next(c for c in grid if mean[c[0]] <= min(mean.values()) * (1.0 + MARGIN))
     folds = fold_models[repr(sorted(opts.items()))]
+    for h, _, model in folds:   # every training GPU's own-GPU correction, for the few-shot fits to borrow
+        model.fit_local(rows[gpus != h], registry, sorted(model.fitted), seed)
     return name, dict(opts), rule, mean, pd.concat(residuals[name], ignore_index=True), folds
 
 
@@ -106,12 +111,14 @@ def choose_prior_weight(folds: list, registry, rule: str, *, weights=PRIOR_WEIGH
     return next(w for w in weights if w in mean and mean[w] <= min(mean.values()) * (1.0 + MARGIN)), mean
 
 
-def _fewshot_draws(folds: list, registry, rule: str, ks, seeds, weights, calibrations: dict | None = None):
+def _fewshot_draws(folds: list, registry, rule: str, ks, seeds, weights, calibrations: dict | None = None,
+                   borrow=False):
     """Per (left-out GPU of ``folds``, k, seed, prior weight): the short sweep refits its constants
-    (:meth:`FingerprintModel.calibrated`). Yields ``(gpu, k, seed, (calibration name, weight), rest mask,
-    MAPE % on the rest)``, one per calibration of ``calibrations`` (:data:`synperf.evaluation.fewshot.
-    CALIBRATIONS` members, fitted on the sweep's rows after the refit); without ``calibrations``, ``name`` is
-    ``"none"``. Nothing without ``theoretical_time_us`` (the sweep's order)."""
+    (:meth:`FingerprintModel.fewshot_fit`, borrowing own-GPU corrections where ``borrow``: a bool, or ``{k: bool}``).
+    Yields ``(gpu, k, seed, (calibration name, weight), rest mask, MAPE % on the rest)``, one per calibration of
+    ``calibrations`` (:data:`synperf.evaluation.fewshot.CALIBRATIONS` members, fitted on the sweep's rows after the
+    refit); without ``calibrations``, ``name`` is ``"none"``. Nothing without ``theoretical_time_us`` (the sweep's
+    order)."""
     from synperf.evaluation.fewshot import needs_design, short_sweep
 
     for h, te, model in folds:
@@ -126,12 +133,17 @@ def _fewshot_draws(folds: list, registry, rule: str, ks, seeds, weights, calibra
                 cal = short_sweep(te, k, seed)
                 rest = np.ones(len(te), dtype=bool)
                 rest[cal] = False
+                b = bool(borrow.get(k, False)) if isinstance(borrow, dict) else bool(borrow)
                 for w in weights:
-                    model.overrides[h] = model.calibrated(h, te.iloc[cal], registry, prior_weight=w, rule=rule)
+                    fp, mates = model.fewshot_fit(h, te.iloc[cal], registry, prior_weight=w, rule=rule, borrow=b)
+                    model.overrides[h] = fp
+                    if mates is not None:
+                        model.borrowed[h] = mates
                     pred = model.predict(te, registry, rule=rule)
                     wanted = any(needs_design(c) for c in (calibrations or {}).values())
                     x = model.design(te, registry, rule) if wanted else None
                     model.overrides.pop(h, None)
+                    model.borrowed.pop(h, None)
                     for name, c in (calibrations or {"none": None}).items():
                         xc, xr = (x[cal], x[rest]) if x is not None else (None, None)
                         p = pred[rest] if c is None else c.fit(pred[cal], y[cal], theo[cal], xc).apply(
@@ -139,13 +151,37 @@ def _fewshot_draws(folds: list, registry, rule: str, ks, seeds, weights, calibra
                         yield h, int(k), seed, (name, w), rest, float(np.mean(np.abs(p / y[rest] - 1.0)) * 100.0)
 
 
+def choose_fewshot_borrow(folds: list, registry, rule: str, weight: float, *, ks=None, seeds=None
+                          ) -> tuple[dict, dict]:
+    """Per ``k``, whether a few-shot fit chooses the own-GPU corrections its rows take
+    (:meth:`FingerprintModel.fewshot_fit` with ``borrow``) or keeps its class-mates': each left-out training GPU of
+    ``folds`` is refitted on its short sweeps both ways (prior ``weight``, no calibration after) and its other rows
+    scored; the mean over (GPU, seed) of the MAPE % per way, and the simpler (keeping) unless borrowing is lower
+    by more than :data:`MARGIN`.
+
+    Returns:
+        ``({k: borrow}, {k: {"keep": MAPE %, "borrow": MAPE %}})``; empty without folds.
+    """
+    from synperf.evaluation.fewshot import KS, SEEDS
+
+    ks = tuple(k for k in (KS if ks is None else ks) if k > 0)
+    seeds = SEEDS if seeds is None else seeds
+    scores: dict[int, dict[str, list]] = {}
+    for b, name in ((False, "keep"), (True, "borrow")):
+        for _, k, _, _, _, mape in _fewshot_draws(folds, registry, rule, ks, seeds, (weight,), borrow=b):
+            scores.setdefault(k, {}).setdefault(name, []).append(mape)
+    mean = {k: {n: float(np.mean(v)) for n, v in d.items()} for k, d in scores.items()}
+    return {k: bool(d["borrow"] * (1.0 + MARGIN) < d["keep"]) for k, d in mean.items()}, mean
+
+
 def choose_fewshot_calibration(folds: list, registry, rule: str, weight: float, *, ks=None,
-                               seeds=None) -> tuple[dict, pd.DataFrame]:
+                               seeds=None, borrow=False) -> tuple[dict, pd.DataFrame]:
     """Per ``k``, the correction applied after the few-shot refit of the constants: each left-out training GPU of
     ``folds`` gets its constants refitted on its short sweep (prior ``weight``), every candidate of
     :data:`synperf.evaluation.fewshot.CALIBRATIONS` is fitted on the sweep's rows and scored on the others; a
     candidate scores the mean over (GPU, seed) of its MAPE %, and the first (simplest) within
-    :data:`synperf.evaluation.fewshot.MIN_RELATIVE_GAIN` of the lowest wins.
+    :data:`synperf.evaluation.fewshot.MIN_RELATIVE_GAIN` of the lowest wins. ``borrow``: as :func:`_fewshot_draws`
+    (the per-``k`` choice of :func:`choose_fewshot_borrow`).
 
     Returns:
         ``({k: calibration name}, table)``: one table row per (k, calibration): ``k``, ``calibration``,
@@ -156,7 +192,7 @@ def choose_fewshot_calibration(folds: list, registry, rule: str, weight: float, 
     ks = tuple(k for k in (KS if ks is None else ks) if k > 0)
     seeds = SEEDS if seeds is None else seeds
     res = pd.DataFrame([{"k": k, "calibration": c[0], "mape_pct": m} for _, k, _, c, _, m in
-                        _fewshot_draws(folds, registry, rule, ks, seeds, (weight,), CALIBRATIONS)],
+                        _fewshot_draws(folds, registry, rule, ks, seeds, (weight,), CALIBRATIONS, borrow)],
                        columns=["k", "calibration", "mape_pct"])
     if not len(res):
         return {}, pd.DataFrame(columns=["k", "calibration", "mape_pct", "n_folds", "chosen"])
@@ -258,13 +294,15 @@ def fit_chosen(rows: pd.DataFrame, meta: dict, registry, *, max_train_rows: int 
                                                                 seed=seed)
     weight, weight_scores = choose_prior_weight(folds, registry, rule, seed=seed) if fewshot else (
         FEWSHOT_PRIOR_WEIGHT, {})
-    calibration, calibration_scores = (choose_fewshot_calibration(folds, registry, rule, weight) if fewshot
-                                       else ({}, pd.DataFrame()))
+    borrow, borrow_scores = choose_fewshot_borrow(folds, registry, rule, weight) if fewshot else ({}, {})
+    calibration, calibration_scores = (choose_fewshot_calibration(folds, registry, rule, weight, borrow=borrow)
+                                       if fewshot else ({}, pd.DataFrame()))
     model = FingerprintModel.fit(rows, meta, registry, max_train_rows=max_train_rows, seed=seed, oof=oof,
                                  local_oof=local_oof, rule=rule, **opts)
     model.prior_weight = weight
     model.choice = {"option": name, "scores_mape_pct": scores, "prior_weight": weight,
-                    "prior_weight_scores_mape_pct": weight_scores, "fewshot_calibration": calibration,
+                    "prior_weight_scores_mape_pct": weight_scores, "fewshot_borrow": borrow,
+                    "fewshot_borrow_scores_mape_pct": borrow_scores, "fewshot_calibration": calibration,
                     "fewshot_scores": calibration_scores.to_dict("records")}
     if len(residuals):
         name, rule, interval_scores = choose_interval(residuals, sorted(model.fitted), registry)

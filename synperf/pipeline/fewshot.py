@@ -12,30 +12,49 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
 import pandas as pd
 
 from synperf.data.io import write_csv
 
 #: columns of the few-shot table, one row per (experiment, unseen GPU, k); means over the short-sweep seeds
-TABLE_COLUMNS = ["experiment", "kernel", "gpu", "k", "calibration", "prior_weight", "n_calibration_rows",
-                 "n_eval_rows", "mape_pct", "mape_pct_min", "mape_pct_max", "uncalibrated_mape_pct",
-                 "interval_coverage", "n_seeds"]
+TABLE_COLUMNS = ["experiment", "kernel", "gpu", "k", "calibration", "prior_weight", "borrowed",
+                 "n_calibration_rows", "n_eval_rows", "mape_pct", "mape_pct_min", "mape_pct_max",
+                 "uncalibrated_mape_pct", "interval_coverage", "n_seeds"]
 #: columns of the choice table, one row per (experiment, k, candidate correction)
 CHOICE_COLUMNS = ["for_experiment", "k", "calibration", "mape_pct", "n_folds", "chosen"]
 
 
 def fewshot_table(draws: pd.DataFrame, kernels: dict[str, str]) -> pd.DataFrame:
     """:data:`TABLE_COLUMNS` from :func:`synperf.evaluation.fewshot.fingerprint_fewshot` rows (one per draw):
-    MAPE's mean, min and max over seeds; ``kernels``: experiment -> kernel family."""
+    MAPE's mean, min and max over seeds, ``borrowed`` the own-GPU corrections the seeds' fits took (``;`` between
+    seeds that differ; empty: the class-mates'); ``kernels``: experiment -> kernel family."""
     keys = ["experiment", "gpu", "k", "calibration", "prior_weight"]
     out = (draws.groupby(keys, observed=True, sort=True)
-           .agg(n_calibration_rows=("n_calibration_rows", "first"), n_eval_rows=("n_eval_rows", "first"),
+           .agg(borrowed=("borrowed", lambda v: ";".join(dict.fromkeys(v))),
+                n_calibration_rows=("n_calibration_rows", "first"), n_eval_rows=("n_eval_rows", "first"),
                 mape_pct=("mape_pct", "mean"), mape_pct_min=("mape_pct", "min"), mape_pct_max=("mape_pct", "max"),
                 uncalibrated_mape_pct=("uncalibrated_mape_pct", "mean"),
                 interval_coverage=("interval_coverage", "mean"), n_seeds=("seed", "nunique"))
            .reset_index())
     out["kernel"] = out["experiment"].map(kernels)
     return out[TABLE_COLUMNS]
+
+
+#: the choice table's names of the two ways a few-shot refit takes own-GPU corrections (``choice["fewshot_borrow"]``)
+BORROW_ROWS = {False: "refit: class-mates' own-GPU corrections", True: "refit: borrowed own-GPU corrections"}
+
+
+def borrow_choice_rows(choice: dict) -> pd.DataFrame:
+    """The choice table's rows (:data:`CHOICE_COLUMNS` but ``for_experiment``) of a model's per-``k`` choice to
+    borrow own-GPU corrections (``choice["fewshot_borrow"]`` and its scores): two per ``k`` (:data:`BORROW_ROWS`),
+    ``n_folds`` left empty (the draws behind each score are those of the correction's rows of the same ``k``)."""
+    scores = choice.get("fewshot_borrow_scores_mape_pct") or {}
+    chosen = {int(k): bool(v) for k, v in (choice.get("fewshot_borrow") or {}).items()}
+    return pd.DataFrame([{"k": int(k), "calibration": BORROW_ROWS[b], "mape_pct": d[key], "n_folds": np.nan,
+                          "chosen": chosen.get(int(k)) == b}
+                         for k, d in scores.items() for b, key in ((False, "keep"), (True, "borrow"))],
+                        columns=CHOICE_COLUMNS[1:])
 
 
 def fewshot_stage(experiments: list[str], model_files: list[str], feature_tables: list[str], kernels: dict[str, str],
@@ -65,7 +84,7 @@ def fewshot_stage(experiments: list[str], model_files: list[str], feature_tables
         unseen = table[table["split"].astype(str) == "unseen"]
         draws.append(fingerprint_fewshot(model, unseen, registry, experiment=exp))
         scores = pd.DataFrame(model.choice.get("fewshot_scores") or [], columns=CHOICE_COLUMNS[1:])
-        choices.append(scores.assign(for_experiment=exp)[CHOICE_COLUMNS])
+        choices.append(pd.concat([borrow_choice_rows(model.choice), scores]).assign(for_experiment=exp)[CHOICE_COLUMNS])
         logging.getLogger(__name__).info("%s: few-shot correction per k %s, prior weight %s", exp,
                                          model.choice.get("fewshot_calibration"), model.prior_weight)
     table = fewshot_table(pd.concat(draws, ignore_index=True), kernels)
