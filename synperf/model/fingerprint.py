@@ -46,7 +46,8 @@ Class-mates' evidence (:meth:`FingerprintModel.predict`, ``sibling=True``)
     own-GPU corrections of the training GPUs of its class (its class-mates, :meth:`synperf.data.hardware.GPUSpec.
     same_class`) is added to the shared correction at every launch; with no class-mate in training, nothing is
     added. A class-mate's measurements so reach the new GPU as that GPU's learned residual, at launches it measured
-    and at launches it did not.
+    and at launches it did not. A few-shot refit may instead take other training GPUs' own-GPU corrections
+    (:meth:`FingerprintModel.fewshot_fit`, :attr:`FingerprintModel.borrowed`): the ones its measured rows fit best.
 Twins' evidence (:mod:`synperf.model.twins`, also fixed beforehand)
     Where a near class-mate (within :data:`synperf.model.twins.TWIN_MAX_DISTANCE` on the spec sheet) measured the
     very launch, a GPU without measurements takes that measurement with its time above the roofline carried over,
@@ -56,8 +57,9 @@ One way to choose (:mod:`synperf.model.fingerprint_choice`)
     Whether to correct, with which tree budget, and how a GPU without measurements gets its constants from its pool
     (:data:`RULES`) form one grid (:data:`GRID`, simplest first), scored by leaving each training GPU out (its
     constants predicted from the others and its class-mates' correction added, as for an unseen GPU); the first
-    option within :data:`MARGIN` (5%) of the lowest mean MAPE wins. The few-shot prior weight is chosen the same
-    way, on the short sweeps of the left-out training GPUs. Nothing else is chosen: the pipes, the class rule, the
+    option within :data:`MARGIN` (5%) of the lowest mean MAPE wins. The few-shot prior weight, and per short-sweep
+    size whether a few-shot refit borrows own-GPU corrections, are chosen the same way, on the short sweeps of the
+    left-out training GPUs. Nothing else is chosen: the pipes, the class rule, the
     class-mates' correction and the correction's features are fixed beforehand.
 
 Interval (:meth:`FingerprintModel.interval`, :mod:`synperf.model.fingerprint_interval`)
