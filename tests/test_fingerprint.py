@@ -661,7 +661,7 @@ def test_a_few_shot_fit_borrows_the_own_gpu_correction_its_rows_share_and_leaves
 
 
 def test_the_choice_to_borrow_is_made_per_k_on_the_training_gpus_left_out(registry):
-    from synperf.model.fingerprint_choice import GRID, choose_fewshot_borrow, choose_options
+    from synperf.model.fingerprint_choice import GRID, choose_fewshot_borrow, choose_options, with_own_corrections
 
     # a100 and b200 share a quirk (launches with n <= 1024 1.6x slower), h100 and a40 do not: left out, each quirky
     # GPU's few-shot rows pick the other's own-GPU correction, which only borrowing reaches (no class-mates)
@@ -672,6 +672,8 @@ def test_the_choice_to_borrow_is_made_per_k_on_the_training_gpus_left_out(regist
     rows = rows.assign(latency_us=rows["latency_us"] * np.where(quirk, 1.6, 1.0))
     grid = [g for g in GRID if g[0].startswith("fingerprint only")]
     _, _, rule, _, _, folds = choose_options(rows, META, registry, grid=grid)
+    assert all(m.local == {} for _, _, m in folds)   # no class-mate among the training GPUs of any fold
+    folds = with_own_corrections(folds, rows, registry)
     assert all(sorted(m.local) == sorted(m.fitted) for _, _, m in folds)   # every training GPU's own correction
     chosen, scores = choose_fewshot_borrow(folds, registry, rule, 1.0, ks=(32,), seeds=(0,))
     assert chosen == {32: True} and scores[32]["borrow"] < scores[32]["keep"]
@@ -679,4 +681,5 @@ def test_the_choice_to_borrow_is_made_per_k_on_the_training_gpus_left_out(regist
     plain = with_formula_latency(gemm_launches(["a40", "a100_sxm4_80gb", "h100_sxm", "b200"], n=300), registry,
                                  constants)
     _, _, rule, _, _, folds = choose_options(plain, META, registry, grid=grid)
+    folds = with_own_corrections(folds, plain, registry)
     assert choose_fewshot_borrow(folds, registry, rule, 1.0, ks=(32,), seeds=(0,))[0] == {32: False}

@@ -55,9 +55,9 @@ def choose_options(rows: pd.DataFrame, meta: dict, registry, *, max_train_rows: 
         ``(name, fit options, rule, {name: score}, residuals, folds)``: ``residuals`` has one row per row of a
         left-out GPU under the chosen option: ``gpu``, ``log_residual`` (``log(measured / predicted)``) and
         ``class_found`` (a training GPU of its class informed its constants and correction); ``folds``:
-        ``[(left-out GPU, its rows, the model fitted without it)]`` under the chosen fit options, each with the
-        own-GPU corrections of all its training GPUs (for :meth:`FingerprintModel.fewshot_fit`). Both empty with
-        one GPU.
+        ``[(left-out GPU, its rows, the model fitted without it)]`` under the chosen fit options (own-GPU
+        corrections of the left-out GPU's class-mates only; :func:`with_own_corrections` adds the others). Both
+        empty with one GPU.
     """
     gpus = rows["gpu"].astype(str).to_numpy()
     names = sorted(set(gpus))
@@ -86,9 +86,17 @@ def choose_options(rows: pd.DataFrame, meta: dict, registry, *, max_train_rows: 
     mean = {k: float(np.mean(v)) for k, v in scores.items()}
     name, opts, rule = next(c for c in grid if mean[c[0]] <= min(mean.values()) * (1.0 + MARGIN))
     folds = fold_models[repr(sorted(opts.items()))]
-    for h, _, model in folds:   # every training GPU's own-GPU correction, for the few-shot fits to borrow
-        model.fit_local(rows[gpus != h], registry, sorted(model.fitted), seed)
     return name, dict(opts), rule, mean, pd.concat(residuals[name], ignore_index=True), folds
+
+
+def with_own_corrections(folds: list, rows: pd.DataFrame, registry, seed: int = 0) -> list:
+    """``folds`` of :func:`choose_options` (on ``rows``) with every training GPU's own-GPU correction fitted in each
+    fold model (:meth:`FingerprintModel.fit_local`), which a few-shot fit may borrow
+    (:meth:`FingerprintModel.fewshot_fit`); the models are changed in place and the list returned."""
+    gpus = rows["gpu"].astype(str).to_numpy()
+    for h, _, model in folds:
+        model.fit_local(rows[gpus != h], registry, sorted(model.fitted), seed)
+    return folds
 
 
 def choose_prior_weight(folds: list, registry, rule: str, *, weights=PRIOR_WEIGHTS,
@@ -155,9 +163,9 @@ def choose_fewshot_borrow(folds: list, registry, rule: str, weight: float, *, ks
                           ) -> tuple[dict, dict]:
     """Per ``k``, whether a few-shot fit chooses the own-GPU corrections its rows take
     (:meth:`FingerprintModel.fewshot_fit` with ``borrow``) or keeps its class-mates': each left-out training GPU of
-    ``folds`` is refitted on its short sweeps both ways (prior ``weight``, no calibration after) and its other rows
-    scored; the mean over (GPU, seed) of the MAPE % per way, and the simpler (keeping) unless borrowing is lower
-    by more than :data:`MARGIN`.
+    ``folds`` (:func:`with_own_corrections`) is refitted on its short sweeps both ways (prior ``weight``, no
+    calibration after) and its other rows scored; the mean over (GPU, seed) of the MAPE % per way, and the simpler
+    (keeping) unless borrowing is lower by more than :data:`MARGIN`.
 
     Returns:
         ``({k: borrow}, {k: {"keep": MAPE %, "borrow": MAPE %}})``; empty without folds.
@@ -294,7 +302,8 @@ def fit_chosen(rows: pd.DataFrame, meta: dict, registry, *, max_train_rows: int 
                                                                 seed=seed)
     weight, weight_scores = choose_prior_weight(folds, registry, rule, seed=seed) if fewshot else (
         FEWSHOT_PRIOR_WEIGHT, {})
-    borrow, borrow_scores = choose_fewshot_borrow(folds, registry, rule, weight) if fewshot else ({}, {})
+    borrow, borrow_scores = ((choose_fewshot_borrow(with_own_corrections(folds, rows, registry, seed), registry, rule,
+                                                    weight)) if fewshot else ({}, {}))
     calibration, calibration_scores = (choose_fewshot_calibration(folds, registry, rule, weight, borrow=borrow)
                                        if fewshot else ({}, pd.DataFrame()))
     model = FingerprintModel.fit(rows, meta, registry, max_train_rows=max_train_rows, seed=seed, oof=oof,
