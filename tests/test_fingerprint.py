@@ -640,6 +640,8 @@ def test_a_few_shot_fit_borrows_the_own_gpu_correction_its_rows_share_and_leaves
     fp, mates = model.fewshot_fit("b200", sweep, registry, borrow=True)
     assert none is None and mates == ("a100_sxm4_80gb",)
     assert (model.overrides, model.borrowed) == before
+    # h200 has a class-mate in training (h100): the same quirky rows keep h100's correction, nothing is borrowed
+    assert model.fewshot_fit("h200_sxm", sweep.assign(gpu="h200_sxm"), registry, borrow=True)[1] is None
     err = {}
     for name, (f, m) in {"keep": (kept, None), "borrow": (fp, mates)}.items():
         model.overrides["b200"] = f

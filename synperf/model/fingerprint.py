@@ -396,17 +396,19 @@ class FingerprintModel(JoblibModel):
     def fewshot_fit(self, gpu: str, rows: pd.DataFrame, registry, prior_weight: float | None = None,
                     rule: str | None = None, borrow: bool = False) -> tuple[Fingerprint, tuple | None]:
         """Few-shot constants of ``gpu`` (no training rows) from its measured ``rows`` (:meth:`calibrated`) and,
-        with ``borrow``, the own-GPU corrections its rows take: candidates, simplest first, are its class-mates'
+        with ``borrow`` and no class-mate among the training GPUs (the case the choice to borrow is scored on: the
+        training GPUs left out in turn), the own-GPU corrections its rows take: candidates, simplest first, are none
         (the rule without measurements), every training GPU's (their mean), and each training GPU's alone; each
         refits the constants and predicts ``rows``, and the first within :data:`BORROW_MARGIN` of the lowest MAPE
-        on them wins. The model is left as it was.
+        on them wins. A GPU with class-mates keeps theirs. The model is left as it was.
 
         Returns:
             ``(fingerprint, mates)``: set ``overrides[gpu] = fingerprint`` and, where ``mates`` is not None,
             ``borrowed[gpu] = mates`` to predict with them.
         """
         gpu = str(gpu)
-        if not borrow or not self.local or len(rows) == 0 or gpu in self.fitted:
+        mates = [s for s in sorted(self.local) if registry[s].same_class(registry[gpu])]
+        if not borrow or not self.local or len(rows) == 0 or gpu in self.fitted or mates:
             return self.calibrated(gpu, rows, registry, prior_weight, rule), None
         y = rows["latency_us"].to_numpy(dtype="float64")
         trained = tuple(sorted(self.local))
