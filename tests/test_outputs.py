@@ -99,9 +99,14 @@ def test_fewshot_scores_each_unseen_gpu_from_what_predict_serves_and_chooses_onc
         k0 = t[t["k"] == 0].set_index("gpu")["mape_pct"]
         assert np.allclose(k0.sort_index(), ref.reindex(k0.index).sort_index(), rtol=1e-6), experiment
         model = FingerprintModel.load(REPO / "models" / experiment / FINGERPRINT_FILE)
-        picked = choice[(choice["for_experiment"] == experiment) & choice["chosen"]].set_index("k")["calibration"]
+        mine = choice[(choice["for_experiment"] == experiment) & choice["chosen"]]
+        refit = mine["calibration"].str.startswith("refit:")
+        picked = mine[~refit].set_index("k")["calibration"]
         assert {int(k): v for k, v in model.choice["fewshot_calibration"].items()} == picked.to_dict(), experiment
         assert (t[t["k"] > 0].set_index("k")["calibration"].groupby(level=0).first() == picked).all(), experiment
+        # the choice to borrow own-GPU corrections: one way per k, the model's
+        borrowed = mine[refit].set_index("k")["calibration"].str.startswith("refit: borrowed")
+        assert {int(k): bool(v) for k, v in model.choice["fewshot_borrow"].items()} == borrowed.to_dict(), experiment
 
 
 def test_plan_on_the_trained_models_gives_intervals_flags_and_memory(public_data, capsys):
