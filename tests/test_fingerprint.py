@@ -621,16 +621,22 @@ def test_no_prediction_is_faster_than_the_spec_sheet_flop_time(registry):
     assert raised.tolist() == [True, False]
 
 
+def quirky_rows(registry, n: int, quirk: float = 1.6) -> pd.DataFrame:
+    """GEMM rows of a40, a100, h100 and b200 by the physical formula, with the launches of a100 and b200 whose n is at
+    most 1024 ``quirk`` times slower (b200: sm_10x HBM, no class-mate among the others)."""
+    constants = {**TRUE, "b200": [3.0, 0.5, 2.0, 0.1, 1.0]}
+    rows = with_formula_latency(gemm_launches(["a40", "a100_sxm4_80gb", "h100_sxm", "b200"], n=n), registry,
+                                constants)
+    slow = rows["gpu"].isin(["a100_sxm4_80gb", "b200"]).to_numpy() & (rows["n"].to_numpy(dtype="int64") <= 1024)
+    return rows.assign(latency_us=rows["latency_us"] * np.where(slow, quirk, 1.0))
+
+
 def test_a_few_shot_fit_borrows_the_own_gpu_correction_its_rows_share_and_leaves_the_model_as_it_was(registry):
     from synperf.evaluation.fewshot import chosen_borrow, fewshot_predictor
 
     # a100 and the new b200 (sm_10x HBM: no class-mate trained) run launches with n of at most 1024 1.6x slower
     # than their physics; h100 and a40 do not
-    constants = {**TRUE, "b200": [3.0, 0.5, 2.0, 0.1, 1.0]}
-    rows = with_formula_latency(gemm_launches(["a40", "a100_sxm4_80gb", "h100_sxm", "b200"], n=400), registry,
-                                constants)
-    quirk = rows["gpu"].isin(["a100_sxm4_80gb", "b200"]).to_numpy() & (rows["n"].to_numpy(dtype="int64") <= 1024)
-    rows = rows.assign(latency_us=rows["latency_us"] * np.where(quirk, 1.6, 1.0))
+    rows = quirky_rows(registry, 400)
     model = F.FingerprintModel.fit(rows[rows["gpu"] != "b200"], META, registry, seed=0, oof=False, correct=False)
     new = rows[rows["gpu"] == "b200"].drop(columns=list(F.V2_COLUMNS)).reset_index(drop=True)
     sweep, rest = new.iloc[::12], new.drop(index=new.index[::12])
@@ -667,11 +673,7 @@ def test_the_choice_to_borrow_is_made_per_k_on_the_training_gpus_left_out(regist
 
     # a100 and b200 share a quirk (launches with n <= 1024 1.6x slower), h100 and a40 do not: left out, each quirky
     # GPU's few-shot rows pick the other's own-GPU correction, which only borrowing reaches (no class-mates)
-    constants = {**TRUE, "b200": [3.0, 0.5, 2.0, 0.1, 1.0]}
-    rows = with_formula_latency(gemm_launches(["a40", "a100_sxm4_80gb", "h100_sxm", "b200"], n=300), registry,
-                                constants)
-    quirk = rows["gpu"].isin(["a100_sxm4_80gb", "b200"]).to_numpy() & (rows["n"].to_numpy(dtype="int64") <= 1024)
-    rows = rows.assign(latency_us=rows["latency_us"] * np.where(quirk, 1.6, 1.0))
+    rows = quirky_rows(registry, 300)
     grid = [g for g in GRID if g[0].startswith("fingerprint only")]
     _, _, rule, _, _, folds = choose_options(rows, META, registry, grid=grid)
     assert all(m.local == {} for _, _, m in folds)   # no class-mate among the training GPUs of any fold
@@ -680,8 +682,7 @@ def test_the_choice_to_borrow_is_made_per_k_on_the_training_gpus_left_out(regist
     chosen, scores = choose_fewshot_borrow(folds, registry, rule, 1.0, ks=(32,), seeds=(0,))
     assert chosen == {32: True} and scores[32]["borrow"] < scores[32]["keep"]
     # no quirk shared: borrowing wins nothing, the simpler way (keep the class-mates') stays
-    plain = with_formula_latency(gemm_launches(["a40", "a100_sxm4_80gb", "h100_sxm", "b200"], n=300), registry,
-                                 constants)
+    plain = quirky_rows(registry, 300, quirk=1.0)
     _, _, rule, _, _, folds = choose_options(plain, META, registry, grid=grid)
     folds = with_own_corrections(folds, plain, registry)
     assert choose_fewshot_borrow(folds, registry, rule, 1.0, ks=(32,), seeds=(0,))[0] == {32: False}

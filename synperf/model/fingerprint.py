@@ -322,6 +322,10 @@ class FingerprintModel(JoblibModel):
             return []
         if gpu in self.borrowed:
             return [m for m in self.borrowed[gpu] if m in self.local]
+        return self._class_mates(gpu, registry)
+
+    def _class_mates(self, gpu: str, registry) -> list[str]:
+        """The training GPUs with an own-GPU correction in ``gpu``'s class."""
         return [s for s in sorted(self.local) if registry[s].same_class(registry[gpu])]
 
     def _local(self, rows: pd.DataFrame, x: np.ndarray, registry, sibling: bool) -> np.ndarray:
@@ -407,8 +411,7 @@ class FingerprintModel(JoblibModel):
             ``borrowed[gpu] = mates`` to predict with them.
         """
         gpu = str(gpu)
-        mates = [s for s in sorted(self.local) if registry[s].same_class(registry[gpu])]
-        if not borrow or not self.local or len(rows) == 0 or gpu in self.fitted or mates:
+        if not borrow or not self.local or len(rows) == 0 or gpu in self.fitted or self._class_mates(gpu, registry):
             return self.calibrated(gpu, rows, registry, prior_weight, rule), None
         y = rows["latency_us"].to_numpy(dtype="float64")
         trained = tuple(sorted(self.local))
