@@ -38,7 +38,7 @@ from synperf.data.io import InputError, read_user_csv, write_text
 from synperf.e2e._deps import default_registry
 from synperf.e2e.collectives import CollectiveModel
 from synperf.e2e.compose import COLLECTIVES, Overhead, attention_path, compose_trace
-from synperf.e2e.workload import GROUP_ITERATIONS, POLICIES, Request, read_trace, run_requests
+from synperf.e2e.workload import GROUP_ITERATIONS, POLICIES, Request, check_context, read_trace, run_requests
 
 _REPO = Path(__file__).resolve().parents[1]
 #: the shipped example model configs ``synperf plan --model NAME`` reads (public Hugging Face ``config.json`` fields)
@@ -183,26 +183,6 @@ def model_set_of(model_dir: str) -> str:
     return "deploy" if DEPLOY_DIR in p.parts else "evaluation"
 
 
-def check_context(model, reqs, source: str, policy: str = "static") -> None:
-    """Refuse a request whose prompt plus output tokens exceed the config's ``max_position_embeddings``, naming
-    ``source`` (file or flags). With ``policy`` merged the one merged sequence is cut to the context as the
-    authors' merged runs were (``vllm_s32``), and a note on stderr says so.
-
-    Raises:
-        InputError: the first such request (static policy), with its token counts and the limit."""
-    limit = model.max_position_embeddings
-    for i, r in enumerate(run_requests(reqs, policy) if limit else []):
-        if r.prompt_tokens + r.output_tokens <= limit:
-            continue
-        if policy == "merged":
-            print(f"synperf: note: {source}: the merged sequence (--policy merged) of {r.prompt_tokens} prompt "
-                  f"tokens is cut to {limit - r.output_tokens} ({model.name}'s context of {limit} minus "
-                  f"{r.output_tokens} output tokens)", file=sys.stderr)
-            return
-        raise InputError(f"{source}: request {i + 1} has {r.prompt_tokens} prompt + {r.output_tokens} output "
-                         f"tokens, above {model.name}'s context of {limit} (max_position_embeddings)")
-
-
 def check_output_path(path: str, flag: str) -> None:
     """Refuse an output file path whose folder does not exist or that is a folder.
 
@@ -252,10 +232,14 @@ def plan_cmd(args: argparse.Namespace) -> int:
 
     registry = load_registry(args.registry) if args.registry else default_registry()
     model = _model(args.model)
+    server = (("--max-num-batched-tokens", args.max_num_batched_tokens), ("--max-num-seqs", args.max_num_seqs))
     for flag, v in (("--concurrency", args.concurrency), ("--batch", args.batch), ("--isl", args.isl),
-                    ("--osl", args.osl)):
+                    ("--osl", args.osl), *server):
         if v is not None and v < 1:
             raise InputError(f"{flag} {v}: expected an integer >= 1")
+    for flag, v in (("--serving-error", args.serving_error), ("--kv-cache-dtype", args.kv_cache_dtype), *server):
+        if v is not None and not args.concurrency:
+            raise InputError(f"{flag} sets the vLLM server that --concurrency simulates: pass --concurrency")
     if args.trace:
         if args.isl or args.osl:
             raise InputError("--trace and --isl/--osl: pass one workload")
@@ -289,8 +273,6 @@ def plan_cmd(args: argparse.Namespace) -> int:
     needs_comm = max(tps) > 1 or max(pps) > 1
     coll = _collectives(args.collectives, registry, args.config) if needs_comm else None
     overhead = Overhead.from_json(args.overhead) if args.overhead else Overhead()
-    if args.serving_error and not args.concurrency:
-        raise InputError("--serving-error widens the TTFT/TPOT intervals of a server: pass --concurrency")
     if args.serving_error:
         from synperf.serving.error import read_serving_error
 
@@ -309,7 +291,9 @@ def plan_cmd(args: argparse.Namespace) -> int:
         # the plan's own predictor, so the static batch and the server are priced alike
         df = plan_serving(df, model, args.isl, args.osl, args.concurrency, registry=registry, collectives=coll,
                           models_dir=args.models_dir, overhead=overhead,
-                          predict_fn=fn or (lambda *a, **k: planmod.predict(*a, **k)), serving_error=serving_error)
+                          predict_fn=fn or (lambda *a, **k: planmod.predict(*a, **k)), serving_error=serving_error,
+                          kv_cache_dtype=args.kv_cache_dtype, max_num_batched_tokens=args.max_num_batched_tokens,
+                          max_num_seqs=args.max_num_seqs)
     df = planmod.sort_plan(df, args.sort)
     if args.format == "csv":
         sys.stdout.write(df.to_csv(index=False))
@@ -324,16 +308,10 @@ def plan_cmd(args: argparse.Namespace) -> int:
         print(f"model set: {', '.join(sets) or '-'} (deploy: trained on every measured GPU; evaluation: "
               f"trained on the seen GPUs only); intervals: 80%, {composition_note(overhead)}; "
               f"memory: need / {args.gpu_memory_utilization:g} x GPU memory")
-        for r in df[df["ttft_ms"].notna()].itertuples() if args.concurrency else []:
-            tpot = (f"{r.tpot_ms:.2f} ms [{r.tpot_low_ms:.2f}-{r.tpot_high_ms:.2f}]" if not pd.isna(r.tpot_ms)
-                    else "- (one output token)")
-            print(f"{r.gpu} tp{r.tp}: TTFT {r.ttft_ms:.1f} ms [{r.ttft_low_ms:.1f}-{r.ttft_high_ms:.1f}], TPOT "
-                  f"{tpot} at concurrency {args.concurrency}")
         if args.concurrency:
-            print("(TTFT/TPOT intervals: " + ("kernel errors plus the serving simulator's error measured on real "
-                                              f"runs, {args.serving_error})" if serving_error else
-                                              "kernel errors only; --serving-error results/serving/serving_error.json "
-                                              "adds the simulator's error measured on real serving runs)"))
+            from synperf.serving.simulate import serving_lines
+
+            print("\n".join(serving_lines(df, args.concurrency, args.serving_error)))
     if args.plot:
         planmod.plot(df, args.plot, title=model.name)
     return 0
@@ -429,6 +407,18 @@ def gpus(args: argparse.Namespace) -> int:
     return 0
 
 
+def _paths_args(parser: argparse.ArgumentParser, composition: bool = False) -> None:
+    """``--models-dir`` and ``--registry``; with ``composition`` also ``--collectives``, ``--config`` and
+    ``--overhead`` (``e2e`` and ``plan``)."""
+    parser.add_argument("--models-dir", default=None, help="trained models (default: models/ of this checkout)")
+    parser.add_argument("--registry", default=None, help="GPU registry (default config/gpus.yaml)")
+    if composition:
+        parser.add_argument("--collectives", default=None, help="NCCL tables folder (pipeweave/dataset/collective)")
+        parser.add_argument("--config", default=None, help="pipeline config whose e2e.collective_gpu_map names the "
+                            "tables' GPUs (default: config/config.yaml of this checkout)")
+        parser.add_argument("--overhead", default=None, help="overhead.json with a_s, b_s (from the e2e evaluation)")
+
+
 def _models_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--models", choices=MODEL_SETS, default=None,
                         help="model set: deploy (trained on every measured GPU, `snakemake deploy`) or evaluation "
@@ -491,13 +481,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--group-iterations", type=int, default=GROUP_ITERATIONS,
                    help=f"iterations built and priced at a time, bounding memory on a long trace (default "
                         f"{GROUP_ITERATIONS})")
-    e.add_argument("--models-dir", default=None, help="trained models (default: models/ of this checkout)")
-    e.add_argument("--registry", default=None, help="GPU registry (default config/gpus.yaml)")
-    e.add_argument("--collectives", default=None, help="NCCL tables folder (pipeweave/dataset/collective)")
-    e.add_argument("--config", default=None,
-                   help="pipeline config whose e2e.collective_gpu_map names the tables' GPUs (default: "
-                        "config/config.yaml of this checkout)")
-    e.add_argument("--overhead", default=None, help="overhead.json with a_s, b_s (from the e2e evaluation)")
+    _paths_args(e, composition=True)
     _models_arg(e)
     e.set_defaults(func=e2e)
     g = sub.add_parser("gpus", help="list the GPU registry: specs and which GPUs have measurements")
@@ -526,12 +510,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="rank by total latency of the batch (default), output tokens/s per GPU, cost per million "
                         "output tokens (--price), or the server's TTFT/TPOT (--concurrency)")
     p.add_argument("--plot", default=None, metavar="FILE.png", help="bar chart of total latency per configuration")
-    p.add_argument("--models-dir", default=None, help="trained models (default: models/ of this checkout)")
-    p.add_argument("--registry", default=None, help="GPU registry (default config/gpus.yaml)")
-    p.add_argument("--collectives", default=None, help="NCCL tables folder (pipeweave/dataset/collective)")
-    p.add_argument("--config", default=None, help="pipeline config with e2e.collective_gpu_map (default: "
-                   "config/config.yaml of this checkout)")
-    p.add_argument("--overhead", default=None, help="overhead.json with a_s, b_s (from the e2e evaluation)")
+    _paths_args(p, composition=True)
     p.add_argument("--gpu-memory-utilization", type=float, default=planmod.GPU_MEMORY_UTILIZATION,
                    help="share of each GPU's memory the engine may use (vLLM's default "
                         f"{planmod.GPU_MEMORY_UTILIZATION}); a configuration needing more does not fit")
@@ -541,6 +520,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--serving-error", default=None, metavar="FILE.json",
                    help="with --concurrency: widen the TTFT/TPOT intervals by the simulator's error measured on "
                         "real serving runs (results/serving/serving_error.json)")
+    p.add_argument("--kv-cache-dtype", choices=("bfloat16", "fp8"), default=None, help="with --concurrency: the "
+                   "server's KV cache (vLLM's --kv-cache-dtype; default fp8 for an fp8 model, else bfloat16)")
+    for flag, what in (("--max-num-batched-tokens", "tokens per iteration"), ("--max-num-seqs", "running requests")):
+        p.add_argument(flag, type=int, default=None, help=f"with --concurrency: the server's {what} (vLLM's "
+                       f"{flag}; default vLLM's for each GPU: 8192/1024 from 70 GiB of memory except A100, "
+                       "else 2048/256)")
     p.set_defaults(func=plan_cmd)
     k = sub.add_parser("predict", help="predict kernel launch latencies (CSV out)")
     k.add_argument("--kernel", required=True, help="kernel family, e.g. gemm")
@@ -552,8 +537,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="few-shot: measured launches of the GPU (parameter columns and latency_us, e.g. a short "
                         "sweep); its fingerprint is refitted on them (docs/fingerprint.md)")
     k.add_argument("--out", default=None, help="write the CSV here (default: stdout)")
-    k.add_argument("--models-dir", default=None, help="trained models (default: models/ of this checkout)")
-    k.add_argument("--registry", default=None, help="GPU registry (default config/gpus.yaml)")
+    _paths_args(k)
     _models_arg(k)
     k.set_defaults(func=predict_cmd)
     from synperf.model import moe_configs
@@ -568,9 +552,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topk", type=int, default=2, help="experts per token (default 2)")
     p.add_argument("--dtype", choices=sorted(moe_configs.VLLM_DTYPE), default="bfloat16")
     p.add_argument("--out-dir", default=".", help="folder of the JSON file (default: current folder)")
-    p.add_argument("--models-dir", default=None, help="trained models (default: models/ of this checkout)")
     p.add_argument("--experiment", default="fused_moe_pipeweave", help="model used to rank (default: %(default)s)")
-    p.add_argument("--registry", default=None, help="GPU registry (default config/gpus.yaml)")
+    _paths_args(p)
     _predictor_arg(p)
     p.set_defaults(func=suggest_moe_config_cmd)
     return ap

@@ -442,7 +442,32 @@ def test_concurrency_adds_ttft_and_tpot_and_stands_for_the_batch(fake_plan, caps
                                                                    w["ttft_ms"] * np.exp(0.3)))
     assert w["tpot_high_ms"] == pytest.approx(w["tpot_ms"] * np.exp(0.1))
     assert cli.main(["plan", *base, "--batch", "4", "--serving-error", str(err)]) == 2
-    assert "--serving-error widens the TTFT/TPOT intervals of a server: pass --concurrency" in capsys.readouterr().err
+    assert "--serving-error sets the vLLM server that --concurrency simulates" in capsys.readouterr().err
+
+
+def test_concurrency_serves_with_vllm_settings_of_each_gpu_or_the_given_ones(fake_plan, capsys):
+    """Each served row names the vLLM limits it was simulated with (vLLM's defaults: 8192 tokens and 1024
+    sequences on H100, 2048 and 256 on L40S and A100) and its KV cache's dtype; the flags override them, and a
+    smaller token budget chunks the 4 x 3000-token burst into more iterations, so TTFT grows."""
+    base = ["--model", "llama-3.1-8b", "--isl", "3000", "--osl", "20", "--concurrency", "4"]
+    a = _plan_json(capsys, [*base, "--gpus", "h100_sxm,l40s,a100_sxm4_80gb"]).set_index("gpu")
+    assert a["max_num_batched_tokens"].to_dict() == {"h100_sxm": 8192, "l40s": 2048, "a100_sxm4_80gb": 2048}
+    assert a["max_num_seqs"].to_dict() == {"h100_sxm": 1024, "l40s": 256, "a100_sxm4_80gb": 256}
+    assert set(a["kv_cache_dtype"]) == {"bfloat16"}
+    b = _plan_json(capsys, [*base, "--gpus", "h100_sxm", "--max-num-batched-tokens", "2048", "--max-num-seqs", "2",
+                            "--kv-cache-dtype", "fp8"]).iloc[0]
+    assert (b["max_num_batched_tokens"], b["max_num_seqs"], b["kv_cache_dtype"]) == (2048, 2, "fp8")
+    assert b["ttft_ms"] > a.loc["h100_sxm", "ttft_ms"]
+    cli.main(["plan", *base, "--gpus", "h100_sxm"])
+    assert re.search(r"h100_sxm tp1: TTFT .* \(vLLM max_num_batched_tokens 8192, max_num_seqs 1024, bfloat16 KV "
+                     r"cache\)", capsys.readouterr().out)
+    for flags, msg in ((["--max-num-seqs", "0"], "--max-num-seqs 0: expected an integer >= 1"),
+                       (["--kv-cache-dtype", "fp8", "--concurrency", "0"], "--concurrency 0: expected"),
+                       (["--max-num-batched-tokens", "512", "--batch", "4"], "--max-num-batched-tokens sets the vLLM "
+                                                                             "server that --concurrency simulates")):
+        args = [a for a in base if a not in ("--concurrency", "4")] if "--batch" in flags else base
+        assert cli.main(["plan", *args, "--gpus", "h100_sxm", *flags]) == 2
+        assert msg in capsys.readouterr().err
 
 
 def test_plan_refuses_what_the_model_or_the_overhead_cannot_mean_and_lists_each_gpu_once(fake_plan, capsys, tmp_path):

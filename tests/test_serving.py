@@ -151,6 +151,20 @@ def test_benchmark_rounds_weigh_one_burst_wave_against_the_steady_state():
         serve(m, "h100_sxm", 1, 100, 10, 4, benchmark_rounds=0, **kw)
 
 
+def test_vllm_batch_defaults_follow_memory_and_the_a100_exception():
+    """vLLM's OpenAI server defaults: 8192 tokens and 1024 sequences from 70 GiB of device memory, except on an
+    A100; 2048 and 256 below (48 GB GDDR parts) and on the A100 80GB."""
+    from synperf.e2e._deps import default_registry
+    from synperf.serving.metrics import vllm_batch_defaults
+
+    reg = default_registry()
+    got = {g: vllm_batch_defaults(g, reg) for g in ("h100_sxm", "b200", "h20", "rtx_pro_6000_blackwell_server",
+                                                    "a100_sxm4_80gb", "l40s", "a40", "l4")}
+    assert got == {"h100_sxm": (8192, 1024), "b200": (8192, 1024), "h20": (8192, 1024),
+                   "rtx_pro_6000_blackwell_server": (8192, 1024), "a100_sxm4_80gb": (2048, 256),
+                   "l40s": (2048, 256), "a40": (2048, 256), "l4": (2048, 256)}
+
+
 def _unit_predict(family, params, gpu, **kw):
     return pd.DataFrame({"predicted_latency_us": np.ones(len(params)), "predicted_latency_low_us": 0.5,
                          "predicted_latency_high_us": 2.0})
@@ -457,14 +471,18 @@ def test_plan_serving_sizes_the_kv_cache_at_the_plans_memory_utilization(monkeyp
     seen = []
 
     def recording(*args, **kw):
-        seen.append(kw["gpu_memory_utilization"])
-        return dict.fromkeys(("ttft_mean_ms", "ttft_low_ms", "ttft_high_ms", "tpot_mean_ms", "tpot_low_ms",
-                              "tpot_high_ms"), 1.0)
+        seen.append((kw["gpu_memory_utilization"], kw["kv_cache_dtype"], kw["max_num_seqs"]))
+        return {**dict.fromkeys(("ttft_mean_ms", "ttft_low_ms", "ttft_high_ms", "tpot_mean_ms", "tpot_low_ms",
+                                 "tpot_high_ms"), 1.0),
+                "max_num_batched_tokens": 8192, "max_num_seqs": kw["max_num_seqs"], "kv_cache_dtype": "fp8"}
 
     monkeypatch.setattr(S, "serve", recording)
-    df = pd.DataFrame({"gpu": ["h100_sxm"], "tp": [1], "pp": [1], "status": ["ok"], "gpu_memory_utilization": [0.7]})
-    S.plan_serving(df, parse_config(TINY, "tiny"), 100, 10, 4, registry=default_registry())
-    assert seen == [0.7]
+    df = pd.DataFrame({"gpu": ["h100_sxm", "h100_sxm"], "tp": [1, 1], "pp": [1, 2], "status": ["ok", "ok"],
+                       "gpu_memory_utilization": [0.7, 0.7]})
+    out = S.plan_serving(df, parse_config(TINY, "tiny"), 100, 10, 4, registry=default_registry(),
+                         kv_cache_dtype="fp8", max_num_seqs=3)
+    assert seen == [(0.7, "fp8", 3)]     # the pp = 2 row is not served
+    assert out["max_num_seqs"].tolist() == [3, pd.NA] and out["kv_cache_dtype"].tolist() == ["fp8", pd.NA]
 
 
 def test_score_silicon_counts_rows_the_config_cannot_price(tmp_path):

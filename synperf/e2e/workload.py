@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -365,3 +366,23 @@ def equivalent_prefill_len(q_lengths) -> int:
 def equivalent_decode_kv(kv_lengths) -> int:
     """Uniform KV length with the same KV-cache bytes as a ragged decode batch: ``round(mean(kv))`` (tokens)."""
     return max(1, round(sum(kv_lengths) / len(kv_lengths)))
+
+
+def check_context(model, reqs, source: str, policy: str = "static") -> None:
+    """Refuse a request whose prompt plus output tokens exceed the config's ``max_position_embeddings``, naming
+    ``source`` (file or flags). With ``policy`` merged the one merged sequence is cut to the context as the
+    authors' merged runs were (``vllm_s32``), and a note on stderr says so.
+
+    Raises:
+        InputError: the first such request (static policy), with its token counts and the limit."""
+    limit = model.max_position_embeddings
+    for i, r in enumerate(run_requests(reqs, policy) if limit else []):
+        if r.prompt_tokens + r.output_tokens <= limit:
+            continue
+        if policy == "merged":
+            print(f"synperf: note: {source}: the merged sequence (--policy merged) of {r.prompt_tokens} prompt "
+                  f"tokens is cut to {limit - r.output_tokens} ({model.name}'s context of {limit} minus "
+                  f"{r.output_tokens} output tokens)", file=sys.stderr)
+            return
+        raise InputError(f"{source}: request {i + 1} has {r.prompt_tokens} prompt + {r.output_tokens} output "
+                         f"tokens, above {model.name}'s context of {limit} (max_position_embeddings)")

@@ -19,6 +19,11 @@ memory CUDA reports, from the registry's datasheet capacity), the capacity ``syn
 (:func:`synperf.e2e.plan.layer_params`), divided by ``tp``; :data:`synperf.e2e.plan.ACTIVATION_GB` (4 GB, a round
 allowance) for activations and CUDA graphs; ``kv bytes`` per element of the KV cache's dtype
 (:data:`synperf.serving.price.KV_CACHE_DTYPES`: 1 for the fp8 cache of an fp8 checkpoint, 2 for bf16).
+
+Scheduler limits, :func:`vllm_batch_defaults`: vLLM's ``EngineArgs.get_batch_defaults`` for its OpenAI API server
+gives 8192 tokens per iteration and 1024 sequences on a GPU whose memory CUDA reports at >= 70 GiB and whose device
+name does not contain "a100" (H100, H200, B200, GB200, H20, RTX PRO 6000), else 2048 and 256 (A100, A40, L40S, L4);
+the rule as vLLM's own test ``test_defaults_with_usage_context`` (``tests/engine/test_arg_utils.py``) states it.
 """
 
 from __future__ import annotations
@@ -35,11 +40,35 @@ from ._deps import (
     usable_memory_gb,
 )
 from .price import kv_cache_dtype_of
-from .scheduler import Schedule
+from .scheduler import (
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    DEFAULT_MAX_NUM_SEQS,
+    SMALL_GPU_MAX_NUM_BATCHED_TOKENS,
+    SMALL_GPU_MAX_NUM_SEQS,
+    Schedule,
+)
 
 GEMM_BYTES = {"bfloat16": 2, "fp8": 1}
 #: bytes per KV-cache element by the KV cache's dtype
 KV_BYTES = {"bfloat16": 2, "fp8": 1}
+#: the device memory (GiB, as CUDA reports it) from which vLLM takes its larger scheduler defaults
+LARGE_GPU_GIB = 70
+
+
+def vllm_batch_defaults(gpu: str, registry: Registry) -> tuple[int, int]:
+    """``(max_num_batched_tokens, max_num_seqs)`` vLLM's OpenAI API server defaults to on ``gpu`` (module docstring):
+    the larger pair where the memory CUDA reports (:func:`synperf.e2e.plan.usable_memory_gb` at utilization 1,
+    from the registry's ``memory_gb`` and memory family) is at least :data:`LARGE_GPU_GIB` GiB and neither the
+    registry name nor a ``device_names`` entry contains "a100"; else the smaller pair.
+
+    Raises:
+        InputError: ``gpu`` is not in the registry.
+    """
+    spec = registry[gpu]
+    large = usable_memory_gb(registry, gpu, 1.0) * 1e9 >= LARGE_GPU_GIB * 2 ** 30
+    if large and not any("a100" in n.lower() for n in (spec.name, *spec.device_names)):
+        return DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS
+    return SMALL_GPU_MAX_NUM_BATCHED_TOKENS, SMALL_GPU_MAX_NUM_SEQS
 
 
 def kv_cache_tokens(model: ModelConfig, tp: int, gpu: str, registry: Registry, gemm_dtype: str = "bfloat16",

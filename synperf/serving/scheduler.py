@@ -55,6 +55,7 @@ from ._deps import InputError
 
 #: ``EngineArgs.get_batch_defaults`` for the OpenAI API server on a GPU with >= 70 GiB that is not an A100 (H100,
 #: H200, B200, GB200): 8192 tokens per iteration and 1024 sequences; else 2048 and 256
+#: (:func:`synperf.serving.metrics.vllm_batch_defaults` picks by GPU)
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
 DEFAULT_MAX_NUM_SEQS = 1024
 SMALL_GPU_MAX_NUM_BATCHED_TOKENS = 2048

@@ -6,6 +6,7 @@ import os
 from typing import Callable
 
 import numpy as np
+import pandas as pd
 
 from ._deps import (
     GPU_MEMORY_UTILIZATION,
@@ -19,8 +20,8 @@ from ._deps import (
     quadrature_bounds,
     widen,
 )
-from .metrics import kv_cache_tokens, request_times, summarize
-from .price import price_schedule
+from .metrics import kv_cache_tokens, request_times, summarize, vllm_batch_defaults
+from .price import kv_cache_dtype_of, price_schedule
 from .scheduler import SchedulerConfig, simulate
 
 #: requests of the simulated steady state, per unit of concurrency, when the caller does not say (its first wave is
@@ -36,7 +37,8 @@ BENCHMARK_ROUNDS = 20
 
 
 def serve(model: ModelConfig, gpu: str, tp: int, isl, osl, concurrency: int, *, num_requests: int | None = None,
-          gemm_dtype: str = "bfloat16", config: SchedulerConfig | None = None, start: str = "steady",
+          gemm_dtype: str = "bfloat16", max_num_batched_tokens: int | None = None,
+          max_num_seqs: int | None = None, start: str = "steady",
           client_delay: bool = True, benchmark_rounds: int | None = BENCHMARK_ROUNDS, predict_fn: Callable = predict,
           models_dir: str | os.PathLike | None = None, registry: Registry | None = None,
           collectives: CollectiveModel | None = None, overhead: Overhead = Overhead(),
@@ -55,23 +57,27 @@ def serve(model: ModelConfig, gpu: str, tp: int, isl, osl, concurrency: int, *, 
     two are simulated apart because a deterministic loop with equal output lengths keeps a burst's waves in lock
     step for ever, which the measured TTFTs at low concurrency (about one prefill) rule out.
 
-    ``config`` defaults to vLLM's defaults for a >= 70 GiB GPU with the KV cache of :func:`.metrics.kv_cache_tokens`
-    at ``gpu_memory_utilization``. ``kv_cache_dtype`` (vLLM's ``--kv-cache-dtype``) sizes that cache and prices the
+    The scheduler has vLLM's limits ``max_num_batched_tokens`` and ``max_num_seqs``, each by default vLLM's own for
+    ``gpu`` (:func:`.metrics.vllm_batch_defaults`), and the KV cache of :func:`.metrics.kv_cache_tokens` at
+    ``gpu_memory_utilization``. ``kv_cache_dtype`` (vLLM's ``--kv-cache-dtype``) sizes that cache and prices the
     attention launches on it; default :func:`.price.kv_cache_dtype_of` ``gemm_dtype``.
     The result also has ``*_low_ms``/``*_high_ms`` for the means when the kernel predictors give intervals (NaN
     otherwise, with ``interval`` saying so), ``iterations``, ``preemptions``, ``kv_cache_tokens``, per-family
-    seconds (``s_<family>``) and ``seen_<family>`` (the GPU is one of that family's training GPUs).
+    seconds (``s_<family>``), ``seen_<family>`` (the GPU is one of that family's training GPUs), and the
+    ``max_num_batched_tokens``, ``max_num_seqs`` and ``kv_cache_dtype`` used.
 
     Raises:
-        InputError: from :func:`.scheduler.simulate` or :func:`.price.price_schedule`.
+        InputError: a limit below 1, from :func:`.scheduler.simulate` or :func:`.price.price_schedule`.
     """
     registry = registry or default_registry()
     n = int(num_requests or REQUESTS_PER_CONCURRENCY * concurrency)
     p = np.broadcast_to(np.asarray(isl, dtype="int64"), (n,))
     o = np.broadcast_to(np.asarray(osl, dtype="int64"), (n,))
-    if config is None:
-        config = SchedulerConfig(kv_cache_tokens=kv_cache_tokens(model, tp, gpu, registry, gemm_dtype,
-                                                                 gpu_memory_utilization, kv_cache_dtype))
+    tokens, seqs = vllm_batch_defaults(gpu, registry)
+    config = SchedulerConfig(tokens if max_num_batched_tokens is None else int(max_num_batched_tokens),
+                             seqs if max_num_seqs is None else int(max_num_seqs),
+                             kv_cache_tokens=kv_cache_tokens(model, tp, gpu, registry, gemm_dtype,
+                                                             gpu_memory_utilization, kv_cache_dtype))
     parts = [_served(simulate(p, o, concurrency, config, start=start, client_delay=client_delay),
                      model, gpu, tp, gemm_dtype, predict_fn, models_dir, registry, collectives, overhead,
                      kv_cache_dtype)]
@@ -98,7 +104,8 @@ def serve(model: ModelConfig, gpu: str, tp: int, isl, osl, concurrency: int, *, 
     keep = sched.measured
     row.update(iterations=sched.iterations, requests=n, measured_requests=int(keep.sum()),
                preemptions=int(sum(q["sched"].preemptions.sum() for q in parts)),
-               kv_cache_tokens=config.kv_cache_tokens)
+               kv_cache_tokens=config.kv_cache_tokens, max_num_batched_tokens=config.max_num_batched_tokens,
+               max_num_seqs=config.max_num_seqs, kv_cache_dtype=kv_cache_dtype_of(gemm_dtype, kv_cache_dtype))
     row.update({f"s_{k}": v for k, v in priced.family_s.items()})
     row.update({f"seen_{k}": v for k, v in priced.seen.items()})
     return row
@@ -136,11 +143,15 @@ def _wave_weights(parts: list[dict], rounds: int | None) -> np.ndarray:
 def plan_serving(df, model: ModelConfig, isl: int, osl: int, concurrency: int, *, registry: Registry,
                  collectives: CollectiveModel | None = None, models_dir: str | os.PathLike | None = None,
                  overhead: Overhead = Overhead(), predict_fn: Callable = predict,
-                 serving_error: dict[str, float] | None = None):
+                 serving_error: dict[str, float] | None = None, kv_cache_dtype: str | None = None,
+                 max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None):
     """``synperf plan --concurrency``: the plan table ``df`` (:func:`synperf.e2e.plan.plan`) with ``ttft_ms``,
     ``tpot_ms`` and their ``*_low_ms``/``*_high_ms`` bounds from :func:`serve` at ``concurrency`` for every priced
-    row with ``pp`` 1 (the serving simulator has no pipeline parallelism; other rows keep NaN). The linear layers
-    are priced in the model's dtype, the KV cache sized at each row's ``gpu_memory_utilization`` (the plan's).
+    row with ``pp`` 1 (the serving simulator has no pipeline parallelism; other rows keep NaN), and the vLLM
+    settings each row was served with (``max_num_batched_tokens``, ``max_num_seqs``, ``kv_cache_dtype``). The linear
+    layers are priced in the model's dtype, the KV cache sized at each row's ``gpu_memory_utilization`` (the
+    plan's); ``kv_cache_dtype``, ``max_num_batched_tokens`` and ``max_num_seqs`` go to :func:`serve` (None: its
+    defaults, vLLM's for each GPU).
     ``serving_error`` (``{"ttft": c, "tpot": c}``, :func:`.error.read_serving_error`) widens the kernel bounds by the
     simulator's own error (:func:`synperf.e2e.intervals.widen`); None: kernel bounds only.
 
@@ -149,17 +160,42 @@ def plan_serving(df, model: ModelConfig, isl: int, osl: int, concurrency: int, *
     """
     out = df.copy()
     cols = ["ttft_ms", "ttft_low_ms", "ttft_high_ms", "tpot_ms", "tpot_low_ms", "tpot_high_ms"]
+    settings = {"max_num_batched_tokens": "Int64", "max_num_seqs": "Int64", "kv_cache_dtype": "string"}
     for c in cols:
         out[c] = np.nan
+    for c, dtype in settings.items():
+        out[c] = pd.Series(pd.NA, index=out.index, dtype=dtype)
     for i, r in out[(out["status"] == "ok") & (out["pp"] == 1)].iterrows():
         res = serve(model, r["gpu"], int(r["tp"]), isl, osl, concurrency, gemm_dtype=model.dtype,
                     predict_fn=predict_fn, models_dir=models_dir, registry=registry, collectives=collectives,
                     overhead=overhead, gpu_memory_utilization=float(r.get("gpu_memory_utilization",
-                                                                          GPU_MEMORY_UTILIZATION)))
+                                                                          GPU_MEMORY_UTILIZATION)),
+                    kv_cache_dtype=kv_cache_dtype, max_num_batched_tokens=max_num_batched_tokens,
+                    max_num_seqs=max_num_seqs)
         for m in ("ttft", "tpot"):
             if serving_error:
                 res[f"{m}_low_ms"], res[f"{m}_high_ms"] = widen(res[f"{m}_mean_ms"], res[f"{m}_low_ms"],
                                                                 res[f"{m}_high_ms"], serving_error[m])
         out.loc[i, cols] = [res["ttft_mean_ms"], res["ttft_low_ms"], res["ttft_high_ms"], res["tpot_mean_ms"],
                             res["tpot_low_ms"], res["tpot_high_ms"]]
+        for c in settings:
+            out.loc[i, c] = res[c]
     return out
+
+
+def serving_lines(df, concurrency: int, serving_error: str | None) -> list[str]:
+    """The lines ``synperf plan --concurrency`` prints under its table: per served row of ``df``
+    (:func:`plan_serving`) TTFT and TPOT with their 80% bounds and the vLLM settings it was served with, then how
+    the intervals were made (``serving_error``: the file that widened them, or None)."""
+    lines = []
+    for r in df[df["ttft_ms"].notna()].itertuples():
+        tpot = (f"{r.tpot_ms:.2f} ms [{r.tpot_low_ms:.2f}-{r.tpot_high_ms:.2f}]" if not pd.isna(r.tpot_ms)
+                else "- (one output token)")
+        lines.append(f"{r.gpu} tp{r.tp}: TTFT {r.ttft_ms:.1f} ms [{r.ttft_low_ms:.1f}-{r.ttft_high_ms:.1f}], TPOT "
+                     f"{tpot} at concurrency {concurrency} (vLLM max_num_batched_tokens {r.max_num_batched_tokens}, "
+                     f"max_num_seqs {r.max_num_seqs}, {r.kv_cache_dtype} KV cache)")
+    lines.append("(TTFT/TPOT intervals: " + (f"kernel errors plus the serving simulator's error measured on real runs, "
+                                             f"{serving_error})" if serving_error else
+                                             "kernel errors only; --serving-error results/serving/serving_error.json "
+                                             "adds the simulator's error measured on real serving runs)"))
+    return lines
