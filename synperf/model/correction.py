@@ -2,7 +2,8 @@
 
 The correction is scikit-learn's ``HistGradientBoostingRegressor`` on ``log(latency / fingerprint time)``; its
 design (:func:`correction_design`) names no GPU: ``log1p`` of the launch's shape parameters (``p_*``) and of its
-tiles, waves, CTAs per SM and tile sizes (:data:`GEOMETRY`), the wave efficiency and L2 footprint, the share of each
+tiles, waves, CTAs per SM, tile sizes and fused MoE's shard alignment (:data:`GEOMETRY`), the wave efficiency and L2
+footprint, the share of each
 pipe time in their sum and the floor's share of the fingerprint time, ``log`` of the fingerprint time, the feature
 set's categorical columns, and the GPU class (compute capability major; 1 for HBM, 0 for GDDR).
 """
@@ -29,8 +30,10 @@ OWN_GPU_TREES = {"max_iter": 1000, "learning_rate": 0.1, "max_leaf_nodes": 31, "
                  "validation_fraction": 0.1, "n_iter_no_change": 20}
 #: the own-GPU correction's row cap per GPU (a seeded subsample above it)
 OWN_GPU_MAX_ROWS = 20000
-#: tile and launch-geometry columns read by the correction where the feature table has them (``log1p``)
-GEOMETRY = ("waves", "num_tasks", "ctas_per_sm", "sm_max_tasks", "tile_m", "tile_n", "split_k", "block_m", "block_n")
+#: tile and launch-geometry columns read by the correction where the feature table has them (``log1p``);
+#: ``shard_align``: :func:`synperf.model.kernels.fused_moe.shard_alignment`
+GEOMETRY = ("waves", "num_tasks", "ctas_per_sm", "sm_max_tasks", "tile_m", "tile_n", "split_k", "block_m", "block_n",
+            "shard_align")
 
 def _filled(rows: pd.DataFrame, c: str) -> np.ndarray:
     x = rows[c].to_numpy(dtype="float64", na_value=np.nan)

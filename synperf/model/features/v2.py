@@ -223,6 +223,7 @@ def build(df: pd.DataFrame, registry, target: str = "roofline", shape: bool = Tr
         f[c] = df[c].astype("string").fillna("<NA>")
     if "fused_moe" in kernels:
         f["routing_alpha"] = fused_moe.routing_alpha(df["distribution"])
+        f["shard_align"] = fused_moe.shard_alignment(df)   # read by the fingerprint's correction, not the MLP
     numeric, linear = feature_columns("all")
     linear = linear + (["routing_alpha"] if "fused_moe" in kernels else [])
     return numeric + shape_cols, linear, categorical, f

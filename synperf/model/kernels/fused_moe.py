@@ -24,6 +24,23 @@ def routing_alpha(distribution: pd.Series) -> pd.Series:
     return pd.Series(alpha.fillna(0.0).astype("float64").to_numpy()[codes], index=distribution.index)
 
 
+#: the largest alignment :func:`shard_alignment` reports (elements): a multiple of every tile size of vLLM's
+#: default configs (BLOCK_SIZE_N 32-128, BLOCK_SIZE_K 32-128)
+SHARD_ALIGN_CAP = 128
+
+
+def shard_alignment(df: pd.DataFrame) -> pd.Series:
+    """The largest power of two (elements, at most :data:`SHARD_ALIGN_CAP`) dividing the per-GPU intermediate size
+    ``I_local = inter_size / moe_tp_size``: the N extent of the w13 launch (``2 * I_local``) and the K extent of the
+    w2 launch; 1 where ``moe_tp_size`` does not divide ``inter_size``. An ``I_local`` that is not a multiple of the
+    tile leaves its last N or K tile masked, and the w8a8 fp8 kernel pays more for it than the tile count says
+    (aiconfigurator's H100 sweep, inter size 1856 at MoE TP 16 and 32, I_local 116 and 58, against aligned shapes
+    at the same TP). Shape ``(len(df),)``, float64."""
+    inter, tp = df["inter_size"].astype("int64"), df["moe_tp_size"].astype("int64")
+    local = np.where(inter % tp == 0, inter // tp, 1)
+    return pd.Series(np.minimum(local & -local, SHARD_ALIGN_CAP).astype("float64"), index=df.index)
+
+
 def expected_active_experts(pairs: pd.Series, num_experts: pd.Series, experts_local: pd.Series) -> pd.Series:
     """Expected local experts hit by ``pairs`` uniform routing draws: E_l·(1 - (1 - 1/E)^(pairs·E/E_l))."""
     E = num_experts.astype("float64")
