@@ -524,8 +524,9 @@ def _fewshot_corrected(pred: pd.DataFrame, rows: pd.DataFrame, model, correction
     from synperf.model.pipes import at_compute_bound
 
     gpus = rows["gpu"].astype(str).to_numpy()
+    own = pred["twin_gpu"].astype(str).to_numpy() == gpus   # launches the GPU measured itself: as measured
     for gpu, (name, fitted) in corrections.items():
-        on = gpus == gpu
+        on = (gpus == gpu) & ~own
         if not on.any():
             continue
         p = pred["predicted_latency_us"].to_numpy()[on]

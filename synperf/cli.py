@@ -50,6 +50,10 @@ MODEL_HELP = ("Hugging Face config.json, or an example name (examples/models/: "
 NO_OVERHEAD = ("(no framework overhead and no composition error: --overhead FILE, e.g. results/e2e/overhead.json, "
                "adds a_s + b_s * batch per iteration and widens the intervals by the error measured on real runs)")
 
+#: the largest --concurrency, --batch, --max-num-batched-tokens and --max-num-seqs taken: far above any server's
+#: (vLLM's default max_num_seqs is 1024), and small enough that the simulated trace fits in memory
+MAX_COUNT = 1_000_000
+
 DEFAULT_COLLECTIVES = ("resources/public-data/pipeweave/dataset/collective",
                        "../shared/public-data/pipeweave/dataset/collective")
 
@@ -235,8 +239,8 @@ def plan_cmd(args: argparse.Namespace) -> int:
     server = (("--max-num-batched-tokens", args.max_num_batched_tokens), ("--max-num-seqs", args.max_num_seqs))
     for flag, v in (("--concurrency", args.concurrency), ("--batch", args.batch), ("--isl", args.isl),
                     ("--osl", args.osl), *server):
-        if v is not None and v < 1:
-            raise InputError(f"{flag} {v}: expected an integer >= 1")
+        if v is not None and not 1 <= v <= MAX_COUNT:
+            raise InputError(f"{flag} {v}: expected an integer from 1 to {MAX_COUNT:,}")
     for flag, v in (("--serving-error", args.serving_error), ("--kv-cache-dtype", args.kv_cache_dtype), *server):
         if v is not None and not args.concurrency:
             raise InputError(f"{flag} sets the vLLM server that --concurrency simulates: pass --concurrency")
@@ -521,11 +525,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --concurrency: widen the TTFT/TPOT intervals by the simulator's error measured on "
                         "real serving runs (results/serving/serving_error.json)")
     p.add_argument("--kv-cache-dtype", choices=("bfloat16", "fp8"), default=None, help="with --concurrency: the "
-                   "server's KV cache (vLLM's --kv-cache-dtype; default fp8 for an fp8 model, else bfloat16)")
-    for flag, what in (("--max-num-batched-tokens", "tokens per iteration"), ("--max-num-seqs", "running requests")):
+                   "server's KV cache (vLLM's --kv-cache-dtype; default that of the linear layers' dtype, torch_dtype:"
+                   " fp8 for fp8, else bfloat16, vLLM's auto); the static plan's memory check keeps torch_dtype")
+    for flag, what, big, small in (("--max-num-batched-tokens", "tokens per iteration", 8192, 2048),
+                                   ("--max-num-seqs", "running requests", 1024, 256)):
         p.add_argument(flag, type=int, default=None, help=f"with --concurrency: the server's {what} (vLLM's "
-                       f"{flag}; default vLLM's for each GPU: 8192/1024 from 70 GiB of memory except A100, "
-                       "else 2048/256)")
+                       f"{flag}; default vLLM's for each GPU: {big} from 70 GiB of memory except A100, else {small})")
     p.set_defaults(func=plan_cmd)
     k = sub.add_parser("predict", help="predict kernel launch latencies (CSV out)")
     k.add_argument("--kernel", required=True, help="kernel family, e.g. gemm")

@@ -480,6 +480,14 @@ def test_predict_with_measured_launches_refits_that_gpus_fingerprint_and_says_so
     with pytest.raises(InputError, match=r"measured: row 0: latency_us = 1e-09 is faster than l40's spec-sheet"):
         predict("gemm", rest[cols], "l40", **call,
                 measured=measured[cols + ["latency_us"]].assign(gpu="l40", latency_us=1e-9))
+    with pytest.raises(InputError, match=r"measured: no rows"):
+        predict("gemm", rest[cols], "l40", **call, measured=measured[cols + ["latency_us"]].iloc[:0])
+    # a launch the GPU measured itself answers with its measurement, nothing refitted or corrected on top
+    both = pd.concat([measured[cols].iloc[:3], rest[cols].iloc[:2]], ignore_index=True)
+    own = predict("gemm", both, "l40", **call, measured=measured[cols + ["latency_us"]])
+    np.testing.assert_allclose(own["predicted_latency_us"].iloc[:3], measured["latency_us"].iloc[:3], rtol=1e-12)
+    assert (own["evidence"].iloc[:3] == "the same launch measured on this GPU (its few-shot rows)").all()
+    np.testing.assert_allclose(own["predicted_latency_us"].iloc[3:], few["predicted_latency_us"].iloc[:2], rtol=1e-9)
     # the command line: --measured FILE.csv, its gpu column defaulting to --gpu
     measured[cols + ["latency_us"]].to_csv(tmp_path / "sweep.csv", index=False)
     rest[cols].iloc[:5].to_csv(tmp_path / "launches.csv", index=False)

@@ -77,8 +77,9 @@ def test_routing_alpha():
 def test_shard_alignment_is_the_power_of_two_of_the_local_intermediate_size_and_reaches_the_correction(registry):
     """I_local = inter_size / moe_tp_size: 1856 / 16 = 116 = 4 x 29, 1856 / 32 = 58, 2048 / 16 = 128, 14336 (capped
     at 128), 3072 / 32 = 96 = 32 x 3, and 1 where the TP does not divide the intermediate size."""
-    df = pd.DataFrame({"inter_size": [1856, 1856, 2048, 14336, 3072, 1000], "moe_tp_size": [16, 32, 16, 1, 32, 3]})
-    assert fused_moe.shard_alignment(df).tolist() == [4.0, 2.0, 128.0, 128.0, 32.0, 1.0]
+    df = pd.DataFrame({"inter_size": pd.array([1856, 1856, 2048, 14336, 3072, 1000, None], dtype="Int64"),
+                       "moe_tp_size": pd.array([16, 32, 16, 1, 32, 3, None], dtype="Int64")})
+    assert fused_moe.shard_alignment(df).tolist() == [4.0, 2.0, 128.0, 128.0, 32.0, 1.0, 0.0]
     from synperf.model.correction import correction_columns
 
     moe = rows("fused_moe", dtype="fp8", num_tokens=[64, 64], hidden_size=4096, inter_size=[1856, 2048], topk=6,

@@ -163,8 +163,8 @@ def test_table_format_lists_what_does_not_fit(fake_plan, capsys):
     (["--gpus", "h100_sxm", "--price", "h100_sxn=2"], "unknown GPU id 'h100_sxn'"),
     (["--gpus", "h100_sxm", "--tp", ","], "--tp ',': expected a comma list of integers"),
     (["--gpus", ","], "--gpus ',': expected a comma list of registry ids"),
-    (["--gpus", "h100_sxm", "--concurrency", "-4"], "--concurrency -4: expected an integer >= 1"),
-    (["--gpus", "h100_sxm", "--batch", "0"], "--batch 0: expected an integer >= 1"),
+    (["--gpus", "h100_sxm", "--concurrency", "-4"], "--concurrency -4: expected an integer from 1 to 1,000,000"),
+    (["--gpus", "h100_sxm", "--batch", "0"], "--batch 0: expected an integer from 1 to 1,000,000"),
     (["--gpus", "h100_sxm", "--plot", "/no/such/folder/x.png"], "--plot /no/such/folder/x.png: no such folder"),
     (["--gpus", "h100_sxm", "--plot", "plan.txt"], "--plot plan.txt: expected a figure file ending in one of"),
     (["--gpus", "h100_sxm", "--plot", str(Path(__file__).resolve().parent)], ": a folder, not a file"),
@@ -461,7 +461,11 @@ def test_concurrency_serves_with_vllm_settings_of_each_gpu_or_the_given_ones(fak
     cli.main(["plan", *base, "--gpus", "h100_sxm"])
     assert re.search(r"h100_sxm tp1: TTFT .* \(vLLM max_num_batched_tokens 8192, max_num_seqs 1024, bfloat16 KV "
                      r"cache\)", capsys.readouterr().out)
-    for flags, msg in ((["--max-num-seqs", "0"], "--max-num-seqs 0: expected an integer >= 1"),
+    # a static batch of 64 x 4112 tokens does not fit on L40S; the server queues instead, and the row is served
+    big = _plan_json(capsys, ["--model", "llama-3.1-8b", "--isl", "4096", "--osl", "16", "--concurrency", "64",
+                              "--gpus", "l40s"]).iloc[0]
+    assert big["status"].startswith("does not fit") and big["serving_status"] == "ok" and big["ttft_ms"] > 0
+    for flags, msg in ((["--max-num-seqs", "0"], "--max-num-seqs 0: expected an integer from 1 to 1,000,000"),
                        (["--kv-cache-dtype", "fp8", "--concurrency", "0"], "--concurrency 0: expected"),
                        (["--max-num-batched-tokens", "512", "--batch", "4"], "--max-num-batched-tokens sets the vLLM "
                                                                              "server that --concurrency simulates")):

@@ -1,5 +1,6 @@
 """Serving simulator: vLLM scheduling rules, pricing arithmetic, TTFT/TPOT, silicon-row classification."""
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -9,7 +10,7 @@ import pandas as pd
 import pytest
 
 from synperf.data.io import InputError
-from synperf.e2e.model_config import parse_config
+from synperf.e2e.model_config import load_model_config, parse_config
 from synperf.serving.metrics import kv_cache_tokens, request_times, summarize
 from synperf.serving.price import price_schedule
 from synperf.serving.scheduler import SchedulerConfig, simulate
@@ -149,6 +150,27 @@ def test_benchmark_rounds_weigh_one_burst_wave_against_the_steady_state():
     assert twenty["ttft_low_ms"] == pytest.approx((one["ttft_low_ms"] + 19 * steady["ttft_low_ms"]) / 20)
     with pytest.raises(InputError, match="benchmark_rounds"):
         serve(m, "h100_sxm", 1, 100, 10, 4, benchmark_rounds=0, **kw)
+
+
+def test_kv_cache_counts_an_fp8_moe_checkpoints_experts_at_one_byte_and_vllm_limits_hold():
+    """Qwen3-235B-A22B-FP8 (bf16 dense layers, fp8 routed experts) at TP 4 on H100: its weights are about 59 GB
+    per GPU, so the cache holds tokens; at 2 bytes per expert weight they would not fit. serve refuses a token
+    budget below max_num_seqs, as vLLM does."""
+    from synperf.e2e._deps import default_registry
+    from synperf.serving.simulate import serve
+
+    reg = default_registry()
+    m = load_model_config(Path(__file__).resolve().parents[1] / "examples" / "models" / "qwen3-235b-a22b-fp8.json")
+    assert m.is_moe and m.moe_dtype and m.dtype == "bfloat16"
+    fp8 = kv_cache_tokens(m, 4, "h100_sxm", reg)
+    all_bf16 = kv_cache_tokens(dataclasses.replace(m, moe_dtype=""), 4, "h100_sxm", reg)
+    experts = m.num_layers * m.num_experts * 3 * m.hidden_size * m.moe_intermediate_size / 4   # weights per GPU
+    per_token = 2 * m.num_layers * m.shard(4, 1).num_kv_heads * m.head_dim * 2
+    assert all_bf16 < 0 < fp8 and fp8 - all_bf16 == pytest.approx(experts / per_token, abs=1)
+    with pytest.raises(InputError, match=r"max_num_batched_tokens \(512\) must be greater than or equal to "
+                                         r"max_num_seqs \(1024\)"):
+        serve(parse_config(TINY, "tiny"), "h100_sxm", 1, 100, 10, 4, registry=reg, predict_fn=_unit_predict,
+              max_num_batched_tokens=512)
 
 
 def test_vllm_batch_defaults_follow_memory_and_the_a100_exception():
@@ -453,7 +475,10 @@ def test_plan_serving_adds_ttft_tpot_to_priced_single_stage_rows():
     df = pd.DataFrame({"gpu": ["h100_sxm", "h100_sxm", "h200_sxm"], "tp": [1, 1, 1], "pp": [1, 2, 1],
                        "status": ["ok", "ok", "does not fit: needs 1 GB of 0 GB"]})
     out = plan_serving(df, m, 100, 10, 4, registry=default_registry(), predict_fn=_unit_predict)
-    assert out["ttft_ms"].notna().tolist() == [True, False, False]
+    # the static batch that does not fit is served all the same (a server queues); pp 2 is not modelled
+    assert out["ttft_ms"].notna().tolist() == [True, False, True]
+    assert out["serving_status"].tolist()[:2] == ["ok", "not modelled: the serving simulator has no pipeline "
+                                                        "parallelism (pp 1)"]
     # steady start, 40 requests of 100 + 10 tokens at concurrency 4: one request's prefill never shares an
     # iteration; every kernel model moves its launches by -0.5 / +1 us, so each family's shift up is twice its shift
     # down and so is their quadrature sum; narrower than every launch at its bound at once (x0.5 / x2)

@@ -389,11 +389,16 @@ def sort_plan(df: pd.DataFrame, key: str) -> pd.DataFrame:
     if key not in SORT_KEYS:
         raise InputError(f"--sort {key}: expected one of {list(SORT_KEYS)}")
     col, ascending = SORT_KEYS[key]
-    priced = df["status"] == "ok"
     values = df[col] if col in df.columns else pd.Series(np.nan, index=df.index)
+    # a server's TTFT/TPOT ranks every served row, also one whose static batch does not fit
+    priced = (df["status"] == "ok") | (values.notna() if key in ("ttft", "tpot") else False)
     if priced.any() and values[priced].isna().all():
-        need = {"cost": "--price GPU=USD_PER_HOUR", "ttft": "--concurrency", "tpot": "--concurrency"}.get(key, "")
-        raise InputError(f"--sort {key}: no configuration has {col}" + (f" (pass {need})" if need else ""))
+        need = {"cost": "pass --price GPU=USD_PER_HOUR", "ttft": "pass --concurrency",
+                "tpot": "pass --concurrency"}.get(key, "")
+        if key in ("ttft", "tpot") and col in df.columns:
+            need = ("no configuration was served; see serving_status" if key == "ttft"
+                    else "none was served with more than one output token per request; see serving_status")
+        raise InputError(f"--sort {key}: no configuration has {col}" + (f" ({need})" if need else ""))
     rank = values if ascending else -values
     order = pd.DataFrame({"_bad": ~priced, "_none": values.isna(), "_rank": rank})
     order = pd.concat([order, df[["total_s", "gpu", "tp", "pp"]]], axis=1)

@@ -310,7 +310,9 @@ def chosen_borrow(model, k: int) -> bool:
 
 def fewshot_predictor(model, measured: pd.DataFrame, registry):
     """``model`` refitted on each GPU's ``measured`` launches (canonical launch rows with ``gpu`` and
-    ``latency_us`` > 0, e.g. a short sweep): a copy whose :attr:`overrides` hold each GPU's few-shot constants
+    ``latency_us`` > 0, e.g. a short sweep): a copy whose :attr:`measured` also holds each GPU's own launches (the
+    launches it measured then answer with their measurement, :func:`synperf.model.twins.twin_latency`), whose
+    :attr:`overrides` hold each GPU's few-shot constants
     and :attr:`borrowed` the own-GPU corrections its rows chose where the model chose to borrow for that row count
     (:meth:`synperf.model.fingerprint.FingerprintModel.fewshot_fit`, :func:`chosen_borrow`), and per GPU the
     correction chosen for its row count (:func:`chosen_calibration`) fitted on its rows. ``model`` itself is not
@@ -333,8 +335,11 @@ def fewshot_predictor(model, measured: pd.DataFrame, registry):
     y = measured["latency_us"].to_numpy(dtype="float64")
     if not (np.isfinite(y) & (y > 0)).all():
         raise ValueError("few-shot: measured latency_us must be finite and > 0")
+    from synperf.model.twins import measured_table
+
     out = copy.copy(model)
     out.overrides, out.borrowed = dict(model.overrides), dict(model.borrowed)
+    out.measured = dict(model.measured or {})
     corrections = {}
     for gpu, g in measured.groupby(measured["gpu"].astype(str), sort=True):
         g = g.reset_index(drop=True)
@@ -347,6 +352,7 @@ def fewshot_predictor(model, measured: pd.DataFrame, registry):
         cal = CALIBRATIONS[name]
         corrections[gpu] = (name, cal.fit(d["predicted_latency_us"], g["latency_us"], d["theoretical_time_us"],
                                           out.design(g, registry) if needs_design(cal) else None))
+        out.measured[gpu] = measured_table(g, registry)   # after the fits: its own launches answer as measured
     return out, corrections
 
 
@@ -421,9 +427,12 @@ def check_measured(measured: pd.DataFrame, table: pd.DataFrame, registry) -> Non
     default margins).
 
     Raises:
-        InputError: naming the first such row (0-based) and why.
+        InputError: no rows, or naming the first such row (0-based) and why.
     """
     from synperf.data.quality import QualitySettings, ceiling_violations
+
+    if measured.empty:
+        raise InputError("measured: no rows (a few-shot refit needs at least one measured launch)")
 
     gpus = measured["gpu"].astype(str)
     other = ~gpus.isin(set(table["gpu"].astype(str)))

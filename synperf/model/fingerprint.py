@@ -556,8 +556,10 @@ class FingerprintModel(JoblibModel):
         uniq, inv = np.unique(gpus, return_inverse=True)
         out["gpu_constants"] = np.array([self.fingerprint(g, registry).source for g in uniq], dtype=object)[inv]
         out["evidence"] = np.array([self.evidence(g, registry) for g in uniq], dtype=object)[inv]
-        out.loc[twin != "", "evidence"] = [f"the same launch measured on {t} (its time above the roofline carried "
-                                           "over)" for t in twin[twin != ""]]
+        out.loc[twin != "", "evidence"] = [
+            f"the same launch measured on {t} (its time above the roofline carried over)" if t != g
+            else "the same launch measured on this GPU (its few-shot rows)" for t, g in zip(twin[twin != ""],
+                                                                                      gpus[twin != ""])]
         out.loc[raised, "evidence"] += "; raised to the spec-sheet FLOP time (predicted faster than the GPU's peak)"
         out["twin_gpu"] = twin
         unknown = np.full(len(rows), "", dtype=object)

@@ -11,8 +11,10 @@ nearest-GPU baseline's evidence (:mod:`synperf.evaluation.nearest_gpu`) inside t
 near class-mates: a class-mate far on the spec sheet (H20 against H100: a sixth of the tensor peak) runs the same
 launch with another balance of compute and memory, and its excess over the roofline does not carry. A GPU whose
 constants were refitted on a few measured launches (few-shot) keeps the twins' evidence at the launches a twin
-measured (a measurement of the launch itself is closer evidence than constants refitted on other launches); the
-few-shot correction of :func:`synperf.evaluation.fewshot.fewshot_predictor` applies on top.
+measured (a measurement of the launch itself is closer evidence than constants refitted on other launches), and
+takes its own measurement where its few-shot rows have the launch (:func:`synperf.evaluation.fewshot.
+fewshot_predictor` adds them as the GPU's own table); the few-shot correction applies on top of a twin's
+measurement, never on top of its own.
 """
 
 from __future__ import annotations
@@ -105,13 +107,14 @@ def twin_latency(tables: dict, rows: pd.DataFrame, registry, exclude=()) -> tupl
     """Per row of ``rows`` (``gpu``, key columns, ``bl_roofline_us``): the nearest twin's measurement of the same
     launch carried to the row's GPU (:func:`synperf.model.roofline.roofline_shift`), microseconds, NaN where no twin
     of ``tables`` (GPU id -> :func:`measured_table`) measured it; and the twin's id (``""`` where none). Rows of
-    GPUs in ``exclude`` (those that trained) get none; the nearest twin that measured the launch answers."""
+    GPUs in ``exclude`` (those that trained) get none; a GPU's own table (its few-shot measurements) answers first,
+    as they are, then the nearest twin that measured the launch."""
     gpus = rows["gpu"].astype(str).to_numpy()
     pred, src = np.full(len(rows), np.nan), np.full(len(rows), "", dtype=object)
     if not tables:
         return pred, src
     for g in np.unique(gpus):
-        mates = [] if g in exclude else twin_mates(g, tables, registry)
+        mates = [] if g in exclude else [g] * (g in tables) + twin_mates(g, tables, registry)
         if not mates:
             continue
         on = np.flatnonzero(gpus == g)

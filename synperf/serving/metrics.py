@@ -15,7 +15,8 @@ KV-cache capacity (tokens per GPU), :func:`kv_cache_tokens`: vLLM sizes the cach
 
 ``usable_memory_gb`` is :func:`synperf.e2e.plan.usable_memory_gb` (``gpu_memory_utilization``, default 0.9, of the
 memory CUDA reports, from the registry's datasheet capacity), the capacity ``synperf plan`` checks; weights
-= linear layers at the GEMM dtype's bytes plus the vocab-parallel embedding and LM head in bf16
+= linear layers at the GEMM dtype's bytes (an fp8 MoE checkpoint's routed experts, ``ModelConfig.moe_dtype``, at 1
+byte whatever the GEMM dtype) plus the vocab-parallel embedding and LM head in bf16
 (:func:`synperf.e2e.plan.layer_params`), divided by ``tp``; :data:`synperf.e2e.plan.ACTIVATION_GB` (4 GB, a round
 allowance) for activations and CUDA graphs; ``kv bytes`` per element of the KV cache's dtype
 (:data:`synperf.serving.price.KV_CACHE_DTYPES`: 1 for the fp8 cache of an fp8 checkpoint, 2 for bf16).
@@ -85,8 +86,11 @@ def kv_cache_tokens(model: ModelConfig, tp: int, gpu: str, registry: Registry, g
     kv_cache_dtype = kv_cache_dtype_of(gemm_dtype, kv_cache_dtype)
     sm = model.shard(tp, 1)
     mem = usable_memory_gb(registry, gpu, utilization) * 1e9
-    weights = (model.num_layers * layer_params(model) * GEMM_BYTES[gemm_dtype]
-               + 2 * model.vocab_size * model.hidden_size * 2) / tp
+    weights = model.num_layers * layer_params(model) * GEMM_BYTES[gemm_dtype]
+    if model.is_moe and model.moe_dtype:   # an fp8 checkpoint's routed experts: 1 byte per weight
+        weights -= (model.num_layers * model.num_experts * 3 * model.hidden_size * model.moe_intermediate_size
+                    * (GEMM_BYTES[gemm_dtype] - 1))
+    weights = (weights + 2 * model.vocab_size * model.hidden_size * 2) / tp
     per_token = 2 * model.num_layers * sm.num_kv_heads * model.head_dim * KV_BYTES[kv_cache_dtype]
     return int((mem - weights - ACTIVATION_GB * 1e9) // per_token)
 

@@ -67,17 +67,21 @@ def serve(model: ModelConfig, gpu: str, tp: int, isl, osl, concurrency: int, *, 
     ``max_num_batched_tokens``, ``max_num_seqs`` and ``kv_cache_dtype`` used.
 
     Raises:
-        InputError: a limit below 1, from :func:`.scheduler.simulate` or :func:`.price.price_schedule`.
+        InputError: a limit below 1, ``max_num_batched_tokens`` below ``max_num_seqs`` (vLLM refuses it), from
+            :func:`.scheduler.simulate` or :func:`.price.price_schedule`.
     """
     registry = registry or default_registry()
     n = int(num_requests or REQUESTS_PER_CONCURRENCY * concurrency)
     p = np.broadcast_to(np.asarray(isl, dtype="int64"), (n,))
     o = np.broadcast_to(np.asarray(osl, dtype="int64"), (n,))
     tokens, seqs = vllm_batch_defaults(gpu, registry)
-    config = SchedulerConfig(tokens if max_num_batched_tokens is None else int(max_num_batched_tokens),
-                             seqs if max_num_seqs is None else int(max_num_seqs),
-                             kv_cache_tokens=kv_cache_tokens(model, tp, gpu, registry, gemm_dtype,
-                                                             gpu_memory_utilization, kv_cache_dtype))
+    tokens = tokens if max_num_batched_tokens is None else int(max_num_batched_tokens)
+    seqs = seqs if max_num_seqs is None else int(max_num_seqs)
+    if tokens < seqs:   # vLLM's SchedulerConfig._verify_args (vllm/config/scheduler.py) refuses to start
+        raise InputError(f"max_num_batched_tokens ({tokens}) must be greater than or equal to max_num_seqs ({seqs}), "
+                         "as vLLM requires (every running sequence gets at least one token per step)")
+    config = SchedulerConfig(tokens, seqs, kv_cache_tokens=kv_cache_tokens(model, tp, gpu, registry, gemm_dtype,
+                                                                           gpu_memory_utilization, kv_cache_dtype))
     parts = [_served(simulate(p, o, concurrency, config, start=start, client_delay=client_delay),
                      model, gpu, tp, gemm_dtype, predict_fn, models_dir, registry, collectives, overhead,
                      kv_cache_dtype)]
@@ -125,7 +129,9 @@ def _served(sched, model, gpu, tp, gemm_dtype, predict_fn, models_dir, registry,
         deltas = {f: (priced.family_low_s[f], priced.family_high_s[f]) for f in priced.family_low_s}
         for i, name in enumerate(("ttft", "tpot")):
             def metric(lat, i=i):
-                return float(np.nanmean(request_times(sched, lat)[i][keep]))
+                v = request_times(sched, lat)[i][keep]
+                v = v[np.isfinite(v)]   # one-token outputs have no TPOT
+                return float(v.mean()) if len(v) else float("nan")
             out[f"{name}_low"], out[f"{name}_high"] = quadrature_bounds(metric, priced.latency_s, deltas)
     return out
 
@@ -146,32 +152,48 @@ def plan_serving(df, model: ModelConfig, isl: int, osl: int, concurrency: int, *
                  serving_error: dict[str, float] | None = None, kv_cache_dtype: str | None = None,
                  max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None):
     """``synperf plan --concurrency``: the plan table ``df`` (:func:`synperf.e2e.plan.plan`) with ``ttft_ms``,
-    ``tpot_ms`` and their ``*_low_ms``/``*_high_ms`` bounds from :func:`serve` at ``concurrency`` for every priced
-    row with ``pp`` 1 (the serving simulator has no pipeline parallelism; other rows keep NaN), and the vLLM
-    settings each row was served with (``max_num_batched_tokens``, ``max_num_seqs``, ``kv_cache_dtype``). The linear
+    ``tpot_ms`` and their ``*_low_ms``/``*_high_ms`` bounds from :func:`serve` at ``concurrency``, the vLLM settings
+    each row was served with (``max_num_batched_tokens``, ``max_num_seqs``, ``kv_cache_dtype``) and
+    ``serving_status``: ``ok``, or why the row has no TTFT/TPOT. Every row with ``pp`` 1 whose weights can be sharded
+    so is served, including those whose static batch does not fit (a server queues and preempts instead); a row
+    :func:`serve` refuses (the weights leave no KV block, one request exceeds the cache) says so. The linear
     layers are priced in the model's dtype, the KV cache sized at each row's ``gpu_memory_utilization`` (the
     plan's); ``kv_cache_dtype``, ``max_num_batched_tokens`` and ``max_num_seqs`` go to :func:`serve` (None: its
-    defaults, vLLM's for each GPU).
-    ``serving_error`` (``{"ttft": c, "tpot": c}``, :func:`.error.read_serving_error`) widens the kernel bounds by the
-    simulator's own error (:func:`synperf.e2e.intervals.widen`); None: kernel bounds only.
+    defaults, vLLM's for each GPU). ``serving_error`` (``{"ttft": c, "tpot": c}``,
+    :func:`.error.read_serving_error`) widens the kernel bounds by the simulator's own error
+    (:func:`synperf.e2e.intervals.widen`); None: kernel bounds only.
 
     Raises:
-        InputError: from :func:`serve`.
+        InputError: ``max_num_batched_tokens`` below ``max_num_seqs`` (the rule :func:`serve` applies).
     """
     out = df.copy()
     cols = ["ttft_ms", "ttft_low_ms", "ttft_high_ms", "tpot_ms", "tpot_low_ms", "tpot_high_ms"]
     settings = {"max_num_batched_tokens": "Int64", "max_num_seqs": "Int64", "kv_cache_dtype": "string"}
     for c in cols:
         out[c] = np.nan
-    for c, dtype in settings.items():
+    for c, dtype in {**settings, "serving_status": "string"}.items():
         out[c] = pd.Series(pd.NA, index=out.index, dtype=dtype)
-    for i, r in out[(out["status"] == "ok") & (out["pp"] == 1)].iterrows():
-        res = serve(model, r["gpu"], int(r["tp"]), isl, osl, concurrency, gemm_dtype=model.dtype,
-                    predict_fn=predict_fn, models_dir=models_dir, registry=registry, collectives=collectives,
-                    overhead=overhead, gpu_memory_utilization=float(r.get("gpu_memory_utilization",
-                                                                          GPU_MEMORY_UTILIZATION)),
-                    kv_cache_dtype=kv_cache_dtype, max_num_batched_tokens=max_num_batched_tokens,
-                    max_num_seqs=max_num_seqs)
+    if max_num_batched_tokens is not None and max_num_seqs is not None and max_num_batched_tokens < max_num_seqs:
+        raise InputError(f"--max-num-batched-tokens {max_num_batched_tokens} is below --max-num-seqs {max_num_seqs}; "
+                         "vLLM requires max_num_batched_tokens >= max_num_seqs")
+    for i, r in out.iterrows():
+        status = str(r["status"])
+        if int(r["pp"]) != 1:
+            out.loc[i, "serving_status"] = "not modelled: the serving simulator has no pipeline parallelism (pp 1)"
+            continue
+        if status != "ok" and not status.startswith("does not fit"):
+            out.loc[i, "serving_status"] = status
+            continue
+        try:
+            res = serve(model, r["gpu"], int(r["tp"]), isl, osl, concurrency, gemm_dtype=model.dtype,
+                        predict_fn=predict_fn, models_dir=models_dir, registry=registry, collectives=collectives,
+                        overhead=overhead, gpu_memory_utilization=float(r.get("gpu_memory_utilization",
+                                                                              GPU_MEMORY_UTILIZATION)),
+                        kv_cache_dtype=kv_cache_dtype, max_num_batched_tokens=max_num_batched_tokens,
+                        max_num_seqs=max_num_seqs)
+        except InputError as e:   # this configuration cannot serve (no KV room): said on its row
+            out.loc[i, "serving_status"] = f"not served: {e}"
+            continue
         for m in ("ttft", "tpot"):
             if serving_error:
                 res[f"{m}_low_ms"], res[f"{m}_high_ms"] = widen(res[f"{m}_mean_ms"], res[f"{m}_low_ms"],
@@ -180,6 +202,7 @@ def plan_serving(df, model: ModelConfig, isl: int, osl: int, concurrency: int, *
                             res["tpot_low_ms"], res["tpot_high_ms"]]
         for c in settings:
             out.loc[i, c] = res[c]
+        out.loc[i, "serving_status"] = "ok"
     return out
 
 
@@ -188,12 +211,16 @@ def serving_lines(df, concurrency: int, serving_error: str | None) -> list[str]:
     (:func:`plan_serving`) TTFT and TPOT with their 80% bounds and the vLLM settings it was served with, then how
     the intervals were made (``serving_error``: the file that widened them, or None)."""
     lines = []
-    for r in df[df["ttft_ms"].notna()].itertuples():
+    for r in df.itertuples():
+        if r.serving_status != "ok":
+            lines.append(f"{r.gpu} tp{r.tp} pp{r.pp}: no TTFT/TPOT ({r.serving_status})")
+            continue
         tpot = (f"{r.tpot_ms:.2f} ms [{r.tpot_low_ms:.2f}-{r.tpot_high_ms:.2f}]" if not pd.isna(r.tpot_ms)
                 else "- (one output token)")
         lines.append(f"{r.gpu} tp{r.tp}: TTFT {r.ttft_ms:.1f} ms [{r.ttft_low_ms:.1f}-{r.ttft_high_ms:.1f}], TPOT "
                      f"{tpot} at concurrency {concurrency} (vLLM max_num_batched_tokens {r.max_num_batched_tokens}, "
-                     f"max_num_seqs {r.max_num_seqs}, {r.kv_cache_dtype} KV cache)")
+                     f"max_num_seqs {r.max_num_seqs}, {r.kv_cache_dtype} KV cache)"
+                     + ("" if r.status == "ok" else "; the static batch above does not fit, the server queues"))
     lines.append("(TTFT/TPOT intervals: " + (f"kernel errors plus the serving simulator's error measured on real runs, "
                                              f"{serving_error})" if serving_error else
                                              "kernel errors only; --serving-error results/serving/serving_error.json "

@@ -35,8 +35,10 @@ def shard_alignment(df: pd.DataFrame) -> pd.Series:
     w2 launch; 1 where ``moe_tp_size`` does not divide ``inter_size``. An ``I_local`` that is not a multiple of the
     tile leaves its last N or K tile masked, and the w8a8 fp8 kernel pays more for it than the tile count says
     (aiconfigurator's H100 sweep, inter size 1856 at MoE TP 16 and 32, I_local 116 and 58, against aligned shapes
-    at the same TP). Shape ``(len(df),)``, float64."""
-    inter, tp = df["inter_size"].astype("int64"), df["moe_tp_size"].astype("int64")
+    at the same TP). Shape ``(len(df),)``, float64; 0 where ``inter_size`` is missing (a row of another family in
+    a mixed frame)."""
+    inter = pd.to_numeric(df["inter_size"], errors="coerce").fillna(0).to_numpy(dtype="int64")
+    tp = pd.to_numeric(df["moe_tp_size"], errors="coerce").fillna(1).clip(lower=1).to_numpy(dtype="int64")
     local = np.where(inter % tp == 0, inter // tp, 1)
     return pd.Series(np.minimum(local & -local, SHARD_ALIGN_CAP).astype("float64"), index=df.index)
 
