@@ -130,8 +130,9 @@ def e2e(args: argparse.Namespace) -> int:
     model = _model(args.model)
     reqs = read_trace(args.trace)
     check_context(model, reqs, args.trace, args.policy)
-    if args.batch is not None and args.batch < 1:
-        raise InputError(f"--batch {args.batch}: expected an integer >= 1")
+    for flag, v in (("--batch", args.batch), ("--group-iterations", args.group_iterations)):
+        if v is not None and v < 1:
+            raise InputError(f"{flag} {v}: expected an integer >= 1")
     from synperf.e2e.plan import check_fits
 
     check_fits(model, run_requests(reqs, args.policy), args.gpu, args.tp, args.pp,

@@ -40,6 +40,8 @@ def test_cli_errors(public_data, tmp_path, capsys):
     assert "unknown GPU id" in capsys.readouterr().err
     assert cli.main(base + ["--gpu", "h100_sxm", "--models-dir", str(tmp_path)]) == 2   # real predict, no models
     assert "no trained model" in capsys.readouterr().err
+    assert cli.main(base + ["--gpu", "h100_sxm", "--group-iterations", "0"]) == 2
+    assert "--group-iterations 0: expected an integer >= 1" in capsys.readouterr().err
     mla = tmp_path / "mla.json"
     mla.write_text('{"hidden_size": 7168, "num_attention_heads": 128, "num_hidden_layers": 61, "vocab_size": 1,'
                    ' "intermediate_size": 18432, "kv_lora_rank": 512}')
