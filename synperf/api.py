@@ -503,7 +503,10 @@ def measured_table(kernel: str, measured: pd.DataFrame, registry: Registry) -> p
         raise InputError(f"measured: row {int(bad[0])}: latency_us = {measured['latency_us'].iloc[bad[0]]}; "
                          "expected a finite number > 0 (microseconds)")
     rows = measured.drop(columns=["gpu", "latency_us"]).reset_index(drop=True)
-    out = launch_table(kernel, rows, measured["gpu"].astype(str).tolist(), registry)
+    try:
+        out = launch_table(kernel, rows, measured["gpu"].astype(str).tolist(), registry)
+    except InputError as e:   # these rows are the measured table's: say so in place of launch_table's "params"
+        raise InputError(f"measured{str(e).removeprefix('params')}") from None
     out["latency_us"] = y
     return out
 

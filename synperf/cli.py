@@ -317,8 +317,10 @@ def plan_cmd(args: argparse.Namespace) -> int:
             from synperf.serving.simulate import serving_lines
 
             print("\n".join(serving_lines(df, args.concurrency, args.serving_error)))
-    if args.plot:
+    if args.plot and (df["status"] == "ok").any():
         planmod.plot(df, args.plot, title=model.name)
+    elif args.plot:   # an empty chart would look like a result
+        print(f"synperf plan: no configuration fits, so no chart is written to {args.plot}", file=sys.stderr)
     return 0
 
 
@@ -369,6 +371,7 @@ def predict_cmd(args: argparse.Namespace) -> int:
         for flag, path, where in (("--launches", args.launches, "params"), ("--measured", args.measured, "measured")):
             if path and msg.startswith(where):
                 msg = re.sub(rf"^{where}:? row (\d+)", lambda m: f"line {int(m.group(1)) + 2}", msg)
+                msg = msg.removeprefix(f"{where}: ")
                 msg = f"{flag} {path}: {msg}"
                 break
         raise InputError(msg) from None

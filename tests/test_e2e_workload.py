@@ -184,6 +184,10 @@ def test_read_trace_errors(tmp_path):
     p.write_text("num_prefill_tokens,output_tokens\n100,10\n200,20,98\n")
     with pytest.raises(InputError, match="line 3 has 3 fields, the header 2"):
         read_trace(p)
+    # a repeated header name: pandas would rename the second to 'output_tokens.1' and read the first alone
+    p.write_text("num_prefill_tokens,output_tokens,output_tokens\n100,10,20\n")
+    with pytest.raises(InputError, match=rf"{p}: trace: column 'output_tokens' appears more than once in the header"):
+        read_trace(p)
     p.write_bytes(b"\xff\xfe\x00binary")
     with pytest.raises(InputError, match=r"trace: not UTF-8 text \(invalid start byte\)"):
         read_trace(p)

@@ -500,6 +500,17 @@ def test_predict_with_measured_launches_refits_that_gpus_fingerprint_and_says_so
                      "--measured", str(tmp_path / "sweep.csv"), "--models-dir", str(tmp_path)]) == 0
     out = pd.read_csv(pd.io.common.StringIO(capsys.readouterr().out))
     np.testing.assert_allclose(out["predicted_latency_us"], few["predicted_latency_us"].iloc[:5], rtol=1e-9)
+    # a bad measured file is named by its flag and path, its row by the CSV line (row 1 is line 3)
+    bad = measured[cols + ["latency_us"]].iloc[:3].copy()
+    bad.loc[1, "m"] = 0
+    bad.to_csv(tmp_path / "bad.csv", index=False)
+    bad.drop(columns=["k"]).to_csv(tmp_path / "nok.csv", index=False)
+    args = ["predict", "--kernel", "gemm", "--gpu", "l40", "--launches", str(tmp_path / "launches.csv"),
+            "--models-dir", str(tmp_path), "--measured"]
+    assert cli.main(args + [str(tmp_path / "bad.csv")]) == 2
+    assert f"--measured {tmp_path / 'bad.csv'}: line 3: m = 0; expected an integer" in capsys.readouterr().err
+    assert cli.main(args + [str(tmp_path / "nok.csv")]) == 2
+    assert f"--measured {tmp_path / 'nok.csv'}: kernel 'gemm' needs ['k']" in capsys.readouterr().err
 
 
 def test_fewshot_stage_reads_each_models_choice_and_scores_only_the_unseen_rows(registry, tmp_path):

@@ -49,7 +49,11 @@ def _plan_json(capsys, args) -> pd.DataFrame:
     return pd.DataFrame(json.loads(capsys.readouterr().out))
 
 
-def test_70b_does_not_fit_one_l40s_and_rows_sort_by_total(fake_plan, capsys):
+def test_70b_does_not_fit_one_l40s_and_rows_sort_by_total(fake_plan, capsys, tmp_path):
+    png = tmp_path / "none.png"
+    assert cli.main(["plan", "--model", "llama-3.1-70b", *WORKLOAD, "--gpus", "l40s", "--tp", "1", "--plot",
+                     str(png)]) == 0
+    assert "no configuration fits, so no chart is written" in capsys.readouterr().err and not png.exists()
     df = _plan_json(capsys, ["--model", "llama-3.1-70b", *WORKLOAD, "--gpus", "l40s,h200_sxm,b200,h100_sxm"])
     # Llama-3.1-70B from its config fields, bf16 (2 bytes), untied embedding + LM head
     h, L, inter, vocab, heads, kv, hd = 8192, 80, 28672, 128256, 64, 8, 128

@@ -23,7 +23,7 @@ TINY = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_si
 
 def test_mixed_iteration_chunked_prefill_by_hand():
     # budget 150: req0's prompt (100) and 50 tokens of req1's; then req0 decodes while req1 finishes its prompt
-    s = simulate([100, 100], [3, 3], 2, SchedulerConfig(max_num_batched_tokens=150), start="burst")
+    s = simulate([100, 100], [3, 3], 2, SchedulerConfig(max_num_batched_tokens=150, max_num_seqs=128), start="burst")
     assert s.num_tokens.tolist() == [150, 51, 2, 1]
     assert s.num_seqs.tolist() == [2, 2, 2, 1]
     assert s.num_decode.tolist() == [0, 1, 2, 1]
@@ -194,7 +194,7 @@ def _unit_predict(family, params, gpu, **kw):
 
 def test_price_counts_every_launch():
     m = parse_config(TINY, "tiny")
-    s = simulate([100, 100], [3, 3], 2, SchedulerConfig(max_num_batched_tokens=150), start="burst")
+    s = simulate([100, 100], [3, 3], 2, SchedulerConfig(max_num_batched_tokens=150, max_num_seqs=128), start="burst")
     p = price_schedule(s, m, "h100_sxm", 1, predict_fn=_unit_predict)
     L = 3
     base = 4 * L + 1 + (2 * L + 1) + L            # GEMMs, LM head, RMSNorms, SiLU&Mul (1 us each)
@@ -215,7 +215,7 @@ def test_price_gives_per_model_deltas_for_an_moe_model():
     from tests.test_e2e_moe import SMALL
 
     m = parse_config(SMALL, "small-moe")
-    s = simulate([100, 100], [3, 3], 2, SchedulerConfig(max_num_batched_tokens=150), start="burst")
+    s = simulate([100, 100], [3, 3], 2, SchedulerConfig(max_num_batched_tokens=150, max_num_seqs=128), start="burst")
     p = price_schedule(s, m, "h100_sxm", 1, predict_fn=_unit_predict)
     L = SMALL["num_hidden_layers"]
     # one fused-MoE launch per layer (+1 us at its upper bound); no SiLU&Mul launch (no shared expert)
@@ -318,7 +318,7 @@ def test_usable_memory_reads_the_datasheet_figure_by_memory_family():
 
 def test_an_fp8_checkpoint_prices_its_attention_on_an_fp8_kv_cache():
     m = parse_config(TINY, "tiny")
-    s = simulate([100, 100], [3, 3], 2, SchedulerConfig(max_num_batched_tokens=150), start="burst")
+    s = simulate([100, 100], [3, 3], 2, SchedulerConfig(max_num_batched_tokens=150, max_num_seqs=128), start="burst")
     seen = {}
 
     def recording(family, params, gpu, **kw):
@@ -508,6 +508,33 @@ def test_plan_serving_sizes_the_kv_cache_at_the_plans_memory_utilization(monkeyp
                          kv_cache_dtype="fp8", max_num_seqs=3)
     assert seen == [(0.7, "fp8", 3)]     # the pp = 2 row is not served
     assert out["max_num_seqs"].tolist() == [3, pd.NA] and out["kv_cache_dtype"].tolist() == ["fp8", pd.NA]
+
+
+def test_plan_serving_says_per_row_when_the_kv_cache_cannot_serve_and_stops_on_other_refusals():
+    """A row whose KV cache holds nothing is "not served" on its own line; a refusal of the deployment's settings
+    (vLLM's max_num_batched_tokens >= max_num_seqs) or of the predictor stops the whole plan."""
+    from synperf.e2e._deps import default_registry
+    from synperf.serving.scheduler import KVCapacityError
+    from synperf.serving.simulate import plan_serving
+
+    m = parse_config(TINY, "tiny")
+    df = pd.DataFrame({"gpu": ["h100_sxm", "h100_sxm"], "tp": [1, 1], "pp": [1, 1], "status": ["ok", "ok"],
+                       "gpu_memory_utilization": [0.9, 0.01]})    # 0.8 GB minus the 4 GB allowance: no KV block
+    out = plan_serving(df, m, 100, 10, 4, registry=default_registry(), predict_fn=_unit_predict)
+    assert out["serving_status"].iloc[0] == "ok"
+    assert out["serving_status"].iloc[1].startswith("not served: scheduler: kv_cache_tokens = -")
+    assert np.isnan(out["ttft_ms"].iloc[1])
+    with pytest.raises(InputError, match=r"max_num_batched_tokens \(512\) must be greater than or equal to "
+                                         r"max_num_seqs \(1024\)") as e:
+        plan_serving(df, m, 100, 10, 4, registry=default_registry(), predict_fn=_unit_predict,
+                     max_num_batched_tokens=512)
+    assert not isinstance(e.value, KVCapacityError)
+
+    def untrained(table, *a, **kw):
+        raise InputError("no trained model for family 'gemm' under models")
+
+    with pytest.raises(InputError, match="no trained model"):
+        plan_serving(df.iloc[:1], m, 100, 10, 4, registry=default_registry(), predict_fn=untrained)
 
 
 def test_score_silicon_counts_rows_the_config_cannot_price(tmp_path):

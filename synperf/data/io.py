@@ -109,8 +109,8 @@ def read_user_csv(path: str | os.PathLike, where: str) -> pd.DataFrame:
     refused, naming the first line whose field count differs.
 
     Raises:
-        InputError: the file is missing or unreadable, not UTF-8 text, empty, not parseable as CSV, or has a line
-            with more fields than its header.
+        InputError: the file is missing or unreadable, not UTF-8 text, empty, not parseable as CSV, has a column
+            name twice in its header or a line with more fields than its header.
     """
     import csv
     import warnings
@@ -119,7 +119,13 @@ def read_user_csv(path: str | os.PathLike, where: str) -> pd.DataFrame:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", pd.errors.ParserWarning)
-            return pd.read_csv(p, index_col=False)
+            df = pd.read_csv(p, index_col=False)
+        with open(p, newline="", encoding="utf-8") as f:   # pandas renames a repeated column 'm' to 'm.1'
+            header = next(csv.reader(f), [])
+        twice = sorted({c for c in header if header.count(c) > 1})
+        if twice:
+            raise InputError(f"{where}: column {twice[0]!r} appears more than once in the header")
+        return df
     except UnicodeDecodeError as e:
         raise InputError(f"{where}: not UTF-8 text ({e.reason})") from None
     except (pd.errors.ParserWarning, pd.errors.ParserError) as e:

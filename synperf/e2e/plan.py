@@ -160,12 +160,32 @@ def usable_memory_gb(registry, gpu: str, utilization: float = GPU_MEMORY_UTILIZA
     return utilization * float(spec.datasheet().memory_gb) * MEMORY_UNIT_BYTES[spec.memory_family] / GB
 
 
+def weight_bytes(m: ModelConfig, tp: int, pp: int = 1, linear_bytes: float | None = None,
+                 embedding_bytes: float | None = None) -> float:
+    """Weight bytes per GPU of ``m`` at ``tp`` x ``pp`` (the stage with the most layers): the layers' linear
+    weights (:func:`layer_params`) at ``linear_bytes`` and the vocab-parallel embedding and LM head at
+    ``embedding_bytes`` (each default the model dtype's bytes), over ``tp``. All experts count (no expert
+    parallelism); an FP8 MoE checkpoint's routed experts (``moe_dtype``) at 1 byte per weight whatever
+    ``linear_bytes`` (the block scales, 1/16384 of them, are left out).
+
+    Raises:
+        InputError: the model cannot be sharded so (:meth:`ModelConfig.shard`).
+    """
+    nbytes = DTYPE_BYTES.get(m.dtype, 2)
+    linear_bytes = nbytes if linear_bytes is None else linear_bytes
+    embedding_bytes = nbytes if embedding_bytes is None else embedding_bytes
+    layers = max(m.shard(tp, pp).layers_per_stage)
+    weights = layers * layer_params(m) * linear_bytes + 2 * m.vocab_size * m.hidden_size * embedding_bytes
+    if m.is_moe and m.moe_dtype:  # FP8 experts (every expert on every GPU): 1 byte per routed-expert weight
+        weights -= layers * m.num_experts * 3 * m.hidden_size * m.moe_intermediate_size * (linear_bytes - 1)
+    return weights / tp
+
+
 def memory_need(m: ModelConfig, tp: int, pp: int, kv_tokens: int) -> dict:
     """Per-GPU memory of ``m`` at ``tp`` x ``pp`` holding ``kv_tokens`` tokens of KV cache, in GB (1e9 bytes):
-    ``weights_gb``, ``kv_cache_gb``, ``activation_gb`` and their sum ``memory_need_gb`` (module docstring). All
-    experts count (no expert parallelism); an FP8 MoE checkpoint's routed experts at 1 byte per weight (the block
-    scales, 1/16384 of them, are left out), its other weights at ``dtype`` bytes (an overestimate: those checkpoints
-    store the attention projections in FP8 too).
+    ``weights_gb`` (:func:`weight_bytes` at the model dtype: an FP8 MoE checkpoint's other weights at ``dtype``
+    bytes, an overestimate, as those checkpoints store the attention projections in FP8 too), ``kv_cache_gb``,
+    ``activation_gb`` and their sum ``memory_need_gb`` (module docstring).
 
     Raises:
         InputError: the model cannot be sharded so (:meth:`ModelConfig.shard`).
@@ -173,10 +193,7 @@ def memory_need(m: ModelConfig, tp: int, pp: int, kv_tokens: int) -> dict:
     sm = m.shard(tp, pp)
     nbytes = DTYPE_BYTES.get(m.dtype, 2)
     layers = max(sm.layers_per_stage)
-    weights = (layers * layer_params(m) / tp + 2 * m.vocab_size * m.hidden_size / tp) * nbytes
-    if m.is_moe and m.moe_dtype:  # FP8 experts (every expert on every GPU): 1 byte per routed-expert weight
-        experts = layers * m.num_experts * 3 * m.hidden_size * m.moe_intermediate_size / tp
-        weights -= experts * (nbytes - 1)
+    weights = weight_bytes(m, tp, pp)
     kv = kv_tokens * 2 * layers * sm.num_kv_heads * m.head_dim * nbytes
     return {"weights_gb": weights / GB, "kv_cache_gb": kv / GB, "activation_gb": ACTIVATION_GB,
             "memory_need_gb": weights / GB + kv / GB + ACTIVATION_GB}

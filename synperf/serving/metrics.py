@@ -17,7 +17,7 @@ KV-cache capacity (tokens per GPU), :func:`kv_cache_tokens`: vLLM sizes the cach
 memory CUDA reports, from the registry's datasheet capacity), the capacity ``synperf plan`` checks; weights
 = linear layers at the GEMM dtype's bytes (an fp8 MoE checkpoint's routed experts, ``ModelConfig.moe_dtype``, at 1
 byte whatever the GEMM dtype) plus the vocab-parallel embedding and LM head in bf16
-(:func:`synperf.e2e.plan.layer_params`), divided by ``tp``; :data:`synperf.e2e.plan.ACTIVATION_GB` (4 GB, a round
+(:func:`synperf.e2e.plan.weight_bytes`), divided by ``tp``; :data:`synperf.e2e.plan.ACTIVATION_GB` (4 GB, a round
 allowance) for activations and CUDA graphs; ``kv bytes`` per element of the KV cache's dtype
 (:data:`synperf.serving.price.KV_CACHE_DTYPES`: 1 for the fp8 cache of an fp8 checkpoint, 2 for bf16).
 
@@ -37,8 +37,8 @@ from ._deps import (
     InputError,
     ModelConfig,
     Registry,
-    layer_params,
     usable_memory_gb,
+    weight_bytes,
 )
 from .price import kv_cache_dtype_of
 from .scheduler import (
@@ -86,11 +86,7 @@ def kv_cache_tokens(model: ModelConfig, tp: int, gpu: str, registry: Registry, g
     kv_cache_dtype = kv_cache_dtype_of(gemm_dtype, kv_cache_dtype)
     sm = model.shard(tp, 1)
     mem = usable_memory_gb(registry, gpu, utilization) * 1e9
-    weights = model.num_layers * layer_params(model) * GEMM_BYTES[gemm_dtype]
-    if model.is_moe and model.moe_dtype:   # an fp8 checkpoint's routed experts: 1 byte per weight
-        weights -= (model.num_layers * model.num_experts * 3 * model.hidden_size * model.moe_intermediate_size
-                    * (GEMM_BYTES[gemm_dtype] - 1))
-    weights = (weights + 2 * model.vocab_size * model.hidden_size * 2) / tp
+    weights = weight_bytes(model, tp, 1, linear_bytes=GEMM_BYTES[gemm_dtype], embedding_bytes=2)
     per_token = 2 * model.num_layers * sm.num_kv_heads * model.head_dim * KV_BYTES[kv_cache_dtype]
     return int((mem - weights - ACTIVATION_GB * 1e9) // per_token)
 

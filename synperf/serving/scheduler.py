@@ -64,11 +64,23 @@ SMALL_GPU_MAX_NUM_SEQS = 256
 BLOCK_SIZE = 16
 
 
+class KVCapacityError(InputError):
+    """The KV cache cannot serve the workload: the weights leave no block, or one request needs more blocks than
+    the cache holds. A configuration error of the deployment, not of the input files."""
+
+
 @dataclass(frozen=True)
 class SchedulerConfig:
     """vLLM scheduler limits: ``max_num_batched_tokens`` (token budget per iteration), ``max_num_seqs`` (running
     requests), ``block_size`` (tokens per KV block) and ``kv_cache_tokens`` (KV-cache capacity in tokens per GPU;
-    None = unlimited)."""
+    None = unlimited).
+
+    Raises:
+        InputError: a limit below 1, or ``max_num_batched_tokens`` below ``max_num_seqs`` (vLLM's
+            ``SchedulerConfig._verify_args``, vllm/config/scheduler.py, refuses to start: every running sequence
+            gets at least one token per step).
+        KVCapacityError: ``kv_cache_tokens`` holds no block.
+    """
 
     max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
@@ -79,8 +91,12 @@ class SchedulerConfig:
         for k in ("max_num_batched_tokens", "max_num_seqs", "block_size"):
             if int(getattr(self, k)) < 1:
                 raise InputError(f"scheduler: {k} must be >= 1, got {getattr(self, k)}")
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            raise InputError(f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be greater than or equal "
+                             f"to max_num_seqs ({self.max_num_seqs}), as vLLM requires (every running sequence gets at "
+                             "least one token per step)")
         if self.kv_cache_tokens is not None and self.kv_cache_tokens < self.block_size:
-            raise InputError(f"scheduler: kv_cache_tokens = {self.kv_cache_tokens} holds no KV block of "
+            raise KVCapacityError(f"scheduler: kv_cache_tokens = {self.kv_cache_tokens} holds no KV block of "
                              f"{self.block_size} tokens (the model's weights leave no room?)")
 
     @property
@@ -206,8 +222,8 @@ def simulate(prompt_tokens, output_tokens, concurrency: int, config: SchedulerCo
     bs, cap, budget0 = config.block_size, config.kv_blocks, config.max_num_batched_tokens
     worst = int((p + o).max())
     if -(-worst // bs) > cap:
-        raise InputError(f"simulate: a request of {worst} tokens needs {-(-worst // bs)} KV blocks; the cache holds "
-                         f"{cap}")
+        raise KVCapacityError(f"simulate: a request of {worst} tokens needs {-(-worst // bs)} KV blocks; the cache "
+                              f"holds {cap}")
     n = len(p)
     reqs = [None] * n
     waiting: deque = deque()
@@ -293,7 +309,7 @@ def simulate(prompt_tokens, output_tokens, concurrency: int, config: SchedulerCo
                 sched.append((r, m))
                 budget -= m
         if not sched:
-            raise InputError("simulate: no request could be scheduled (KV cache too small for one chunk)")
+            raise KVCapacityError("simulate: no request could be scheduled (KV cache too small for one chunk)")
         it = rec.n
         T = nd = kv = 0
         chunks = []

@@ -22,7 +22,7 @@ from ._deps import (
 )
 from .metrics import kv_cache_tokens, request_times, summarize, vllm_batch_defaults
 from .price import kv_cache_dtype_of, price_schedule
-from .scheduler import SchedulerConfig, simulate
+from .scheduler import KVCapacityError, SchedulerConfig, simulate
 
 #: requests of the simulated steady state, per unit of concurrency, when the caller does not say (its first wave is
 #: the warm-up, left out of the summaries)
@@ -67,8 +67,9 @@ def serve(model: ModelConfig, gpu: str, tp: int, isl, osl, concurrency: int, *, 
     ``max_num_batched_tokens``, ``max_num_seqs`` and ``kv_cache_dtype`` used.
 
     Raises:
-        InputError: a limit below 1, ``max_num_batched_tokens`` below ``max_num_seqs`` (vLLM refuses it), from
-            :func:`.scheduler.simulate` or :func:`.price.price_schedule`.
+        InputError: a limit below 1, ``max_num_batched_tokens`` below ``max_num_seqs`` (vLLM refuses it;
+            :class:`.scheduler.SchedulerConfig`), from :func:`.scheduler.simulate` or :func:`.price.price_schedule`.
+        KVCapacityError: the KV cache cannot hold one block or one request (an :class:`InputError`).
     """
     registry = registry or default_registry()
     n = int(num_requests or REQUESTS_PER_CONCURRENCY * concurrency)
@@ -77,9 +78,6 @@ def serve(model: ModelConfig, gpu: str, tp: int, isl, osl, concurrency: int, *, 
     tokens, seqs = vllm_batch_defaults(gpu, registry)
     tokens = tokens if max_num_batched_tokens is None else int(max_num_batched_tokens)
     seqs = seqs if max_num_seqs is None else int(max_num_seqs)
-    if tokens < seqs:   # vLLM's SchedulerConfig._verify_args (vllm/config/scheduler.py) refuses to start
-        raise InputError(f"max_num_batched_tokens ({tokens}) must be greater than or equal to max_num_seqs ({seqs}), "
-                         "as vLLM requires (every running sequence gets at least one token per step)")
     config = SchedulerConfig(tokens, seqs, kv_cache_tokens=kv_cache_tokens(model, tp, gpu, registry, gemm_dtype,
                                                                            gpu_memory_utilization, kv_cache_dtype))
     parts = [_served(simulate(p, o, concurrency, config, start=start, client_delay=client_delay),
@@ -156,7 +154,8 @@ def plan_serving(df, model: ModelConfig, isl: int, osl: int, concurrency: int, *
     each row was served with (``max_num_batched_tokens``, ``max_num_seqs``, ``kv_cache_dtype``) and
     ``serving_status``: ``ok``, or why the row has no TTFT/TPOT. Every row with ``pp`` 1 whose weights can be sharded
     so is served, including those whose static batch does not fit (a server queues and preempts instead); a row
-    :func:`serve` refuses (the weights leave no KV block, one request exceeds the cache) says so. The linear
+    :func:`serve` refuses with a :class:`.scheduler.KVCapacityError` (the weights leave no KV block, one request
+    exceeds the cache) says so; any other refusal stops the plan. The linear
     layers are priced in the model's dtype, the KV cache sized at each row's ``gpu_memory_utilization`` (the
     plan's); ``kv_cache_dtype``, ``max_num_batched_tokens`` and ``max_num_seqs`` go to :func:`serve` (None: its
     defaults, vLLM's for each GPU). ``serving_error`` (``{"ttft": c, "tpot": c}``,
@@ -164,7 +163,8 @@ def plan_serving(df, model: ModelConfig, isl: int, osl: int, concurrency: int, *
     (:func:`synperf.e2e.intervals.widen`); None: kernel bounds only.
 
     Raises:
-        InputError: ``max_num_batched_tokens`` below ``max_num_seqs`` (the rule :func:`serve` applies).
+        InputError: from :func:`serve` other than a KV-capacity refusal: ``max_num_batched_tokens`` below
+            ``max_num_seqs`` (given, or vLLM's default on a row's GPU), a family without a trained model.
     """
     out = df.copy()
     cols = ["ttft_ms", "ttft_low_ms", "ttft_high_ms", "tpot_ms", "tpot_low_ms", "tpot_high_ms"]
@@ -173,9 +173,6 @@ def plan_serving(df, model: ModelConfig, isl: int, osl: int, concurrency: int, *
         out[c] = np.nan
     for c, dtype in {**settings, "serving_status": "string"}.items():
         out[c] = pd.Series(pd.NA, index=out.index, dtype=dtype)
-    if max_num_batched_tokens is not None and max_num_seqs is not None and max_num_batched_tokens < max_num_seqs:
-        raise InputError(f"--max-num-batched-tokens {max_num_batched_tokens} is below --max-num-seqs {max_num_seqs}; "
-                         "vLLM requires max_num_batched_tokens >= max_num_seqs")
     for i, r in out.iterrows():
         status = str(r["status"])
         if int(r["pp"]) != 1:
@@ -191,7 +188,7 @@ def plan_serving(df, model: ModelConfig, isl: int, osl: int, concurrency: int, *
                                                                               GPU_MEMORY_UTILIZATION)),
                         kv_cache_dtype=kv_cache_dtype, max_num_batched_tokens=max_num_batched_tokens,
                         max_num_seqs=max_num_seqs)
-        except InputError as e:   # this configuration cannot serve (no KV room): said on its row
+        except KVCapacityError as e:   # this configuration cannot serve (no KV room): said on its row
             out.loc[i, "serving_status"] = f"not served: {e}"
             continue
         for m in ("ttft", "tpot"):
