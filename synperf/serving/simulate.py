@@ -78,8 +78,15 @@ def serve(model: ModelConfig, gpu: str, tp: int, isl, osl, concurrency: int, *, 
     tokens, seqs = vllm_batch_defaults(gpu, registry)
     tokens = tokens if max_num_batched_tokens is None else int(max_num_batched_tokens)
     seqs = seqs if max_num_seqs is None else int(max_num_seqs)
-    config = SchedulerConfig(tokens, seqs, kv_cache_tokens=kv_cache_tokens(model, tp, gpu, registry, gemm_dtype,
-                                                                           gpu_memory_utilization, kv_cache_dtype))
+    kv_tokens = kv_cache_tokens(model, tp, gpu, registry, gemm_dtype, gpu_memory_utilization, kv_cache_dtype)
+    try:
+        config = SchedulerConfig(tokens, seqs, kv_cache_tokens=kv_tokens)
+    except KVCapacityError:
+        raise
+    except InputError as e:   # say which limit was vLLM's default rather than the caller's
+        default = [n for n, v in (("max_num_batched_tokens", max_num_batched_tokens), ("max_num_seqs", max_num_seqs))
+                   if v is None]
+        raise InputError(f"{e}" + (f"; {' and '.join(default)}: vLLM's default on {gpu}" if default else "")) from None
     parts = [_served(simulate(p, o, concurrency, config, start=start, client_delay=client_delay),
                      model, gpu, tp, gemm_dtype, predict_fn, models_dir, registry, collectives, overhead,
                      kv_cache_dtype)]
