@@ -11,6 +11,7 @@ from synperf.evaluation.fewshot import (
     CALIBRATIONS,
     Calibration,
     NeighbourCalibration,
+    choose_calibration,
     short_sweep,
 )
 from synperf.evaluation.goals import NEAREST, goals_table
@@ -111,6 +112,34 @@ def test_a_calibration_refuses_mismatched_or_non_positive_rows():
         Calibration("median_scale").fit([1.0, 2.0], [1.0], [1.0, 1.0])
     with pytest.raises(ValueError):
         Calibration("median_scale").fit([1.0, -2.0], [1.0, 1.0], [1.0, 1.0])
+
+
+def test_a_gpus_correction_is_chosen_by_cross_validation_on_its_own_rows():
+    """On the k rows alone: rows already right keep no correction; a bias of the whole GPU takes a scale factor;
+    an error that grows with the launch size takes the log-linear correction; each score is the cross-validated
+    MAPE of its candidate (fitted on the other folds), and the simplest within 5% of the lowest wins."""
+    right = _rows(n=32, noise=0.01, seed=1)
+    name, scores = choose_calibration(right["predicted_latency_us"], right["latency_us"],
+                                      right["theoretical_time_us"])
+    assert name == "none" and "trees_8_leaves" not in scores   # no design: no candidate that reads one
+    biased = _rows(n=32, factor=1.5, noise=0.02, seed=5)
+    name, bias_scores = choose_calibration(biased["predicted_latency_us"], biased["latency_us"],
+                                           biased["theoretical_time_us"])
+    assert name == "median_scale" and bias_scores["none"] > 30 > 3 > bias_scores["median_scale"]
+    sloped = _rows(n=32, slope=0.3, noise=0.01, seed=3)
+    name, scores = choose_calibration(sloped["predicted_latency_us"], sloped["latency_us"],
+                                      sloped["theoretical_time_us"])
+    assert name.startswith("loglinear") and scores[name] <= 1.05 * min(scores.values())
+    # the score of a candidate is its error on rows it was not fitted on (four folds by theoretical time)
+    t = biased["theoretical_time_us"].to_numpy()
+    folds = np.empty(32, dtype=int)
+    folds[np.argsort(t, kind="stable")] = np.arange(32) % 4
+    p, m = biased["predicted_latency_us"].to_numpy(), biased["latency_us"].to_numpy()
+    want = np.concatenate([np.abs(p[folds == f] * np.exp(np.median(np.log(m[folds != f] / p[folds != f])))
+                                  / m[folds == f] - 1)
+                           for f in range(4)]).mean() * 100
+    assert bias_scores["median_scale"] == pytest.approx(want)
+    assert choose_calibration([1.0], [2.0], [1.0]) == ("none", {})
 
 
 def _protocol_rows(values: dict, protocol="configured", split="unseen", scope="all", coverage=None):
@@ -274,9 +303,10 @@ def test_the_goals_measure_the_fingerprint_predictor_and_report_the_papers_mlp_b
 def test_fewshot_curves_per_gpu_class_average_the_class_gpus():
     from synperf.reporting.fewshot_report import class_curves, fewshot_section
 
-    rows = [("gemm", "h200_sxm", 0, 10.0), ("gemm", "h200_sxm", 32, 6.0), ("gemm", "gb200", 0, 20.0),
-            ("gemm", "gb200", 32, 8.0), ("gemm", "l40s", 0, 40.0), ("gemm", "l40s", 32, 30.0)]
-    table = pd.DataFrame(rows, columns=["experiment", "gpu", "k", "mape_pct"])
+    rows = [("gemm", "h200_sxm", 0, 10.0, "none"), ("gemm", "h200_sxm", 32, 6.0, "none;median_scale"),
+            ("gemm", "gb200", 0, 20.0, "none"), ("gemm", "gb200", 32, 8.0, "median_scale"),
+            ("gemm", "l40s", 0, 40.0, "none"), ("gemm", "l40s", 32, 30.0, "trees_8_leaves")]
+    table = pd.DataFrame(rows, columns=["experiment", "gpu", "k", "mape_pct", "calibration"])
     classes = {"h200_sxm": "sm_9x HBM", "gb200": "sm_10x HBM", "l40s": "sm_8x GDDR"}
     per = class_curves(table, classes).set_index("gpu_class")
     assert per.loc["sm_8x GDDR", "k = 32 MAPE %"] == 30.0 and per.loc["sm_8x GDDR", "gpus"] == "l40s"
@@ -284,9 +314,10 @@ def test_fewshot_curves_per_gpu_class_average_the_class_gpus():
     assert merged.loc["sm_9x HBM", "k = 0 MAPE %"] == 15.0 and merged.loc["sm_9x HBM", "gpus"] == "gb200, h200_sxm"
     with pytest.raises(KeyError, match=r"no GPU class for \['l40s'\]"):
         class_curves(table, {"h200_sxm": "sm_9x HBM", "gb200": "sm_10x HBM"})
-    choice = pd.DataFrame({"k": [32], "calibration": ["none"], "chosen": [True]})
+    choice = pd.DataFrame({"k": [32], "calibration": ["refit: borrowed own-GPU corrections"], "chosen": [True]})
     text = "\n".join(fewshot_section(table, choice, "f.png", ["gemm"], classes))
     assert "Per GPU class" in text and "| gemm | sm_8x GDDR |" in text
+    assert "k = 32: `median_scale` (2), `none` (1), `trees_8_leaves` (1)." in text
     assert "Per GPU class" not in "\n".join(fewshot_section(table, choice, "f.png", ["gemm"]))
 
 

@@ -514,10 +514,12 @@ def test_predict_with_measured_launches_refits_that_gpus_fingerprint_and_says_so
 
 
 def test_fewshot_stage_reads_each_models_choice_and_scores_only_the_unseen_rows(registry, tmp_path):
-    """The correction after the few-shot refit is chosen per k on the training GPUs (fit_chosen); the stage scores
-    the unseen GPU with that choice, and poisoning the unseen GPU's rows moves its MAPE, never the choice."""
+    """The few-shot refit borrows own-GPU corrections as the model chose per k on its training GPUs
+    (fit_chosen), and each draw's correction is chosen on its own k rows; the stage scores the unseen GPU's other
+    rows, and poisoning the unseen GPU's rows moves its MAPE, never the model's choices."""
     from conftest import GPUS
 
+    from synperf.evaluation.fewshot import CALIBRATIONS
     from synperf.model.fingerprint_choice import fit_chosen
     from synperf.pipeline.fewshot import CHOICE_COLUMNS, TABLE_COLUMNS, fewshot_stage
 
@@ -528,13 +530,7 @@ def test_fewshot_stage_reads_each_models_choice_and_scores_only_the_unseen_rows(
                        theoretical_time_us=F.pipe_times(rows, registry).sum(axis=1),
                        split=np.where(rows["gpu"] == "l40", "unseen", "train"))
     model = fit_chosen(rows[rows["split"] == "train"], META, registry, seed=0)
-    chosen = model.choice["fewshot_calibration"]
-    scores = pd.DataFrame(model.choice["fewshot_scores"])
-    assert sorted(chosen) == [8, 32] and set(scores["k"]) == {8, 32}   # 80 rows per GPU: no k = 128
-    for k, g in scores.groupby("k"):
-        best = g["mape_pct"].min()
-        first = next(n for n in g["calibration"] if g.set_index("calibration")["mape_pct"][n] <= 1.05 * best)
-        assert chosen[k] == first and g.set_index("calibration")["chosen"].sum() == 1
+    assert "fewshot_calibration" not in model.choice
     model.save(tmp_path / "fingerprint.joblib")
     out = {k: str(tmp_path / k) for k in ("table.csv", "choice.csv", "fig.png")}
 
@@ -555,7 +551,7 @@ def test_fewshot_stage_reads_each_models_choice_and_scores_only_the_unseen_rows(
     got = table.set_index("k")
     assert got.loc[0, "calibration"] == "none"
     assert np.isclose(got.loc[0, "mape_pct"], got.loc[0, "uncalibrated_mape_pct"])
-    assert all(got.loc[k, "calibration"] == chosen[k] for k in (8, 32))
+    assert all(set(got.loc[k, "calibration"].split(";")) <= set(CALIBRATIONS) for k in (8, 32))
     assert got.loc[32, "mape_pct"] < got.loc[0, "mape_pct"]
     poisoned = rows.copy()
     on = (poisoned["gpu"] == "l40").to_numpy()

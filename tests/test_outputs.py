@@ -80,10 +80,11 @@ def test_models_train_with_the_recipe_their_experiment_chose(experiment):
 
 def test_fewshot_scores_each_unseen_gpu_from_what_predict_serves_and_chooses_once_per_k():
     """The few-shot table's k = 0 rows are the configured split's `synperf` MAPE of each unseen GPU (the same
-    predictor, uncalibrated); every experiment with unseen GPUs has one chosen correction per k > 0, chosen on its
-    training GPUs (the model's record)."""
+    predictor, uncalibrated); every k > 0 row names the corrections its draws chose on their own rows; the choice
+    to borrow own-GPU corrections is the model's record, one way per k."""
     import pandas as pd
 
+    from synperf.evaluation.fewshot import CALIBRATIONS
     from synperf.model.fingerprint import FINGERPRINT_FILE, FingerprintModel
 
     table = pd.read_csv(need_output(REPO / "results" / "tables" / "fewshot.csv"))
@@ -101,9 +102,9 @@ def test_fewshot_scores_each_unseen_gpu_from_what_predict_serves_and_chooses_onc
         model = FingerprintModel.load(REPO / "models" / experiment / FINGERPRINT_FILE)
         mine = choice[(choice["for_experiment"] == experiment) & choice["chosen"]]
         refit = mine["calibration"].str.startswith("refit:")
-        picked = mine[~refit].set_index("k")["calibration"]
-        assert {int(k): v for k, v in model.choice["fewshot_calibration"].items()} == picked.to_dict(), experiment
-        assert (t[t["k"] > 0].set_index("k")["calibration"].groupby(level=0).first() == picked).all(), experiment
+        assert refit.all(), experiment
+        names = {n for v in t[t["k"] > 0]["calibration"] for n in str(v).split(";")}
+        assert names <= set(CALIBRATIONS) and (t[t["k"] == 0]["calibration"] == "none").all(), experiment
         # the choice to borrow own-GPU corrections: one way per k, the model's
         borrowed = mine[refit].set_index("k")["calibration"].str.startswith("refit: borrowed")
         assert {int(k): bool(v) for k, v in model.choice["fewshot_borrow"].items()} == borrowed.to_dict(), experiment

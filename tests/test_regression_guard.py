@@ -303,8 +303,10 @@ def test_update_needs_a_one_line_reason(setup, tmp_path):
 
 def test_repository_tolerance_file_loads():
     tol = guard.Tolerance.load(REPO / "tests" / "expected" / "tolerance.yaml")
-    assert tol.kind("roofline") == tol.kind("linear") == "deterministic"
-    assert tol.kind("synperf_mlp") == tol.kind("some_new_method") == tol.kind(guard.PRIMARY_METHOD) == "trained"
+    assert tol.kind("roofline") == tol.kind("nearest_gpu_roofline") == "deterministic"
+    # the closed-form ridge moves with the CPU kind (tests/expected/README.md): checked one-sided
+    assert tol.kind("linear") == tol.kind("synperf_mlp") == tol.kind("some_new_method") == "trained"
+    assert tol.kind(guard.PRIMARY_METHOD) == "trained"
     assert tol.allowed("roofline", 50.0) <= 0.1
     assert tol.allowed("neusight", 100.0) == max(tol.trained_abs_pp, tol.trained_rel * 100.0)
 

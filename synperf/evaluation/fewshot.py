@@ -17,9 +17,11 @@ rows take: :func:`chosen_borrow`) and corrects its predictions by a correction f
   the median intercept, so a small ``k`` falls back to a scale factor); ``neighbours_8`` (a local factor per row:
   the median ratio of its 8 nearest calibration rows by size and predicted efficiency,
   :class:`NeighbourCalibration`); ``trees_8_leaves`` (small boosted trees on the predictor's correction design,
-  :class:`TreeCalibration`: the GPU's own correction learned from its ``k`` rows). The predictor chooses one per
-  ``k`` on its training GPUs (:func:`synperf.model.fingerprint_choice.choose_fewshot_calibration`): the simplest
-  (earliest) within :data:`MIN_RELATIVE_GAIN` of the lowest.
+  :class:`TreeCalibration`: the GPU's own correction learned from its ``k`` rows). Each GPU's refit chooses one on
+  its own ``k`` rows (:func:`choose_calibration`): :data:`CV_FOLDS`-fold cross-validation over the rows in order of
+  theoretical time, the simplest (earliest) candidate within :data:`MIN_RELATIVE_GAIN` of the lowest MAPE. The
+  ``k`` rows are the user's measurements of that GPU, so the choice reads nothing else of it; the few-shot
+  evaluation scores the GPU's other rows.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ KS = (0, 8, 32, 128)
 SEEDS = (0, 1, 2)
 #: the simplest candidate within this share of the lowest mean MAPE is chosen
 MIN_RELATIVE_GAIN = 0.05
+#: folds of the cross-validation that chooses a GPU's correction on its own few-shot rows (fewer rows: one per row)
+CV_FOLDS = 4
 
 
 def short_sweep(rows: pd.DataFrame, k: int, seed: int = 0) -> np.ndarray:
@@ -292,12 +296,36 @@ def needs_design(calibration) -> bool:
     return bool(getattr(calibration, "needs_design", False))
 
 
-def chosen_calibration(model, k: int) -> str:
-    """The correction ``model`` (a :class:`synperf.model.fingerprint.FingerprintModel`) chose for a short sweep of
-    ``k`` rows: the choice of the largest chosen ``k`` not above it (``model.choice["fewshot_calibration"]``), else
-    ``none``."""
-    chosen = {int(n): v for n, v in (model.choice.get("fewshot_calibration") or {}).items() if int(n) <= k}
-    return chosen[max(chosen)] if chosen else "none"
+def choose_calibration(predicted_us, measured_us, theoretical_us, design=None, candidates=None
+                       ) -> tuple[str, dict]:
+    """The correction of one GPU's few-shot predictions, chosen on its ``k`` measured rows alone: the rows, ordered
+    by ``theoretical_us``, go round-robin into ``min(CV_FOLDS, k)`` folds; each candidate of ``candidates`` (default
+    :data:`CALIBRATIONS`, simplest first) is fitted on the other folds and scored on each fold's rows (APE %); the
+    first whose mean is within :data:`MIN_RELATIVE_GAIN` of the lowest wins. Arrays shape ``(k,)`` (microseconds,
+    after the constants' refit); ``design`` ``(k, n)`` or None (then no candidate that reads it). Fewer than two
+    rows: ``none``.
+
+    Returns:
+        ``(name, {name: cross-validated MAPE %})``.
+    """
+    candidates = CALIBRATIONS if candidates is None else candidates
+    p, m, t = _checked("choose_calibration", predicted_us, measured_us, theoretical_us)
+    if len(p) < 2:
+        return "none", {}
+    folds = np.empty(len(p), dtype="int64")
+    folds[np.argsort(t, kind="stable")] = np.arange(len(p)) % min(CV_FOLDS, len(p))
+    scores = {}
+    for name, cal in candidates.items():
+        if needs_design(cal) and design is None:
+            continue
+        err = np.zeros(len(p))
+        for f in np.unique(folds):
+            tr, te = folds != f, folds == f
+            fitted = cal.fit(p[tr], m[tr], t[tr], None if design is None else design[tr])
+            err[te] = ape(fitted.apply(p[te], t[te], None if design is None else design[te]), m[te])
+        scores[name] = float(err.mean())
+    best = min(scores.values())
+    return next(n for n in scores if scores[n] <= best * (1.0 + MIN_RELATIVE_GAIN)), scores
 
 
 def chosen_borrow(model, k: int) -> bool:
@@ -315,8 +343,7 @@ def fewshot_predictor(model, measured: pd.DataFrame, registry):
     :attr:`overrides` hold each GPU's few-shot constants
     and :attr:`borrowed` the own-GPU corrections its rows chose where the model chose to borrow for that row count
     (:meth:`synperf.model.fingerprint.FingerprintModel.fewshot_fit`, :func:`chosen_borrow`), and per GPU the
-    correction chosen for its row count (:func:`chosen_calibration`) fitted on its rows. ``model`` itself is not
-    changed.
+    correction its rows chose (:func:`choose_calibration`) fitted on them. ``model`` itself is not changed.
 
     Returns:
         ``(model copy, {gpu: (correction name, fitted correction)})``; apply a correction with
@@ -348,10 +375,9 @@ def fewshot_predictor(model, measured: pd.DataFrame, registry):
         if mates is not None:
             out.borrowed[gpu] = mates
         d = out.describe(g, registry)
-        name = chosen_calibration(out, len(g))
-        cal = CALIBRATIONS[name]
-        corrections[gpu] = (name, cal.fit(d["predicted_latency_us"], g["latency_us"], d["theoretical_time_us"],
-                                          out.design(g, registry) if needs_design(cal) else None))
+        pred, theo, design = d["predicted_latency_us"], d["theoretical_time_us"], out.design(g, registry)
+        name = choose_calibration(pred, g["latency_us"], theo, design)[0]
+        corrections[gpu] = (name, CALIBRATIONS[name].fit(pred, g["latency_us"], theo, design))
         out.measured[gpu] = measured_table(g, registry)   # after the fits: its own launches answer as measured
     return out, corrections
 
@@ -360,8 +386,8 @@ def fingerprint_fewshot(model, rows: pd.DataFrame, registry, ks=KS, seeds=SEEDS,
                         experiment: str = "") -> pd.DataFrame:
     """Few-shot on the fingerprint predictor, simulated on measured rows: for each GPU, ``k`` and seed the short
     sweep's rows (:func:`short_sweep`) go through :func:`fewshot_predictor` (the GPU's constants refitted on them,
-    its predicted constants as prior, then the correction the model chose for ``k``) and the GPU's other rows are
-    scored.
+    its predicted constants as prior, then the correction those rows chose, :func:`choose_calibration`) and the
+    GPU's other rows are scored.
 
     Args:
         model: a fitted :class:`synperf.model.fingerprint.FingerprintModel` (not changed).

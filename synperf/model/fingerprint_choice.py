@@ -111,7 +111,7 @@ def choose_prior_weight(folds: list, registry, rule: str, *, weights=PRIOR_WEIGH
         ``(weight, {weight: score})``.
     """
     scores: dict[float, list] = {w: [] for w in weights}
-    for _, _, _, (_, w), _, mape in _fewshot_draws(folds, registry, rule, ks, (seed,), weights):
+    for _, _, _, w, _, mape in _fewshot_draws(folds, registry, rule, ks, (seed,), weights):
         scores[w].append(mape)
     mean = {w: float(np.mean(v)) for w, v in scores.items() if v}
     if not mean:
@@ -119,21 +119,18 @@ def choose_prior_weight(folds: list, registry, rule: str, *, weights=PRIOR_WEIGH
     return next(w for w in weights if w in mean and mean[w] <= min(mean.values()) * (1.0 + MARGIN)), mean
 
 
-def _fewshot_draws(folds: list, registry, rule: str, ks, seeds, weights, calibrations: dict | None = None,
-                   borrow=False):
+def _fewshot_draws(folds: list, registry, rule: str, ks, seeds, weights, borrow=False):
     """Per (left-out GPU of ``folds``, k, seed, prior weight): the short sweep refits its constants
     (:meth:`FingerprintModel.fewshot_fit`, borrowing own-GPU corrections where ``borrow``: a bool, or ``{k: bool}``).
-    Yields ``(gpu, k, seed, (calibration name, weight), rest mask, MAPE % on the rest)``, one per calibration of
-    ``calibrations`` (:data:`synperf.evaluation.fewshot.CALIBRATIONS` members, fitted on the sweep's rows after the
-    refit); without ``calibrations``, ``name`` is ``"none"``. Nothing without ``theoretical_time_us`` (the sweep's
-    order)."""
-    from synperf.evaluation.fewshot import needs_design, short_sweep
+    Yields ``(gpu, k, seed, weight, rest mask, MAPE % on the rest)``. Nothing without ``theoretical_time_us`` (the
+    sweep's order)."""
+    from synperf.evaluation.fewshot import short_sweep
 
     for h, te, model in folds:
         if "theoretical_time_us" not in te.columns:
             continue
         te = te.reset_index(drop=True)
-        y, theo = te["latency_us"].to_numpy(dtype="float64"), te["theoretical_time_us"].to_numpy(dtype="float64")
+        y = te["latency_us"].to_numpy(dtype="float64")
         for k in ks:
             if len(te) <= k:
                 continue
@@ -148,15 +145,9 @@ def _fewshot_draws(folds: list, registry, rule: str, ks, seeds, weights, calibra
                     if mates is not None:
                         model.borrowed[h] = mates
                     pred = model.predict(te, registry, rule=rule)
-                    wanted = any(needs_design(c) for c in (calibrations or {}).values())
-                    x = model.design(te, registry, rule) if wanted else None
                     model.overrides.pop(h, None)
                     model.borrowed.pop(h, None)
-                    for name, c in (calibrations or {"none": None}).items():
-                        xc, xr = (x[cal], x[rest]) if x is not None else (None, None)
-                        p = pred[rest] if c is None else c.fit(pred[cal], y[cal], theo[cal], xc).apply(
-                            pred[rest], theo[rest], xr)
-                        yield h, int(k), seed, (name, w), rest, float(np.mean(np.abs(p / y[rest] - 1.0)) * 100.0)
+                    yield h, int(k), seed, w, rest, float(np.mean(np.abs(pred[rest] / y[rest] - 1.0)) * 100.0)
 
 
 def choose_fewshot_borrow(folds: list, registry, rule: str, weight: float, *, ks=None, seeds=None
@@ -180,40 +171,6 @@ def choose_fewshot_borrow(folds: list, registry, rule: str, weight: float, *, ks
             scores.setdefault(k, {}).setdefault(name, []).append(mape)
     mean = {k: {n: float(np.mean(v)) for n, v in d.items()} for k, d in scores.items()}
     return {k: bool(d["borrow"] * (1.0 + MARGIN) < d["keep"]) for k, d in mean.items()}, mean
-
-
-def choose_fewshot_calibration(folds: list, registry, rule: str, weight: float, *, ks=None,
-                               seeds=None, borrow=False) -> tuple[dict, pd.DataFrame]:
-    """Per ``k``, the correction applied after the few-shot refit of the constants: each left-out training GPU of
-    ``folds`` gets its constants refitted on its short sweep (prior ``weight``), every candidate of
-    :data:`synperf.evaluation.fewshot.CALIBRATIONS` is fitted on the sweep's rows and scored on the others; a
-    candidate scores the mean over (GPU, seed) of its MAPE %, and the first (simplest) within
-    :data:`synperf.evaluation.fewshot.MIN_RELATIVE_GAIN` of the lowest wins. ``borrow``: as :func:`_fewshot_draws`
-    (the per-``k`` choice of :func:`choose_fewshot_borrow`).
-
-    Returns:
-        ``({k: calibration name}, table)``: one table row per (k, calibration): ``k``, ``calibration``,
-        ``mape_pct``, ``n_folds`` (GPU x seed draws), ``chosen``. Empty without folds.
-    """
-    from synperf.evaluation.fewshot import CALIBRATIONS, KS, MIN_RELATIVE_GAIN, SEEDS
-
-    ks = tuple(k for k in (KS if ks is None else ks) if k > 0)
-    seeds = SEEDS if seeds is None else seeds
-    res = pd.DataFrame([{"k": k, "calibration": c[0], "mape_pct": m} for _, k, _, c, _, m in
-                        _fewshot_draws(folds, registry, rule, ks, seeds, (weight,), CALIBRATIONS, borrow)],
-                       columns=["k", "calibration", "mape_pct"])
-    if not len(res):
-        return {}, pd.DataFrame(columns=["k", "calibration", "mape_pct", "n_folds", "chosen"])
-    table = (res.groupby(["k", "calibration"], sort=False).agg(mape_pct=("mape_pct", "mean"),
-                                                                 n_folds=("mape_pct", "size")).reset_index())
-    chosen = {}
-    for k, g in table.groupby("k"):
-        best = g["mape_pct"].min()
-        chosen[int(k)] = next(n for n in CALIBRATIONS if n in set(g["calibration"])
-                              and float(g.loc[g["calibration"] == n, "mape_pct"].iloc[0])
-                              <= best * (1.0 + MIN_RELATIVE_GAIN))
-    table["chosen"] = [chosen.get(int(k)) == c for k, c in zip(table["k"], table["calibration"])]
-    return chosen, table
 
 
 #: interval rules for a GPU without measurements, simplest first: ``(name, kind, parameter)``. ``case``: the
@@ -294,25 +251,21 @@ def choose_interval(residuals: pd.DataFrame, training: list[str], registry, inte
 def fit_chosen(rows: pd.DataFrame, meta: dict, registry, *, max_train_rows: int = 0, seed: int = 0,
                oof: bool = True, fewshot: bool = True, local_oof: bool | None = None) -> FingerprintModel:
     """:meth:`FingerprintModel.fit` on ``rows`` with the options :func:`choose_options` picks on the same rows,
-    and with ``fewshot`` the prior weight (:func:`choose_prior_weight`) and the correction per ``k`` after the
-    refit (:func:`choose_fewshot_calibration`); the choices and their scores are kept in
-    :attr:`FingerprintModel.choice` (``fewshot_calibration``: ``{k: name}``; ``fewshot_scores``: the table's
-    records). ``oof``, ``local_oof``: as :meth:`FingerprintModel.fit`."""
+    and with ``fewshot`` the prior weight (:func:`choose_prior_weight`) and, per ``k``, whether a few-shot refit
+    borrows own-GPU corrections (:func:`choose_fewshot_borrow`); the choices and their scores are kept in
+    :attr:`FingerprintModel.choice`. ``oof``, ``local_oof``: as :meth:`FingerprintModel.fit`."""
     name, opts, rule, scores, residuals, folds = choose_options(rows, meta, registry, max_train_rows=max_train_rows,
                                                                 seed=seed)
     weight, weight_scores = choose_prior_weight(folds, registry, rule, seed=seed) if fewshot else (
         FEWSHOT_PRIOR_WEIGHT, {})
     borrow, borrow_scores = ((choose_fewshot_borrow(with_own_corrections(folds, rows, registry, seed), registry, rule,
                                                     weight)) if fewshot else ({}, {}))
-    calibration, calibration_scores = (choose_fewshot_calibration(folds, registry, rule, weight, borrow=borrow)
-                                       if fewshot else ({}, pd.DataFrame()))
     model = FingerprintModel.fit(rows, meta, registry, max_train_rows=max_train_rows, seed=seed, oof=oof,
                                  local_oof=local_oof, rule=rule, **opts)
     model.prior_weight = weight
     model.choice = {"option": name, "scores_mape_pct": scores, "prior_weight": weight,
                     "prior_weight_scores_mape_pct": weight_scores, "fewshot_borrow": borrow,
-                    "fewshot_borrow_scores_mape_pct": borrow_scores, "fewshot_calibration": calibration,
-                    "fewshot_scores": calibration_scores.to_dict("records")}
+                    "fewshot_borrow_scores_mape_pct": borrow_scores}
     if len(residuals):
         name, rule, interval_scores = choose_interval(residuals, sorted(model.fitted), registry)
         model.unseen_q = rule

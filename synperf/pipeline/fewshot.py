@@ -3,9 +3,10 @@ table, figure).
 
 Per experiment, the fingerprint predictor the train rule fitted on the seen GPUs' training rows
 (``models/<exp>/fingerprint.joblib``) predicts each unseen GPU of the configured split; ``k`` of its rows, drawn by
-the short-sweep rule, refit its constants and then the correction the predictor chose per ``k`` on its training
-GPUs alone (:func:`synperf.model.fingerprint_choice.choose_fewshot_calibration`); MAPE is scored on its other rows
-(:func:`synperf.evaluation.fewshot.fingerprint_fewshot`). Nothing of an unseen GPU informs a choice.
+the short-sweep rule, refit its constants and then choose and fit its correction
+(:func:`synperf.evaluation.fewshot.choose_calibration`, cross-validated on those ``k`` rows alone); MAPE is scored on
+its other rows (:func:`synperf.evaluation.fewshot.fingerprint_fewshot`). Nothing of an unseen GPU beyond its ``k``
+rows informs a choice.
 """
 
 from __future__ import annotations
@@ -27,11 +28,13 @@ CHOICE_COLUMNS = ["for_experiment", "k", "calibration", "mape_pct", "n_folds", "
 
 def fewshot_table(draws: pd.DataFrame, kernels: dict[str, str]) -> pd.DataFrame:
     """:data:`TABLE_COLUMNS` from :func:`synperf.evaluation.fewshot.fingerprint_fewshot` rows (one per draw):
-    MAPE's mean, min and max over seeds, ``borrowed`` the own-GPU corrections the seeds' fits took (``;`` between
-    seeds that differ; empty: the class-mates'); ``kernels``: experiment -> kernel family."""
-    keys = ["experiment", "gpu", "k", "calibration", "prior_weight"]
+    MAPE's mean, min and max over seeds, ``calibration`` the corrections the seeds' rows chose and ``borrowed`` the
+    own-GPU corrections the seeds' fits took (each ``;`` between seeds that differ; ``borrowed`` empty: the
+    class-mates'); ``kernels``: experiment -> kernel family."""
+    keys = ["experiment", "gpu", "k", "prior_weight"]
     out = (draws.groupby(keys, observed=True, sort=True)
-           .agg(borrowed=("borrowed", lambda v: ";".join(dict.fromkeys(v))),
+           .agg(calibration=("calibration", lambda v: ";".join(dict.fromkeys(v))),
+                borrowed=("borrowed", lambda v: ";".join(dict.fromkeys(v))),
                 n_calibration_rows=("n_calibration_rows", "first"), n_eval_rows=("n_eval_rows", "first"),
                 mape_pct=("mape_pct", "mean"), mape_pct_min=("mape_pct", "min"), mape_pct_max=("mape_pct", "max"),
                 uncalibrated_mape_pct=("uncalibrated_mape_pct", "mean"),
@@ -62,8 +65,8 @@ def fewshot_stage(experiments: list[str], model_files: list[str], feature_tables
                   figure_experiments: list[str] | None = None) -> None:
     """Few-shot on every unseen GPU (``split == "unseen"`` rows of each experiment's feature table) with the
     experiment's fingerprint predictor; writes the table (:data:`TABLE_COLUMNS`), the choice table
-    (:data:`CHOICE_COLUMNS`, from each predictor's ``choice["fewshot_scores"]``) and the figure (MAPE against
-    ``k``, ``figure_experiments``, default all).
+    (:data:`CHOICE_COLUMNS`: each predictor's per-``k`` choice to borrow own-GPU corrections,
+    :func:`borrow_choice_rows`) and the figure (MAPE against ``k``, ``figure_experiments``, default all).
 
     Raises:
         InputError: a feature table without a ``split`` column; as :meth:`FingerprintModel.load`.
@@ -83,10 +86,9 @@ def fewshot_stage(experiments: list[str], model_files: list[str], feature_tables
             raise InputError(f"{table_file}: no 'split' column (expected the feature stage's split labels)")
         unseen = table[table["split"].astype(str) == "unseen"]
         draws.append(fingerprint_fewshot(model, unseen, registry, experiment=exp))
-        scores = pd.DataFrame(model.choice.get("fewshot_scores") or [], columns=CHOICE_COLUMNS[1:])
-        choices.append(pd.concat([borrow_choice_rows(model.choice), scores]).assign(for_experiment=exp)[CHOICE_COLUMNS])
-        logging.getLogger(__name__).info("%s: few-shot correction per k %s, prior weight %s", exp,
-                                         model.choice.get("fewshot_calibration"), model.prior_weight)
+        choices.append(borrow_choice_rows(model.choice).assign(for_experiment=exp)[CHOICE_COLUMNS])
+        logging.getLogger(__name__).info("%s: few-shot borrow per k %s, prior weight %s", exp,
+                                         model.choice.get("fewshot_borrow"), model.prior_weight)
     table = fewshot_table(pd.concat(draws, ignore_index=True), kernels)
     write_csv(pd.concat(choices, ignore_index=True), out_choice)
     write_csv(table, out_table)

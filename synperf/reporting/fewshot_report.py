@@ -50,13 +50,12 @@ def class_curves(table: pd.DataFrame, classes: dict[str, str]) -> pd.DataFrame:
 
 def fewshot_section(table: pd.DataFrame, choice: pd.DataFrame, figure_rel: str,
                     experiments: list[str] | None = None, classes: dict[str, str] | None = None) -> list[str]:
-    """Markdown lines: how rows are drawn, what is refitted and the correction chosen per k, the per-experiment
-    MAPE per k and the figure; with ``classes`` (GPU -> class text) also per experiment and GPU class
-    (:func:`class_curves`)."""
-    chosen = choice[choice["chosen"].astype(bool)]
-    pick = "; ".join(f"k = {k}: " + ", ".join(f"`{c}` ({n} experiment{'s' if n > 1 else ''})"
-                                              for c, n in g["calibration"].value_counts().items())
-                     for k, g in chosen.groupby("k"))
+    """Markdown lines: how rows are drawn, what is refitted and the corrections the draws chose per k, the
+    per-experiment MAPE per k and the figure; with ``classes`` (GPU -> class text) also per experiment and GPU class
+    (:func:`class_curves`). ``choice`` (the borrow choice per k) is listed in the file it came from."""
+    drawn = table[table["k"] > 0].assign(c=lambda t: t["calibration"].astype(str).str.split(";")).explode("c")
+    pick = "; ".join(f"k = {k}: " + ", ".join(f"`{c}` ({n})" for c, n in g["c"].value_counts().items())
+                     for k, g in drawn.groupby("k"))
     per = table.pivot_table(index="experiment", columns="k", values="mape_pct", aggfunc="mean")
     per.columns = [f"k = {k} MAPE %" for k in per.columns]  # mean over the experiment's unseen GPUs
     per = per.reset_index()
@@ -66,13 +65,13 @@ def fewshot_section(table: pd.DataFrame, choice: pd.DataFrame, figure_rel: str,
              "short-sweep rule (rows ordered by theoretical time, cut into k strata of equal size, one row drawn "
              "per stratum; seeds 0, 1, 2 and their mean); its predicted constants are refitted on them (each "
              "constant pulled to its predicted value by a pseudo-row; the correction learned on the training GPUs "
-             "stays), then a correction of the predictions fitted on the same k rows, chosen per k, is applied; "
-             "MAPE is scored on the remaining rows (k = 0: every row, the predicted constants). An experiment's "
-             "MAPE is the mean over its unseen GPUs. The correction per k (`none` included) and the prior's weight "
-             "are chosen on the experiment's training GPUs only: each in turn left out, its constants predicted "
-             "from the others and refitted on its own short sweep, every candidate scored on its other rows "
-             "(`results/tables/fewshot_choice.csv`; the simplest candidate within 5% of the lowest). "
-             f"Chosen: {pick}.", "",
+             "stays), then a correction of the predictions fitted on the same k rows is applied, chosen on those "
+             "k rows alone by 4-fold cross-validation (`none` included; the simplest candidate within 5% of the "
+             "lowest); MAPE is scored on the remaining rows (k = 0: every row, the predicted constants). An "
+             "experiment's MAPE is the mean over its unseen GPUs. The prior's weight and whether the refit borrows "
+             "own-GPU corrections are chosen on the experiment's training GPUs only "
+             "(`results/tables/fewshot_choice.csv`). "
+             f"Corrections chosen (unseen GPUs whose draws chose each): {pick or '-'}.", "",
              md_table(per), "", f"![Few-shot]({figure_rel})", ""]
     core = per[per["experiment"].isin(experiments)] if experiments else per
     if len(core) and "k = 32 MAPE %" in core.columns:
