@@ -384,7 +384,7 @@ def predict(kernel: str, params: dict | pd.DataFrame, gpu: str | list[str], *, e
         measured: few-shot, fingerprint predictor only: measured launches of GPUs the model did not train on (e.g.
             the short sweep of ``profiling.short``): the parameter columns, ``gpu`` (default: ``gpu`` when it names
             one GPU) and ``latency_us`` (microseconds). Each such GPU's constants are refitted on its rows and the
-            correction the predictor chose for that many rows is applied
+            correction those rows choose by cross-validation is applied
             (:func:`synperf.evaluation.fewshot.fewshot_predictor`); its rows' ``gpu_constants`` then say "few-shot
             fit on k rows".
 
