@@ -317,7 +317,8 @@ def test_fewshot_curves_per_gpu_class_average_the_class_gpus():
     choice = pd.DataFrame({"k": [32], "calibration": ["refit: borrowed own-GPU corrections"], "chosen": [True]})
     text = "\n".join(fewshot_section(table, choice, "f.png", ["gemm"], classes))
     assert "Per GPU class" in text and "| gemm | sm_8x GDDR |" in text
-    assert "k = 32: `median_scale` (2), `none` (1), `trees_8_leaves` (1)." in text
+    assert "k = 32: `median_scale` (2), `none` (1), `trees_8_leaves` (1). Refits that borrow" in text
+    assert "own-GPU corrections (experiments): k = 32: 1." in text
     assert "Per GPU class" not in "\n".join(fewshot_section(table, choice, "f.png", ["gemm"]))
 
 

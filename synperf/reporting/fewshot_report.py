@@ -52,10 +52,13 @@ def fewshot_section(table: pd.DataFrame, choice: pd.DataFrame, figure_rel: str,
                     experiments: list[str] | None = None, classes: dict[str, str] | None = None) -> list[str]:
     """Markdown lines: how rows are drawn, what is refitted and the corrections the draws chose per k, the
     per-experiment MAPE per k and the figure; with ``classes`` (GPU -> class text) also per experiment and GPU class
-    (:func:`class_curves`). ``choice`` (the borrow choice per k) is listed in the file it came from."""
+    (:func:`class_curves`). ``choice``: the choice table (``results/tables/fewshot_choice.csv``), whose chosen rows
+    say per k how many experiments' refits borrow own-GPU corrections."""
     drawn = table[table["k"] > 0].assign(c=lambda t: t["calibration"].astype(str).str.split(";")).explode("c")
     pick = "; ".join(f"k = {k}: " + ", ".join(f"`{c}` ({n})" for c, n in g["c"].value_counts().items())
                      for k, g in drawn.groupby("k"))
+    chosen = choice[choice["chosen"].astype(bool) & choice["calibration"].astype(str).str.startswith("refit: borrowed")]
+    borrow = "; ".join(f"k = {k}: {n}" for k, n in chosen.groupby("k").size().items())
     per = table.pivot_table(index="experiment", columns="k", values="mape_pct", aggfunc="mean")
     per.columns = [f"k = {k} MAPE %" for k in per.columns]  # mean over the experiment's unseen GPUs
     per = per.reset_index()
@@ -71,7 +74,8 @@ def fewshot_section(table: pd.DataFrame, choice: pd.DataFrame, figure_rel: str,
              "experiment's MAPE is the mean over its unseen GPUs. The prior's weight and whether the refit borrows "
              "own-GPU corrections are chosen on the experiment's training GPUs only "
              "(`results/tables/fewshot_choice.csv`). "
-             f"Corrections chosen (unseen GPUs whose draws chose each): {pick or '-'}.", "",
+             f"Corrections chosen (unseen GPUs whose draws chose each): {pick or '-'}. Refits that borrow "
+             f"other training GPUs' own-GPU corrections (experiments): {borrow or '-'}.", "",
              md_table(per), "", f"![Few-shot]({figure_rel})", ""]
     core = per[per["experiment"].isin(experiments)] if experiments else per
     if len(core) and "k = 32 MAPE %" in core.columns:
