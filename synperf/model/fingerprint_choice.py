@@ -111,7 +111,7 @@ def choose_prior_weight(folds: list, registry, rule: str, *, weights=PRIOR_WEIGH
         ``(weight, {weight: score})``.
     """
     scores: dict[float, list] = {w: [] for w in weights}
-    for _, _, _, w, _, mape in _fewshot_draws(folds, registry, rule, ks, (seed,), weights):
+    for _, _, w, mape in _fewshot_draws(folds, registry, rule, ks, (seed,), weights):
         scores[w].append(mape)
     mean = {w: float(np.mean(v)) for w, v in scores.items() if v}
     if not mean:
@@ -122,7 +122,7 @@ def choose_prior_weight(folds: list, registry, rule: str, *, weights=PRIOR_WEIGH
 def _fewshot_draws(folds: list, registry, rule: str, ks, seeds, weights, borrow=False):
     """Per (left-out GPU of ``folds``, k, seed, prior weight): the short sweep refits its constants
     (:meth:`FingerprintModel.fewshot_fit`, borrowing own-GPU corrections where ``borrow``: a bool, or ``{k: bool}``).
-    Yields ``(gpu, k, seed, weight, rest mask, MAPE % on the rest)``. Nothing without ``theoretical_time_us`` (the
+    Yields ``(gpu, k, weight, MAPE % on the sweep's other rows)``. Nothing without ``theoretical_time_us`` (the
     sweep's order)."""
     from synperf.evaluation.fewshot import short_sweep
 
@@ -147,7 +147,7 @@ def _fewshot_draws(folds: list, registry, rule: str, ks, seeds, weights, borrow=
                     pred = model.predict(te, registry, rule=rule)
                     model.overrides.pop(h, None)
                     model.borrowed.pop(h, None)
-                    yield h, int(k), seed, w, rest, float(np.mean(np.abs(pred[rest] / y[rest] - 1.0)) * 100.0)
+                    yield h, int(k), w, float(np.mean(np.abs(pred[rest] / y[rest] - 1.0)) * 100.0)
 
 
 def choose_fewshot_borrow(folds: list, registry, rule: str, weight: float, *, ks=None, seeds=None
@@ -167,7 +167,7 @@ def choose_fewshot_borrow(folds: list, registry, rule: str, weight: float, *, ks
     seeds = SEEDS if seeds is None else seeds
     scores: dict[int, dict[str, list]] = {}
     for b, name in ((False, "keep"), (True, "borrow")):
-        for _, k, _, _, _, mape in _fewshot_draws(folds, registry, rule, ks, seeds, (weight,), borrow=b):
+        for _, k, _, mape in _fewshot_draws(folds, registry, rule, ks, seeds, (weight,), borrow=b):
             scores.setdefault(k, {}).setdefault(name, []).append(mape)
     mean = {k: {n: float(np.mean(v)) for n, v in d.items()} for k, d in scores.items()}
     return {k: bool(d["borrow"] * (1.0 + MARGIN) < d["keep"]) for k, d in mean.items()}, mean

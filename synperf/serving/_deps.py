@@ -33,7 +33,6 @@ from synperf.e2e.model_config import ModelConfig, load_model_config  # noqa: F40
 from synperf.e2e.plan import (  # noqa: F401
     ACTIVATION_GB,
     GPU_MEMORY_UTILIZATION,
-    layer_params,
     usable_memory_gb,
     weight_bytes,
 )
@@ -41,7 +40,7 @@ from synperf.model.twins import canonical_values  # noqa: F401
 
 __all__ = ["InputError", "Registry", "default_registry", "launch_table", "predict", "write_csv", "CollectiveModel",
            "Overhead", "SharedPredictor", "attention_path", "trained_on", "ModelConfig", "load_model_config",
-           "ACTIVATION_GB", "GPU_MEMORY_UTILIZATION", "layer_params", "usable_memory_gb", "weight_bytes",
+           "ACTIVATION_GB", "GPU_MEMORY_UTILIZATION", "usable_memory_gb", "weight_bytes",
            "quadrature_bounds",
            "conformal_half_width", "needed_half_width", "widen", "shipped_half_width", "non_negative_number",
            "check_keys", "MAX_LOG_HALF_WIDTH",
